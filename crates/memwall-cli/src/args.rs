@@ -1,0 +1,259 @@
+//! Command-line flags as typed (the "LowArgs"); `cmd` validates them into core
+//! plans.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// Measure how close local LLM inference gets to the memory wall.
+#[derive(Debug, Parser)]
+#[command(name = "memwall", version, about)]
+pub struct Cli {
+    /// SQLite database (default: $MEMWALL_DB or the user data dir).
+    #[arg(long, global = true, env = "MEMWALL_DB")]
+    pub db: Option<PathBuf>,
+    /// Log more.
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark models (llama-bench semantics) and place every result on its roofline.
+    Bench(BenchArgs),
+    /// Measure memory bandwidth with STREAM (copy, scale, add, triad).
+    Stream(StreamArgs),
+    /// Measure the CPU's compute peaks (f32 FMA, int8 dot).
+    Peak(PeakArgs),
+    /// Model facts from GGUF metadata.
+    Model {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: ModelCmd,
+    },
+    /// The model catalogue: list, fetch, verify.
+    Models {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: ModelsCmd,
+    },
+    /// Roofline ceilings of a model on this machine (or a given bandwidth/peak).
+    Roofline(RooflineArgs),
+    /// Export stored benchmark rows.
+    Export(ExportArgs),
+    /// List stored runs (or delete one).
+    History(HistoryArgs),
+    /// This machine: CPU, memory, caches, power and thermal state.
+    Hw {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `memwall bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Model file or catalogue name (repeatable; default: the catalogue's default model).
+    #[arg(long, short = 'm')]
+    pub model: Vec<String>,
+    /// Prompt lengths for pp tests (comma-separated; 0 to skip pp).
+    #[arg(short = 'p', long = "n-prompt", value_delimiter = ',', default_value = "512")]
+    pub n_prompt: Vec<u32>,
+    /// Generation lengths for tg tests (comma-separated; 0 to skip tg).
+    #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128")]
+    pub n_gen: Vec<u32>,
+    /// Context depths.
+    #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0,512,1024,2048")]
+    pub n_depth: Vec<u32>,
+    /// Repetitions per test.
+    #[arg(short = 'r', long, default_value_t = 5)]
+    pub reps: u32,
+    /// Threads (comma-separated for a sweep; default: physical cores).
+    #[arg(short = 't', long = "threads", value_delimiter = ',')]
+    pub threads: Vec<u32>,
+    /// Parallel sequences decoded together in tg tests (comma-separated, e.g. 1,2,4,8).
+    #[arg(short = 'b', long = "batch", value_delimiter = ',', default_value = "1")]
+    pub batch: Vec<u32>,
+    /// Logical batch size (llama.cpp n_batch).
+    #[arg(long = "n-batch", default_value_t = 2048)]
+    pub n_batch: u32,
+    /// Micro-batch size (llama.cpp n_ubatch).
+    #[arg(long = "n-ubatch", default_value_t = 512)]
+    pub n_ubatch: u32,
+    /// Layers to offload to the accelerator (0 = CPU only).
+    #[arg(long = "ngl", alias = "n-gpu-layers", default_value_t = 999)]
+    pub n_gpu_layers: u32,
+    /// K cache type (f16, q8_0, q4_0, bf16, f32).
+    #[arg(long = "ctk", default_value = "f16")]
+    pub cache_type_k: String,
+    /// V cache type.
+    #[arg(long = "ctv", default_value = "f16")]
+    pub cache_type_v: String,
+    /// Flash attention.
+    #[arg(long = "fa", value_enum, default_value_t = Toggle::Auto)]
+    pub flash_attn: Toggle,
+    /// Seed of the synthetic tokens.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Record on battery power (rows are marked).
+    #[arg(long)]
+    pub allow_battery: bool,
+    /// Use the latest stored STREAM/peak measurement instead of measuring now.
+    #[arg(long)]
+    pub reuse_stream: bool,
+    /// Parent folder of the results/<run>/ output.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// Do not write results/<run>/.
+    #[arg(long)]
+    pub no_results: bool,
+    /// Output format of the table on stdout.
+    #[arg(short = 'o', long, default_value = "md")]
+    pub output: String,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// On, off, or the engine's choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Toggle {
+    /// Engine decides.
+    Auto,
+    /// On.
+    On,
+    /// Off.
+    Off,
+}
+
+/// `memwall stream`.
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// Thread counts (default: 1 and all logical CPUs).
+    #[arg(short = 't', long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Triad only, 5 passes (a quick reading).
+    #[arg(long)]
+    pub quick: bool,
+    /// Also measure the compute peaks.
+    #[arg(long)]
+    pub peaks: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall peak`.
+#[derive(Debug, Args)]
+pub struct PeakArgs {
+    /// Threads (default: all logical CPUs).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall model ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModelCmd {
+    /// Architecture, shape, bytes per tensor class, streamed bytes, KV bytes/token.
+    Info {
+        /// GGUF file or catalogue name.
+        file: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// KV cache type for the KV figures.
+        #[arg(long = "ctk", default_value = "f16")]
+        cache_type: String,
+    },
+}
+
+/// `memwall models ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModelsCmd {
+    /// The catalogue and what is on disk.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Download and assemble models (default: the default model).
+    Fetch {
+        /// Catalogue names.
+        names: Vec<String>,
+        /// All catalogue models.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Check sha256 of fetched models.
+    Verify {
+        /// Catalogue names (default: all).
+        names: Vec<String>,
+    },
+}
+
+/// `memwall roofline`.
+#[derive(Debug, Args)]
+pub struct RooflineArgs {
+    /// Model file or catalogue name.
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// Bandwidth in GB/s (10^9 B/s) instead of a measured one.
+    #[arg(long)]
+    pub bandwidth: Option<f64>,
+    /// Peak compute in GFLOP/s instead of a measured one.
+    #[arg(long)]
+    pub peak: Option<f64>,
+    /// Use the latest stored STREAM and peaks (measure now if none stored).
+    #[arg(long)]
+    pub measured: bool,
+    /// Depths to show.
+    #[arg(short = 'd', long, value_delimiter = ',', default_value = "0,512,1024,2048,4096,8192")]
+    pub depths: Vec<u64>,
+    /// Prompt length for the prefill ceiling.
+    #[arg(short = 'p', long, default_value_t = 512)]
+    pub n_prompt: u64,
+    /// KV cache type.
+    #[arg(long = "ctk", default_value = "f16")]
+    pub cache_type: String,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// csv, json, jsonl, md, sql.
+    #[arg(long, short = 'f', default_value = "csv")]
+    pub format: String,
+    /// Only this run.
+    #[arg(long)]
+    pub run: Option<i64>,
+    /// Only rows whose model file name contains this.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Write to this file (atomically) instead of stdout.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+}
+
+/// `memwall history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Delete this run and its rows (asks for confirmation unless --yes).
+    #[arg(long)]
+    pub delete: Option<i64>,
+    /// Do not ask.
+    #[arg(long)]
+    pub yes: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}

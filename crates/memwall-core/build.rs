@@ -1,0 +1,39 @@
+//! Embeds provenance at build time: memwall's git commit and the version of the
+//! llama.cpp bindings (from Cargo.lock).
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let o = Command::new("git").args(args).output().ok()?;
+    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let commit = git(&["-C", root.to_str().unwrap_or("."), "rev-parse", "--short=12", "HEAD"])
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["-C", root.to_str().unwrap_or("."), "status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|s| !s.is_empty());
+    let commit = if dirty { format!("{commit}-dirty") } else { commit };
+    println!("cargo:rustc-env=MEMWALL_GIT_COMMIT={commit}");
+    for p in [".git/HEAD", ".git/refs/heads", ".git/index"] {
+        let p = root.join(p);
+        if p.exists() {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    }
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
+    let mut version = "unknown".to_string();
+    let mut in_pkg = false;
+    for line in lock.lines() {
+        if line == "name = \"llama-cpp-sys-2\"" {
+            in_pkg = true;
+        } else if in_pkg && line.starts_with("version = ") {
+            version = line.trim_start_matches("version = ").trim_matches('"').to_string();
+            break;
+        }
+    }
+    println!("cargo:rustc-env=MEMWALL_LLAMA_CPP_SYS_VERSION={version}");
+    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+}

@@ -1,0 +1,581 @@
+//! The benchmark harness: a validated plan, expanded into test instances, run with
+//! llama-bench's semantics, guarded, and turned into [`BenchRecord`]s.
+//!
+//! Semantics (llama.cpp `tools/llama-bench/llama-bench.cpp`):
+//! - **pp*N***: one prefill of N synthetic tokens (first is BOS when the model adds
+//!   one, the rest seeded random ids), logits of the last token only; time = the
+//!   whole prefill.
+//! - **tg*N***: N single-token decode steps (BOS first, then random ids), each
+//!   synchronized; time = all N steps.
+//! - **@ d*D***: before each repetition the KV cache is filled with D tokens
+//!   (restored from a saved state after the first fill, as llama-bench does); the fill
+//!   is not timed.
+//! - One warm-up run (a full pp, or one tg step) before the timed repetitions.
+//! - Tokens are generated before timing; sampling is not done (the forward pass
+//!   costs the same whatever the token), so timing excludes tokenization and sampling.
+
+pub mod record;
+pub mod stats;
+
+use crate::hw::{self, HostInfo, LiveState, ThermalState};
+use crate::model::{CacheType, ModelFacts};
+use crate::roofline;
+use crate::units::{Bytes, Gbps, Gflops};
+use record::BenchRecord;
+use serde::{Deserialize, Serialize};
+use stats::Sample;
+use std::path::PathBuf;
+
+/// A validated benchmark plan (the "HiArgs": core never sees raw CLI flags).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchPlan {
+    /// Models to run, in order.
+    pub models: Vec<PathBuf>,
+    /// Prompt lengths for pp tests (empty: no pp tests).
+    pub n_prompt: Vec<u32>,
+    /// Generation lengths for tg tests (empty: no tg tests).
+    pub n_gen: Vec<u32>,
+    /// Context depths (each pp/tg test runs at each depth).
+    pub n_depth: Vec<u32>,
+    /// Parallel sequences for tg tests (1 = plain llama-bench tg).
+    pub n_seqs: Vec<u32>,
+    /// Thread counts.
+    pub n_threads: Vec<u32>,
+    /// Logical batch.
+    pub n_batch: u32,
+    /// Micro-batch.
+    pub n_ubatch: u32,
+    /// Layers offloaded.
+    pub n_gpu_layers: u32,
+    /// K cache type.
+    pub type_k: CacheType,
+    /// V cache type.
+    pub type_v: CacheType,
+    /// Flash attention (`None` = auto).
+    pub flash_attn: Option<bool>,
+    /// Timed repetitions per test (≥ 1; N ≥ 5 is the default and what reports expect).
+    pub reps: u32,
+    /// Seed for the synthetic tokens.
+    pub seed: u64,
+    /// Record even on battery power (rows are marked).
+    pub allow_battery: bool,
+}
+
+/// Errors of the harness.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// The plan is invalid.
+    #[error("invalid benchmark plan: {0}")]
+    Plan(String),
+    /// Running on battery without `--allow-battery`.
+    #[error(
+        "refusing to record on battery power ({0}): laptops lower CPU/GPU clocks and memory bandwidth on battery, so the numbers would not describe this machine. Plug in, or pass --allow-battery (rows are then marked 'battery')"
+    )]
+    OnBattery(String),
+    /// The model does not fit in available memory.
+    #[error(
+        "{model}: needs {needed} (weights {weights} + KV cache {kv} for {n_ctx} tokens + headroom {headroom}) but only {available} is available. Close other programs, use a smaller quantization, or lower -p/-n/-d"
+    )]
+    DoesNotFit {
+        /// Model path.
+        model: String,
+        /// Total needed.
+        needed: Bytes,
+        /// Weights.
+        weights: Bytes,
+        /// KV cache.
+        kv: Bytes,
+        /// Context tokens.
+        n_ctx: u64,
+        /// Headroom.
+        headroom: Bytes,
+        /// Available memory.
+        available: Bytes,
+    },
+    /// The model file could not be read.
+    #[error(transparent)]
+    Model(#[from] crate::gguf::GgufError),
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    /// I/O (hashing the model file).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The user cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl BenchPlan {
+    /// Checks the plan.
+    ///
+    /// # Errors
+    /// [`BenchError::Plan`] naming the bad field.
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let bad = |m: &str| Err(BenchError::Plan(m.to_string()));
+        if self.models.is_empty() {
+            return bad("no model given (--model FILE, or fetch the default with `memwall models fetch`)");
+        }
+        if self.n_prompt.is_empty() && self.n_gen.is_empty() {
+            return bad("nothing to run: give -p and/or -n");
+        }
+        if self.n_prompt.contains(&0) || self.n_gen.contains(&0) {
+            return bad("-p/-n values must be positive (omit a list to skip those tests)");
+        }
+        if self.n_threads.is_empty() || self.n_threads.contains(&0) {
+            return bad("-t needs positive thread counts");
+        }
+        if self.n_seqs.is_empty() || self.n_seqs.contains(&0) || self.n_seqs.iter().any(|&s| s > 256) {
+            return bad("-b (parallel sequences) must be within 1..=256");
+        }
+        if self.reps == 0 {
+            return bad("-r must be at least 1 (5 or more for a meaningful std)");
+        }
+        if self.n_batch == 0 || self.n_ubatch == 0 {
+            return bad("--n-batch and --n-ubatch must be positive");
+        }
+        for m in &self.models {
+            if !m.is_file() {
+                return Err(BenchError::Plan(format!(
+                    "model file {} does not exist (run `memwall models fetch` for the catalogue models)",
+                    m.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Expands the plan into instances, llama-bench's order: per model, per thread
+    /// count, per depth: the pp tests, then the tg tests (one per parallel-sequence count).
+    pub fn instances(&self) -> Vec<Instance> {
+        let mut out = Vec::new();
+        for (mi, _) in self.models.iter().enumerate() {
+            for &t in &self.n_threads {
+                for &d in &self.n_depth {
+                    for &p in &self.n_prompt {
+                        out.push(Instance { model: mi, n_prompt: p, n_gen: 0, n_depth: d, n_seqs: 1, n_threads: t });
+                    }
+                    for &n in &self.n_gen {
+                        for &s in &self.n_seqs {
+                            out.push(Instance { model: mi, n_prompt: 0, n_gen: n, n_depth: d, n_seqs: s, n_threads: t });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One test instance of a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Instance {
+    /// Index into `BenchPlan::models`.
+    pub model: usize,
+    /// Prompt tokens (pp), 0 for tg.
+    pub n_prompt: u32,
+    /// Generated tokens per sequence (tg), 0 for pp.
+    pub n_gen: u32,
+    /// Depth.
+    pub n_depth: u32,
+    /// Parallel sequences.
+    pub n_seqs: u32,
+    /// Threads.
+    pub n_threads: u32,
+}
+
+impl Instance {
+    /// Context this instance needs: `n_seqs × (depth + prompt + gen)` tokens.
+    pub fn n_ctx(&self) -> u32 {
+        self.n_seqs * (self.n_depth + self.n_prompt + self.n_gen).max(1)
+    }
+    /// `pp512`, `tg128 x4 @ d512`.
+    pub fn label(&self) -> String {
+        let mut s = if self.n_prompt > 0 { format!("pp{}", self.n_prompt) } else { format!("tg{}", self.n_gen) };
+        if self.n_seqs > 1 {
+            s.push_str(&format!(" x{}", self.n_seqs));
+        }
+        if self.n_depth > 0 {
+            s.push_str(&format!(" @ d{}", self.n_depth));
+        }
+        s
+    }
+}
+
+/// A warning attached to a row, with readable text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Warning {
+    /// Measured on battery (allowed by the user).
+    OnBattery,
+    /// Pages were swapped out during the test: it measured the disk, not memory.
+    Swapping {
+        /// Pages swapped out.
+        pages: u64,
+    },
+    /// The thermal state was not nominal.
+    Thermal {
+        /// The state seen.
+        state: String,
+    },
+    /// Some repetitions were outliers by MAD z-score.
+    Outliers {
+        /// How many.
+        n: usize,
+    },
+    /// Coefficient of variation above 5 %.
+    HighVariance {
+        /// std ÷ mean.
+        cv: f64,
+    },
+    /// Built without optimizations.
+    DebugBuild,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Warning::OnBattery => write!(f, "battery: measured on battery power (--allow-battery)"),
+            Warning::Swapping { pages } => write!(f, "swapping: {pages} pages swapped out during the test (a disk measurement)"),
+            Warning::Thermal { state } => write!(f, "thermal: {state}"),
+            Warning::Outliers { n } => write!(f, "outliers: {n} repetition(s) with |modified z| > 3.5"),
+            Warning::HighVariance { cv } => write!(f, "variance: std is {:.1}% of the mean", cv * 100.0),
+            Warning::DebugBuild => write!(f, "debug build: numbers are not representative"),
+        }
+    }
+}
+
+/// What the harness reports while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Progress {
+    /// A model is being loaded.
+    Loading {
+        /// Path.
+        model: String,
+    },
+    /// A test started.
+    TestStarted {
+        /// Index in the plan.
+        index: usize,
+        /// Total instances.
+        total: usize,
+        /// Label.
+        label: String,
+    },
+    /// One repetition done (`rep` is 0 for the warm-up).
+    Repetition {
+        /// Instance index.
+        index: usize,
+        /// Repetition number, 1-based; 0 = warm-up.
+        rep: u32,
+        /// Of how many.
+        reps: u32,
+    },
+    /// A test finished with its record.
+    TestDone {
+        /// The record.
+        record: Box<BenchRecord>,
+    },
+}
+
+/// Roofline inputs measured for this run: bandwidth and compute peaks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineRoof {
+    /// STREAM triad (best, all threads), GB/s.
+    pub bandwidth: Gbps,
+    /// Store id of that STREAM row (0 when not stored).
+    pub stream_id: i64,
+    /// f32 FMA peak.
+    pub peak_f32: Gflops,
+    /// int8 dot peak.
+    pub peak_int8: Gflops,
+}
+
+impl MachineRoof {
+    /// The compute roof for a model's matmuls: the int8 dot peak when its weights are
+    /// block-quantized (llama.cpp's CPU path quantizes activations to 8 bits), the f32
+    /// FMA peak for F16/BF16/F32 weights.
+    pub fn peak_for(&self, facts: &ModelFacts) -> (Gflops, &'static str) {
+        match facts.dominant_type() {
+            Some(t) if t.traits().is_some_and(|(_, blck, _)| blck > 1) => (self.peak_int8, "int8 dot"),
+            _ => (self.peak_f32, "f32 FMA"),
+        }
+    }
+}
+
+/// Per-model facts the harness computes once.
+#[derive(Debug, Clone)]
+pub struct ModelRun {
+    /// GGUF facts.
+    pub facts: ModelFacts,
+    /// sha256 of the file.
+    pub sha256: String,
+}
+
+/// Everything besides the engine that a run needs.
+pub struct RunContext<'a> {
+    /// The plan.
+    pub plan: &'a BenchPlan,
+    /// Host facts.
+    pub host: &'a HostInfo,
+    /// Bandwidth and peaks.
+    pub roof: &'a MachineRoof,
+    /// Run id in the store (0 if not stored yet).
+    pub run_id: i64,
+    /// Cancellation flag, checked between repetitions and decode steps.
+    pub cancel: &'a std::sync::atomic::AtomicBool,
+}
+
+/// Ceiling and bytes for one instance.
+pub fn instance_ceiling(facts: &ModelFacts, inst: &Instance, roof: &MachineRoof, plan: &BenchPlan) -> (f64, f64) {
+    let (peak, _) = roof.peak_for(facts);
+    if inst.n_prompt > 0 {
+        // Compute roof, or the bandwidth roof of reading the weights once per micro-batch
+        // when the prompt is short, whichever is lower.
+        let p = inst.n_prompt as u64;
+        let flops = p as f64 * roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
+        let t_compute = flops / peak.per_s();
+        let n_ub = p.div_ceil(plan.n_ubatch.max(1) as u64);
+        let kv = facts.kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k).0 as f64;
+        let bytes = n_ub as f64 * (facts.streamed_bytes.0 as f64 + kv);
+        let t_mem = bytes / roof.bandwidth.bytes_per_s();
+        (p as f64 / t_compute.max(t_mem), bytes / n_ub as f64)
+    } else {
+        // Each step reads the weights once plus every sequence's KV at its depth; the
+        // ceiling is steps × b tokens over the summed time bytes ÷ bandwidth.
+        let mean = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
+        (inst.n_seqs as f64 * roof.bandwidth.bytes_per_s() / mean, mean)
+    }
+}
+
+/// Mean bytes read per decode step of a tg instance with `batch` sequences: step `i`
+/// (0-based) attends to `depth + i + 1` cached tokens.
+pub fn mean_step_bytes(facts: &ModelFacts, inst: &Instance, batch: u64, cache: CacheType) -> f64 {
+    let n = inst.n_gen.max(1) as u64;
+    let total: f64 = (0..n)
+        .map(|i| roofline::bytes_per_step(facts, inst.n_depth as u64 + i + 1, batch, cache).0 as f64)
+        .sum();
+    total / n as f64
+}
+
+/// The memory a run of `inst` on `facts` needs, checked against what is available.
+///
+/// # Errors
+/// [`BenchError::DoesNotFit`] naming every number.
+pub fn check_capacity(facts: &ModelFacts, n_ctx: u64, cache: CacheType) -> Result<roofline::Capacity, BenchError> {
+    let c = roofline::Capacity {
+        weights: facts.tensor_bytes,
+        kv: Bytes(facts.kv_bytes_per_token(cache).0 * n_ctx),
+        headroom: roofline::default_headroom(facts.tensor_bytes),
+        available: hw::available_memory(),
+    };
+    if c.available.0 > 0 && !c.fits() {
+        return Err(BenchError::DoesNotFit {
+            model: facts.path.display().to_string(),
+            needed: c.needed(),
+            weights: c.weights,
+            kv: c.kv,
+            n_ctx,
+            headroom: c.headroom,
+            available: c.available,
+        });
+    }
+    Ok(c)
+}
+
+/// Refuses to run on battery unless allowed.
+///
+/// # Errors
+/// [`BenchError::OnBattery`].
+pub fn check_power(live: &LiveState, allow_battery: bool) -> Result<(), BenchError> {
+    if live.power.on_battery() && !allow_battery {
+        return Err(BenchError::OnBattery(live.power.to_string()));
+    }
+    Ok(())
+}
+
+/// Builds the record for a finished instance from its samples and context.
+#[allow(clippy::too_many_arguments)]
+pub fn make_record(
+    cx: &RunContext<'_>,
+    mr: &ModelRun,
+    inst: &Instance,
+    engine: &crate::engine::EngineInfo,
+    samples_ns: Vec<u64>,
+    test_time: String,
+    before: &LiveState,
+    after: &LiveState,
+) -> BenchRecord {
+    let plan = cx.plan;
+    let facts = &mr.facts;
+    let tokens = if inst.n_prompt > 0 { inst.n_prompt as f64 } else { (inst.n_gen * inst.n_seqs) as f64 };
+    let samples_ts: Vec<f64> = samples_ns.iter().map(|&ns| tokens * 1e9 / ns as f64).collect();
+    let ns = Sample::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
+    let ts = Sample::new(samples_ts.clone()).expect("finite");
+    let (ceiling, bytes_per_step) = instance_ceiling(facts, inst, cx.roof, plan);
+    let (peak, peak_kind) = cx.roof.peak_for(facts);
+    let mut warnings = Vec::new();
+    if before.power.on_battery() || after.power.on_battery() {
+        warnings.push(Warning::OnBattery);
+    }
+    let swapped = match (before.swap_out_pages, after.swap_out_pages) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    if let Some(p) = swapped.filter(|&p| p > 0) {
+        warnings.push(Warning::Swapping { pages: p });
+    }
+    for th in [&before.thermal, &after.thermal] {
+        if matches!(th.state, ThermalState::Throttling | ThermalState::Critical) {
+            warnings.push(Warning::Thermal { state: th.label() });
+            break;
+        }
+    }
+    let outliers = ns.outliers().len();
+    if outliers > 0 {
+        warnings.push(Warning::Outliers { n: outliers });
+    }
+    let cv = ts.std_dev() / ts.mean();
+    if ts.len() > 1 && cv > 0.05 {
+        warnings.push(Warning::HighVariance { cv });
+    }
+    if cfg!(debug_assertions) {
+        warnings.push(Warning::DebugBuild);
+    }
+    // Per-token-read bandwidth: aggregate tok/s × the bytes one token reads when decoded
+    // alone (weights + its own KV). Above STREAM only if the batch shared the weight read.
+    let implied = (inst.n_gen > 0).then(|| ts.mean() * mean_step_bytes(facts, inst, 1, plan.type_k) / 1e9);
+    BenchRecord {
+        id: 0,
+        run_id: cx.run_id,
+        build_commit: crate::BUILD_COMMIT.to_string(),
+        engine: engine.name.clone(),
+        engine_build: engine.build.clone(),
+        backend: engine.backend.clone(),
+        cpu_info: cx.host.cpu_model.clone(),
+        gpu_info: cx.host.gpus.join("; "),
+        model_filename: facts.path.display().to_string(),
+        model_type: facts.model_type(),
+        model_size: facts.tensor_bytes.0 as i64,
+        model_n_params: facts.n_params as i64,
+        model_sha256: mr.sha256.clone(),
+        model_file_bytes: facts.file_bytes.0 as i64,
+        quant: facts.quant.clone(),
+        synthetic: facts.synthetic,
+        n_batch: plan.n_batch as i64,
+        n_ubatch: plan.n_ubatch as i64,
+        n_threads: inst.n_threads as i64,
+        n_gpu_layers: plan.n_gpu_layers as i64,
+        type_k: plan.type_k.name().into(),
+        type_v: plan.type_v.name().into(),
+        flash_attn: match plan.flash_attn {
+            None => "auto",
+            Some(true) => "on",
+            Some(false) => "off",
+        }
+        .into(),
+        n_prompt: inst.n_prompt as i64,
+        n_gen: inst.n_gen as i64,
+        n_depth: inst.n_depth as i64,
+        n_seqs: inst.n_seqs as i64,
+        test_time,
+        avg_ns: ns.mean().round() as i64,
+        stddev_ns: ns.std_dev().round() as i64,
+        avg_ts: ts.mean(),
+        stddev_ts: ts.std_dev(),
+        min_ts: ts.min(),
+        max_ts: ts.max(),
+        samples_ns,
+        samples_ts,
+        bandwidth_gbps: cx.roof.bandwidth.0,
+        stream_id: cx.roof.stream_id,
+        peak_gflops: peak.0,
+        peak_kind: peak_kind.into(),
+        streamed_bytes: facts.streamed_bytes.0 as i64,
+        kv_bytes_per_token: facts.kv_bytes_per_token(plan.type_k).0 as i64,
+        bytes_per_step,
+        ceiling_ts: ceiling,
+        achieved: ts.mean() / ceiling,
+        implied_bandwidth_gbps: implied,
+        cores_logical: cx.host.cores_logical as i64,
+        ram_bytes: cx.host.ram.0 as i64,
+        os: cx.host.os.clone(),
+        kernel: cx.host.kernel.clone(),
+        hostname: cx.host.hostname.clone(),
+        thermal_before: before.thermal.label(),
+        thermal_after: after.thermal.label(),
+        power_source: after.power.label().into(),
+        swap_out_pages: swapped.map(|p| p as i64),
+        warnings: warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>().join("; "),
+    }
+}
+
+#[cfg(feature = "llama")]
+mod run_llama;
+#[cfg(feature = "llama")]
+pub use run_llama::run_plan;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> BenchPlan {
+        BenchPlan {
+            models: vec!["a.gguf".into()],
+            n_prompt: vec![512],
+            n_gen: vec![128],
+            n_depth: vec![0, 512],
+            n_seqs: vec![1],
+            n_threads: vec![2],
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_gpu_layers: 0,
+            type_k: CacheType::F16,
+            type_v: CacheType::F16,
+            flash_attn: None,
+            reps: 5,
+            seed: 42,
+            allow_battery: false,
+        }
+    }
+
+    #[test]
+    fn instances_follow_llama_bench_order() {
+        let labels: Vec<String> = plan().instances().iter().map(Instance::label).collect();
+        assert_eq!(labels, ["pp512", "tg128", "pp512 @ d512", "tg128 @ d512"]);
+        let mut p = plan();
+        p.n_seqs = vec![1, 4];
+        p.n_prompt = vec![];
+        p.n_depth = vec![0];
+        let labels: Vec<String> = p.instances().iter().map(Instance::label).collect();
+        assert_eq!(labels, ["tg128", "tg128 x4"]);
+        assert_eq!(p.instances()[1].n_ctx(), 4 * 128);
+    }
+
+    #[test]
+    fn invalid_plans_name_the_field() {
+        let mut p = plan();
+        p.reps = 0;
+        assert!(p.validate().unwrap_err().to_string().contains("-r must be at least 1"));
+        let mut p = plan();
+        p.n_threads = vec![0];
+        assert!(p.validate().unwrap_err().to_string().contains("-t needs positive"));
+        let p = plan(); // a.gguf does not exist
+        assert!(p.validate().unwrap_err().to_string().contains("model file a.gguf does not exist"));
+    }
+
+    #[test]
+    fn battery_is_refused_unless_allowed() {
+        let live = LiveState {
+            power: hw::PowerSource::Battery { percent: Some(50.0) },
+            thermal: hw::Thermal { state: ThermalState::Unknown, max_celsius: None },
+            mem: hw::MemState { total: Bytes(1), available: Bytes(1), swap_total: Bytes(0), swap_used: Bytes(0) },
+            swap_out_pages: None,
+        };
+        let e = check_power(&live, false).unwrap_err().to_string();
+        assert!(e.contains("refusing to record on battery power (battery (50%))"), "{e}");
+        assert!(check_power(&live, true).is_ok());
+    }
+}

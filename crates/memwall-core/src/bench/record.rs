@@ -1,0 +1,403 @@
+//! The flat benchmark record: one row per test instance, with configuration,
+//! hardware, build, timestamps, raw samples and the roofline placement side by
+//! side (llama-bench's `test` struct). Column names match llama-bench's
+//! (`build_commit`, `model_filename`, `n_prompt`, `avg_ts`, …) where llama-bench
+//! has the column; memwall's own columns carry their unit in the name.
+//!
+//! [`BenchRecord::fields`] is the one field list that the store, every exporter
+//! and the charts walk.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Reads a JSON/SQL null as NaN (a value that was not finite when stored).
+fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// One typed cell of a record, for printers and the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Integer.
+    Int(i64),
+    /// Real number.
+    Real(f64),
+    /// Text.
+    Text(String),
+    /// Not measured / not applicable (printed `—` in tables, NULL in SQL, empty in CSV).
+    Null,
+    /// Integer list (samples_ns).
+    Ints(Vec<u64>),
+    /// Real list (samples_ts).
+    Reals(Vec<f64>),
+}
+
+impl Cell {
+    /// SQLite column type of this cell.
+    pub fn sql_type(&self) -> &'static str {
+        match self {
+            Cell::Int(_) => "INTEGER",
+            Cell::Real(_) => "REAL",
+            _ => "TEXT",
+        }
+    }
+    /// Plain-text rendering: lists space-separated (llama-bench's CSV style), Null empty.
+    pub fn to_text(&self) -> String {
+        match self {
+            Cell::Int(v) => v.to_string(),
+            Cell::Real(v) => format!("{v}"),
+            Cell::Text(s) => s.clone(),
+            Cell::Null => String::new(),
+            Cell::Ints(v) => v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" "),
+            Cell::Reals(v) => v.iter().map(|x| format!("{x:.6}")).collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// Whether a column identifies the configuration (compare runs on it) or holds a measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnRole {
+    /// Configuration identity (llama-bench's key properties).
+    Key,
+    /// Measured or derived value.
+    Measure,
+    /// Provenance (who/when/where).
+    Provenance,
+}
+
+/// One benchmark test instance (pp, tg, or a batched tg) with full provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRecord {
+    /// Row id in the store (0 before storing).
+    pub id: i64,
+    /// The run this row belongs to.
+    pub run_id: i64,
+    /// memwall git commit (embedded at build time; `-dirty` when built from a modified tree).
+    pub build_commit: String,
+    /// Engine name (`llama.cpp`).
+    pub engine: String,
+    /// Engine build (`llama-cpp-sys-2 0.1.161`).
+    pub engine_build: String,
+    /// Back end and features (`CPU; AVX512 = 1 | …`).
+    pub backend: String,
+    /// CPU brand string.
+    pub cpu_info: String,
+    /// Accelerators, `;`-separated, empty when none.
+    pub gpu_info: String,
+    /// Model path as given.
+    pub model_filename: String,
+    /// `arch size quant`, e.g. `qwen2 494M Q4_K_M`.
+    pub model_type: String,
+    /// Tensor bytes (llama-bench's `model_size`).
+    pub model_size: i64,
+    /// Parameters.
+    pub model_n_params: i64,
+    /// sha256 of the file.
+    pub model_sha256: String,
+    /// File size in bytes.
+    pub model_file_bytes: i64,
+    /// Quantization label.
+    pub quant: String,
+    /// Rows from a synthetic (random-weight) model are marked.
+    pub synthetic: bool,
+    /// Logical batch.
+    pub n_batch: i64,
+    /// Micro-batch.
+    pub n_ubatch: i64,
+    /// Threads (cores used).
+    pub n_threads: i64,
+    /// Layers offloaded.
+    pub n_gpu_layers: i64,
+    /// K cache type.
+    pub type_k: String,
+    /// V cache type.
+    pub type_v: String,
+    /// `auto`, `on`, `off`.
+    pub flash_attn: String,
+    /// Prompt tokens (pp test), 0 for tg.
+    pub n_prompt: i64,
+    /// Generated tokens per sequence (tg test), 0 for pp.
+    pub n_gen: i64,
+    /// Context depth before the test.
+    pub n_depth: i64,
+    /// Parallel sequences decoded together (1 = plain llama-bench tg).
+    pub n_seqs: i64,
+    /// UTC RFC 3339 time the test started.
+    pub test_time: String,
+    /// Mean time per repetition, ns.
+    pub avg_ns: i64,
+    /// Std of time per repetition, ns.
+    pub stddev_ns: i64,
+    /// Mean tokens/s (aggregate over sequences), averaged per sample as llama-bench does.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub avg_ts: f64,
+    /// Std of tokens/s.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub stddev_ts: f64,
+    /// Slowest repetition, tokens/s.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub min_ts: f64,
+    /// Fastest repetition, tokens/s.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub max_ts: f64,
+    /// Every repetition's time, ns.
+    pub samples_ns: Vec<u64>,
+    /// Every repetition's tokens/s.
+    pub samples_ts: Vec<f64>,
+    /// STREAM bandwidth used for the ceiling (triad, best), GB/s (10^9 B/s).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub bandwidth_gbps: f64,
+    /// Store id of the STREAM result used.
+    pub stream_id: i64,
+    /// Measured compute peak used for the prefill ceiling, GFLOP/s (or GOP/s for int8).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub peak_gflops: f64,
+    /// Which peak (`f32 FMA`, `int8 dot`).
+    pub peak_kind: String,
+    /// Weight bytes streamed per decode step.
+    pub streamed_bytes: i64,
+    /// KV-cache bytes per token of context (capacity, all layers).
+    pub kv_bytes_per_token: i64,
+    /// Mean bytes read per step over the test (weights + KV at the step's depth).
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub bytes_per_step: f64,
+    /// Roofline ceiling for this test, tokens/s.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub ceiling_ts: f64,
+    /// avg_ts ÷ ceiling_ts.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub achieved: f64,
+    /// Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
+    /// NaN → `—` for pp rows, where it is not meaningful).
+    pub implied_bandwidth_gbps: Option<f64>,
+    /// Logical CPUs on the machine.
+    pub cores_logical: i64,
+    /// Installed RAM, bytes.
+    pub ram_bytes: i64,
+    /// OS and version.
+    pub os: String,
+    /// Kernel.
+    pub kernel: String,
+    /// Host name.
+    pub hostname: String,
+    /// Thermal state before the test.
+    pub thermal_before: String,
+    /// Thermal state after the test.
+    pub thermal_after: String,
+    /// `ac`, `battery`, `unknown`.
+    pub power_source: String,
+    /// Pages swapped out during the test (None when the OS does not report it).
+    pub swap_out_pages: Option<i64>,
+    /// Warnings, `; `-separated (swapping, battery, outliers, high variance …).
+    pub warnings: String,
+}
+
+impl BenchRecord {
+    /// llama-bench's test label: `pp512`, `tg128`, with ` @ d512` for depth and
+    /// ` x4` for parallel sequences.
+    pub fn test_label(&self) -> String {
+        let mut s = if self.n_prompt > 0 { format!("pp{}", self.n_prompt) } else { format!("tg{}", self.n_gen) };
+        if self.n_seqs > 1 {
+            s.push_str(&format!(" x{}", self.n_seqs));
+        }
+        if self.n_depth > 0 {
+            s.push_str(&format!(" @ d{}", self.n_depth));
+        }
+        s
+    }
+
+    /// `true` for a decode (tg) test.
+    pub fn is_decode(&self) -> bool {
+        self.n_gen > 0 && self.n_prompt == 0
+    }
+
+    /// The field list in column order: `(name, role, value)`.
+    pub fn fields(&self) -> Vec<(&'static str, ColumnRole, Cell)> {
+        use Cell::*;
+        use ColumnRole::*;
+        let opt_i = |v: Option<i64>| v.map_or(Null, Int);
+        let opt_r = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(Null, Real);
+        let real = |v: f64| if v.is_finite() { Real(v) } else { Null };
+        vec![
+            ("id", Provenance, Int(self.id)),
+            ("run_id", Provenance, Int(self.run_id)),
+            ("build_commit", Key, Text(self.build_commit.clone())),
+            ("engine", Key, Text(self.engine.clone())),
+            ("engine_build", Key, Text(self.engine_build.clone())),
+            ("backend", Key, Text(self.backend.clone())),
+            ("cpu_info", Key, Text(self.cpu_info.clone())),
+            ("gpu_info", Key, Text(self.gpu_info.clone())),
+            ("model_filename", Key, Text(self.model_filename.clone())),
+            ("model_type", Key, Text(self.model_type.clone())),
+            ("model_size", Key, Int(self.model_size)),
+            ("model_n_params", Key, Int(self.model_n_params)),
+            ("model_sha256", Key, Text(self.model_sha256.clone())),
+            ("model_file_bytes", Key, Int(self.model_file_bytes)),
+            ("quant", Key, Text(self.quant.clone())),
+            ("synthetic", Key, Int(self.synthetic as i64)),
+            ("n_batch", Key, Int(self.n_batch)),
+            ("n_ubatch", Key, Int(self.n_ubatch)),
+            ("n_threads", Key, Int(self.n_threads)),
+            ("n_gpu_layers", Key, Int(self.n_gpu_layers)),
+            ("type_k", Key, Text(self.type_k.clone())),
+            ("type_v", Key, Text(self.type_v.clone())),
+            ("flash_attn", Key, Text(self.flash_attn.clone())),
+            ("n_prompt", Key, Int(self.n_prompt)),
+            ("n_gen", Key, Int(self.n_gen)),
+            ("n_depth", Key, Int(self.n_depth)),
+            ("n_seqs", Key, Int(self.n_seqs)),
+            ("test_time", Provenance, Text(self.test_time.clone())),
+            ("avg_ns", Measure, Int(self.avg_ns)),
+            ("stddev_ns", Measure, Int(self.stddev_ns)),
+            ("avg_ts", Measure, real(self.avg_ts)),
+            ("stddev_ts", Measure, real(self.stddev_ts)),
+            ("min_ts", Measure, real(self.min_ts)),
+            ("max_ts", Measure, real(self.max_ts)),
+            ("samples_ns", Measure, Ints(self.samples_ns.clone())),
+            ("samples_ts", Measure, Reals(self.samples_ts.clone())),
+            ("bandwidth_gbps", Measure, real(self.bandwidth_gbps)),
+            ("stream_id", Provenance, Int(self.stream_id)),
+            ("peak_gflops", Measure, real(self.peak_gflops)),
+            ("peak_kind", Provenance, Text(self.peak_kind.clone())),
+            ("streamed_bytes", Measure, Int(self.streamed_bytes)),
+            ("kv_bytes_per_token", Measure, Int(self.kv_bytes_per_token)),
+            ("bytes_per_step", Measure, real(self.bytes_per_step)),
+            ("ceiling_ts", Measure, real(self.ceiling_ts)),
+            ("achieved", Measure, real(self.achieved)),
+            ("implied_bandwidth_gbps", Measure, opt_r(self.implied_bandwidth_gbps)),
+            ("cores_logical", Provenance, Int(self.cores_logical)),
+            ("ram_bytes", Provenance, Int(self.ram_bytes)),
+            ("os", Provenance, Text(self.os.clone())),
+            ("kernel", Provenance, Text(self.kernel.clone())),
+            ("hostname", Provenance, Text(self.hostname.clone())),
+            ("thermal_before", Provenance, Text(self.thermal_before.clone())),
+            ("thermal_after", Provenance, Text(self.thermal_after.clone())),
+            ("power_source", Provenance, Text(self.power_source.clone())),
+            ("swap_out_pages", Measure, opt_i(self.swap_out_pages)),
+            ("warnings", Measure, Text(self.warnings.clone())),
+        ]
+    }
+
+    /// Column names in order.
+    pub fn column_names() -> Vec<&'static str> {
+        Self::example().fields().into_iter().map(|(n, _, _)| n).collect()
+    }
+
+    /// A fully populated record with made-up values, for snapshot tests and column
+    /// discovery. Never stored or shown as a measurement.
+    pub fn example() -> BenchRecord {
+        BenchRecord {
+            id: 1,
+            run_id: 1,
+            build_commit: "abc123".into(),
+            engine: "llama.cpp".into(),
+            engine_build: "llama-cpp-sys-2 0.0.0".into(),
+            backend: "CPU".into(),
+            cpu_info: "Example CPU".into(),
+            gpu_info: String::new(),
+            model_filename: "m.gguf".into(),
+            model_type: "qwen2 494M Q4_K_M".into(),
+            model_size: 1000,
+            model_n_params: 2000,
+            model_sha256: "00".into(),
+            model_file_bytes: 1100,
+            quant: "Q4_K_M".into(),
+            synthetic: false,
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_threads: 2,
+            n_gpu_layers: 0,
+            type_k: "f16".into(),
+            type_v: "f16".into(),
+            flash_attn: "auto".into(),
+            n_prompt: 0,
+            n_gen: 128,
+            n_depth: 0,
+            n_seqs: 1,
+            test_time: "2026-01-01T00:00:00Z".into(),
+            avg_ns: 2_000_000_000,
+            stddev_ns: 10_000_000,
+            avg_ts: 64.0,
+            stddev_ts: 0.5,
+            min_ts: 63.5,
+            max_ts: 64.5,
+            samples_ns: vec![1_990_000_000, 2_010_000_000],
+            samples_ts: vec![64.32, 63.68],
+            bandwidth_gbps: 40.0,
+            stream_id: 1,
+            peak_gflops: 500.0,
+            peak_kind: "int8 dot".into(),
+            streamed_bytes: 400_000_000,
+            kv_bytes_per_token: 12288,
+            bytes_per_step: 400_800_000.0,
+            ceiling_ts: 99.8,
+            achieved: 0.641,
+            implied_bandwidth_gbps: Some(25.65),
+            cores_logical: 2,
+            ram_bytes: 1 << 34,
+            os: "Linux".into(),
+            kernel: "6.1".into(),
+            hostname: "host".into(),
+            thermal_before: "unknown".into(),
+            thermal_after: "unknown".into(),
+            power_source: "ac".into(),
+            swap_out_pages: Some(0),
+            warnings: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_struct_field_is_a_column_and_vice_versa() {
+        let json = serde_json::to_value(BenchRecord::example()).unwrap();
+        let mut from_serde: Vec<String> = json.as_object().unwrap().keys().cloned().collect();
+        let mut from_fields: Vec<String> = BenchRecord::column_names().into_iter().map(String::from).collect();
+        from_serde.sort();
+        from_fields.sort();
+        assert_eq!(from_serde, from_fields);
+    }
+
+    #[test]
+    fn labels_follow_llama_bench() {
+        let mut r = BenchRecord::example();
+        assert_eq!(r.test_label(), "tg128");
+        r.n_depth = 512;
+        assert_eq!(r.test_label(), "tg128 @ d512");
+        r.n_prompt = 512;
+        r.n_gen = 0;
+        r.n_depth = 0;
+        assert_eq!(r.test_label(), "pp512");
+        r.n_prompt = 0;
+        r.n_gen = 32;
+        r.n_seqs = 4;
+        assert_eq!(r.test_label(), "tg32 x4");
+    }
+
+    #[test]
+    fn llama_bench_columns_are_present() {
+        let cols = BenchRecord::column_names();
+        for c in [
+            "build_commit",
+            "model_filename",
+            "model_type",
+            "model_size",
+            "model_n_params",
+            "n_threads",
+            "n_prompt",
+            "n_gen",
+            "n_depth",
+            "test_time",
+            "avg_ns",
+            "stddev_ns",
+            "avg_ts",
+            "stddev_ts",
+            "samples_ns",
+            "samples_ts",
+        ] {
+            assert!(cols.contains(&c), "missing {c}");
+        }
+    }
+}

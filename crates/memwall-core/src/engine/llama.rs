@@ -1,0 +1,300 @@
+//! The llama.cpp engine, through the `llama-cpp-2` bindings (CPU here; the `cuda`
+//! and `metal` features of memwall-core pass through to llama.cpp's back ends).
+
+use super::{BatchItem, ChatMessage, Engine, EngineConfig, EngineError, EngineInfo, TokenId};
+use crate::model::CacheType;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::token::LlamaToken;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+/// Version of the `llama-cpp-sys-2` crate (and so of the vendored llama.cpp) this
+/// binary was built against, read from Cargo.lock at build time.
+pub const LLAMA_CPP_SYS_VERSION: &str = env!("MEMWALL_LLAMA_CPP_SYS_VERSION");
+
+static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+
+/// The process-wide llama.cpp back end (initialized once; llama.cpp's own logging
+/// is silenced unless `MEMWALL_LLAMA_LOG=1`).
+///
+/// # Errors
+/// [`EngineError::Setup`] when llama.cpp cannot initialize.
+pub fn backend() -> Result<&'static LlamaBackend, EngineError> {
+    BACKEND
+        .get_or_init(|| {
+            let mut b = LlamaBackend::init().map_err(|e| e.to_string())?;
+            if std::env::var("MEMWALL_LLAMA_LOG").as_deref() != Ok("1") {
+                b.void_logs();
+            }
+            Ok(b)
+        })
+        .as_ref()
+        .map_err(|e| EngineError::Setup(e.clone()))
+}
+
+/// llama.cpp's `llama_print_system_info()`: the CPU features and back ends compiled in.
+pub fn system_info() -> String {
+    // SAFETY: returns a pointer to a static NUL-terminated string.
+    unsafe {
+        let p = llama_cpp_sys_2::llama_print_system_info();
+        if p.is_null() { String::new() } else { std::ffi::CStr::from_ptr(p).to_string_lossy().trim().to_string() }
+    }
+}
+
+/// A loaded model, shareable between contexts (llama-bench reuses one model across
+/// instances that differ only in context parameters).
+#[derive(Clone)]
+pub struct LlamaModelHandle {
+    model: Arc<LlamaModel>,
+    n_gpu_layers: u32,
+}
+
+impl LlamaModelHandle {
+    /// Loads the model at `path` (memory-mapped) with `n_gpu_layers` offloaded.
+    ///
+    /// # Errors
+    /// [`EngineError::Load`] naming the file.
+    pub fn load(path: &Path, n_gpu_layers: u32) -> Result<LlamaModelHandle, EngineError> {
+        let backend = backend()?;
+        let params = LlamaModelParams::default().with_n_gpu_layers(n_gpu_layers);
+        let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| EngineError::Load {
+            path: path.display().to_string(),
+            reason: format!("{e} (is it a GGUF model llama.cpp supports? run `memwall model info` on it)"),
+        })?;
+        Ok(LlamaModelHandle { model: Arc::new(model), n_gpu_layers })
+    }
+
+    /// Layers offloaded.
+    pub fn n_gpu_layers(&self) -> u32 {
+        self.n_gpu_layers
+    }
+
+    /// Logit width.
+    pub fn n_vocab(&self) -> usize {
+        self.model.n_vocab().max(0) as usize
+    }
+
+    /// Creates an engine (a context) on this model.
+    ///
+    /// # Errors
+    /// [`EngineError::Setup`] when llama.cpp refuses the context (e.g. out of memory).
+    pub fn engine(&self, cfg: &EngineConfig) -> Result<LlamaEngine, EngineError> {
+        LlamaEngine::new(self.clone(), cfg)
+    }
+}
+
+fn kv_type(c: CacheType) -> KvCacheType {
+    match c {
+        CacheType::F16 => KvCacheType::F16,
+        CacheType::Bf16 => KvCacheType::BF16,
+        CacheType::F32 => KvCacheType::F32,
+        CacheType::Q8_0 => KvCacheType::Q8_0,
+        CacheType::Q4_0 => KvCacheType::Q4_0,
+    }
+}
+
+self_cell::self_cell!(
+    struct ModelContext {
+        owner: Arc<LlamaModel>,
+        #[covariant]
+        dependent: LlamaContext,
+    }
+);
+
+/// A llama.cpp context on a loaded model: one [`Engine`].
+pub struct LlamaEngine {
+    handle: LlamaModelHandle,
+    cell: ModelContext,
+    batch: LlamaBatch<'static>,
+    batch_cap: usize,
+    /// Batch indices of the items that kept logits in the last decode.
+    out_idx: Vec<i32>,
+    cfg: EngineConfig,
+    snapshot: Option<llama_cpp_2::context::session::SeqState>,
+}
+
+// SAFETY: llama.cpp contexts are not tied to a thread (llama-cpp-2 marks
+// LlamaContext Send); the batch owns its buffers.
+unsafe impl Send for LlamaEngine {}
+
+impl LlamaEngine {
+    fn new(handle: LlamaModelHandle, cfg: &EngineConfig) -> Result<LlamaEngine, EngineError> {
+        let backend = backend()?;
+        let mut params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(cfg.n_ctx.max(1)))
+            .with_n_batch(cfg.n_batch.max(1))
+            .with_n_ubatch(cfg.n_ubatch.max(1).min(cfg.n_batch.max(1)))
+            .with_n_threads(cfg.n_threads.max(1) as i32)
+            .with_n_threads_batch(cfg.n_threads_batch.max(1) as i32)
+            .with_n_seq_max(cfg.n_seq_max.max(1))
+            .with_type_k(kv_type(cfg.type_k))
+            .with_type_v(kv_type(cfg.type_v));
+        if let Some(fa) = cfg.flash_attn {
+            params = params.with_flash_attention_policy(if fa {
+                llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED
+            } else {
+                llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_DISABLED
+            });
+        }
+        let cell = ModelContext::try_new(handle.model.clone(), |m| m.new_context(backend, params))
+            .map_err(|e| EngineError::Setup(format!("llama.cpp refused the context ({cfg:?}): {e}")))?;
+        let batch_cap = cfg.n_batch.max(1) as usize;
+        Ok(LlamaEngine {
+            handle,
+            cell,
+            batch: LlamaBatch::new(batch_cap, cfg.n_seq_max.max(1) as i32),
+            batch_cap,
+            out_idx: Vec::new(),
+            cfg: cfg.clone(),
+            snapshot: None,
+        })
+    }
+
+    /// The configuration this context was created with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// The model handle (to create sibling contexts).
+    pub fn model(&self) -> &LlamaModelHandle {
+        &self.handle
+    }
+
+    fn model_ref(&self) -> &LlamaModel {
+        self.cell.borrow_owner()
+    }
+}
+
+impl Engine for LlamaEngine {
+    fn info(&self) -> EngineInfo {
+        let backend = if self.handle.n_gpu_layers > 0 && backend().is_ok_and(|b| b.supports_gpu_offload()) {
+            "GPU offload"
+        } else {
+            "CPU"
+        };
+        EngineInfo {
+            name: "llama.cpp".into(),
+            build: format!("llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}"),
+            backend: format!("{backend}; {}", system_info()),
+        }
+    }
+
+    fn n_vocab(&self) -> usize {
+        self.handle.n_vocab()
+    }
+
+    fn n_ctx(&self) -> u32 {
+        self.cell.borrow_dependent().n_ctx()
+    }
+
+    fn n_batch(&self) -> u32 {
+        self.cfg.n_batch
+    }
+
+    fn decode(&mut self, items: &[BatchItem]) -> Result<(), EngineError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        if items.len() > self.batch_cap {
+            return Err(EngineError::Decode(format!(
+                "batch of {} exceeds n_batch {} (use Engine::prefill to chunk)",
+                items.len(),
+                self.batch_cap
+            )));
+        }
+        self.batch.clear();
+        self.out_idx.clear();
+        for (i, it) in items.iter().enumerate() {
+            self.batch
+                .add(LlamaToken(it.token), it.pos as i32, &[it.seq], it.logits)
+                .map_err(|e| EngineError::Decode(e.to_string()))?;
+            if it.logits {
+                self.out_idx.push(i as i32);
+            }
+        }
+        let batch = &mut self.batch;
+        self.cell.with_dependent_mut(|_, ctx| ctx.decode(batch)).map_err(|e| EngineError::Decode(e.to_string()))
+    }
+
+    fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
+        let &bi = self.out_idx.get(i).ok_or(EngineError::NoLogits { index: i, kept: self.out_idx.len() })?;
+        Ok(self.cell.borrow_dependent().get_logits_ith(bi))
+    }
+
+    fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
+        self.cell
+            .with_dependent_mut(|_, ctx| ctx.clear_kv_cache_seq(Some(seq as u32), Some(from_pos), None))
+            .map_err(|e| e.to_string())
+            .and_then(|ok| if ok { Ok(()) } else { Err("llama.cpp refused a partial removal (recurrent/hybrid model?)".into()) })
+            .map_err(|e| EngineError::Kv(format!("cannot remove positions >= {from_pos} of sequence {seq}: {e}")))
+    }
+
+    fn kv_clear(&mut self) {
+        self.cell.with_dependent_mut(|_, ctx| ctx.clear_kv_cache());
+    }
+
+    fn synchronize(&mut self) {
+        self.cell.borrow_dependent().synchronize();
+    }
+
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        let toks = self.model_ref().vocab().tokenize(text.as_bytes(), add_special, true);
+        if toks.is_empty() && !text.is_empty() {
+            return Err(EngineError::Tokenize(format!("llama.cpp returned no tokens for {} bytes of text", text.len())));
+        }
+        Ok(toks.into_iter().map(|t| t.0).collect())
+    }
+
+    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        self.model_ref().vocab().token_to_piece(LlamaToken(token), false, None)
+    }
+
+    fn is_eog(&self, token: TokenId) -> bool {
+        self.model_ref().vocab().is_eog(LlamaToken(token))
+    }
+
+    fn bos(&self) -> Option<TokenId> {
+        let v = self.model_ref().vocab();
+        v.should_add_bos().then(|| v.bos().0)
+    }
+
+    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        let m = self.model_ref();
+        let tmpl = m.chat_template(None).map_err(|e| EngineError::Tokenize(format!("model has no chat template: {e}")))?;
+        let msgs = messages
+            .iter()
+            .map(|c| LlamaChatMessage::new(c.role.clone(), c.content.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| EngineError::Tokenize(e.to_string()))?;
+        m.apply_chat_template(&tmpl, &msgs, true).map_err(|e| EngineError::Tokenize(e.to_string()))
+    }
+
+    fn save_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
+        let st = self
+            .cell
+            .borrow_dependent()
+            .state_seq_get(seq, Default::default())
+            .map_err(|e| EngineError::Kv(format!("cannot save sequence {seq}: {e}")))?;
+        self.snapshot = Some(st);
+        Ok(())
+    }
+
+    fn restore_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
+        let Some(st) = self.snapshot.as_ref() else {
+            return Err(EngineError::Kv("no saved sequence state to restore".into()));
+        };
+        self.cell
+            .with_dependent_mut(|_, ctx| ctx.state_seq_set(st, seq))
+            .map_err(|e| EngineError::Kv(format!("cannot restore sequence {seq}: {e}")))
+    }
+
+    fn seq_state_bytes(&self, seq: i32) -> Result<u64, EngineError> {
+        Ok(self.cell.borrow_dependent().state_seq_get_size_ext(seq, Default::default()) as u64)
+    }
+}

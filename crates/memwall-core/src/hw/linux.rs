@@ -1,0 +1,153 @@
+//! Linux probes: `/sys/devices/system/cpu`, `/sys/class/power_supply`,
+//! `/sys/class/thermal`, `/proc/vmstat`, and `nvidia-smi` when installed.
+
+use super::{Platform, PowerSource, Thermal, ThermalState};
+use crate::units::Bytes;
+use std::fs;
+use std::path::Path;
+
+pub(super) struct Os;
+
+fn read(p: impl AsRef<Path>) -> Option<String> {
+    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+/// Parses sysfs cache sizes such as `32768K`, `1024K`, `2M`.
+pub(crate) fn parse_cache_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'K' => (&s[..s.len() - 1], 1024),
+        'M' => (&s[..s.len() - 1], 1024 * 1024),
+        'G' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok().map(|n| n * mult)
+}
+
+/// Parses `/proc/vmstat` for `pswpout`.
+pub(crate) fn parse_pswpout(vmstat: &str) -> Option<u64> {
+    vmstat.lines().find_map(|l| l.strip_prefix("pswpout ").and_then(|v| v.trim().parse().ok()))
+}
+
+impl Platform for Os {
+    fn llc_bytes() -> Option<Bytes> {
+        let dir = fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+        dir.filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+            .filter_map(|e| {
+                let p = e.path();
+                let level: u32 = read(p.join("level"))?.parse().ok()?;
+                let ty = read(p.join("type")).unwrap_or_default();
+                if ty == "Instruction" {
+                    return None;
+                }
+                Some((level, parse_cache_size(&read(p.join("size"))?)?))
+            })
+            .max_by_key(|(level, _)| *level)
+            .map(|(_, size)| Bytes(size))
+    }
+
+    fn power_source() -> PowerSource {
+        let Ok(dir) = fs::read_dir("/sys/class/power_supply") else { return PowerSource::Unknown };
+        let mut saw_mains_online = false;
+        let mut battery: Option<(String, Option<f64>)> = None;
+        for e in dir.filter_map(Result::ok) {
+            let p = e.path();
+            match read(p.join("type")).as_deref() {
+                Some("Mains") | Some("USB") => {
+                    if read(p.join("online")).as_deref() == Some("1") {
+                        saw_mains_online = true;
+                    }
+                }
+                Some("Battery") => {
+                    let status = read(p.join("status")).unwrap_or_default();
+                    let pct = read(p.join("capacity")).and_then(|c| c.parse().ok());
+                    battery = Some((status, pct));
+                }
+                _ => {}
+            }
+        }
+        match battery {
+            Some((status, pct)) if status == "Discharging" && !saw_mains_online => PowerSource::Battery { percent: pct },
+            Some(_) => PowerSource::Ac,
+            // No battery at all: a desktop or server on mains.
+            None if saw_mains_online => PowerSource::Ac,
+            None => PowerSource::Ac,
+        }
+    }
+
+    fn thermal() -> Thermal {
+        let Ok(dir) = fs::read_dir("/sys/class/thermal") else {
+            return Thermal { state: ThermalState::Unknown, max_celsius: None };
+        };
+        let mut max_c: Option<f64> = None;
+        let mut state = ThermalState::Unknown;
+        for e in dir.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("thermal_zone") {
+                continue;
+            }
+            let p = e.path();
+            let Some(t) = read(p.join("temp")).and_then(|t| t.parse::<f64>().ok()) else { continue };
+            let c = t / 1000.0;
+            max_c = Some(max_c.map_or(c, |m: f64| m.max(c)));
+            if state == ThermalState::Unknown {
+                state = ThermalState::Nominal;
+            }
+            for i in 0..16 {
+                let (Some(ty), Some(trip)) = (
+                    read(p.join(format!("trip_point_{i}_type"))),
+                    read(p.join(format!("trip_point_{i}_temp"))).and_then(|t| t.parse::<f64>().ok()),
+                ) else {
+                    break;
+                };
+                if trip <= 0.0 || t < trip {
+                    continue;
+                }
+                match ty.as_str() {
+                    "critical" | "hot" => state = ThermalState::Critical,
+                    "passive" if state != ThermalState::Critical => state = ThermalState::Throttling,
+                    _ => {}
+                }
+            }
+        }
+        Thermal { state, max_celsius: max_c }
+    }
+
+    fn swap_out_pages() -> Option<u64> {
+        parse_pswpout(&fs::read_to_string("/proc/vmstat").ok()?)
+    }
+
+    fn gpus() -> Vec<String> {
+        let out = std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=name,memory.total", "--format=csv,noheader"])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect(),
+            _ => vec![],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysfs_cache_sizes() {
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("x"), None);
+    }
+
+    #[test]
+    fn vmstat_pswpout() {
+        assert_eq!(parse_pswpout("pswpin 3\npswpout 42\npgfault 1"), Some(42));
+        assert_eq!(parse_pswpout("pswpin 3"), None);
+    }
+}

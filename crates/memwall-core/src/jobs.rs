@@ -1,0 +1,249 @@
+//! Whole jobs as the CLI and the app run them: measure the machine's roof (STREAM +
+//! compute peaks), run a benchmark plan, store everything, write the results
+//! folder. The CLI and the Tauri commands are thin callers of these functions, so
+//! both produce identical rows, files and charts.
+//!
+//! Long, CPU-bound work runs on tokio's blocking pool; the caller's runtime thread
+//! only waits, so it adds no load while measuring.
+
+use crate::bench::record::BenchRecord;
+use crate::bench::{BenchError, BenchPlan, MachineRoof, Progress};
+use crate::hw::{self, HostInfo};
+use crate::peak::{self, Peak, PeakKind};
+use crate::store::{NewRun, Store, StoreError, StoredStream};
+use crate::stream::{self, StreamConfig, StreamResult};
+use crate::units::{Gbps, Gflops};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// Errors of a job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The benchmark failed.
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// STREAM failed.
+    #[error(transparent)]
+    Stream(#[from] stream::StreamError),
+    /// Writing results failed.
+    #[error("writing results to {path}: {msg}")]
+    Results {
+        /// Path.
+        path: String,
+        /// What failed.
+        msg: String,
+    },
+    /// Asked to reuse a stored bandwidth but none exists.
+    #[error("no stored STREAM triad for host {0}: run `memwall stream` first, or drop --reuse-stream")]
+    NoStoredStream(String),
+    /// A background task died.
+    #[error("background task failed: {0}")]
+    Join(String),
+}
+
+/// A STREAM job's result: one [`StreamResult`] per thread count, with store ids.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamOutcome {
+    /// Run id.
+    pub run_id: i64,
+    /// Results per thread count.
+    pub results: Vec<StreamResult>,
+    /// Store ids, parallel to `results[i].kernels`.
+    pub ids: Vec<Vec<i64>>,
+    /// Peaks measured with it.
+    pub peaks: Vec<Peak>,
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, JobError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| JobError::Join(e.to_string()))
+}
+
+/// Runs STREAM at each of `threads` (and, when `with_peaks`, the f32/int8 compute
+/// peaks at the largest thread count), stores it as one `stream` run.
+///
+/// # Errors
+/// [`JobError`].
+pub async fn stream_job(
+    store: &Store,
+    host: &HostInfo,
+    threads: Vec<usize>,
+    quick: bool,
+    with_peaks: bool,
+    command: &str,
+) -> Result<StreamOutcome, JobError> {
+    let started = crate::util::now_rfc3339();
+    let llc = host.llc;
+    let (results, peaks) = blocking(move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
+        let mut out = Vec::new();
+        for &t in &threads {
+            let cfg = if quick { StreamConfig::quick(llc, t) } else { StreamConfig::standard(llc, t) };
+            out.push(stream::run(&cfg)?);
+        }
+        let mut peaks = Vec::new();
+        if with_peaks {
+            let t = threads.iter().copied().max().unwrap_or(1);
+            for k in [PeakKind::F32Fma, PeakKind::Int8Dot] {
+                peaks.push(peak::measure(k, t, Duration::from_millis(200), 5));
+            }
+        }
+        Ok((out, peaks))
+    })
+    .await??;
+    let run = NewRun {
+        kind: "stream".into(),
+        started_at: started,
+        finished_at: crate::util::now_rfc3339(),
+        command: command.to_string(),
+        host: host.clone(),
+        notes: String::new(),
+    };
+    let (run_id, ids) = store.insert_stream_run(&run, &results, &peaks).await?;
+    Ok(StreamOutcome { run_id, results, ids, peaks })
+}
+
+/// Where the roof came from, for the report line under the table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoofSource {
+    /// The roof.
+    pub roof: MachineRoof,
+    /// The STREAM row used.
+    pub stream: StoredStream,
+    /// `measured in this run` or `stored run N from <time>`.
+    pub provenance: String,
+}
+
+/// Measures the roof now (STREAM all kernels at `threads`, plus peaks) or, with
+/// `reuse`, takes the latest stored triad and peaks of this host.
+///
+/// # Errors
+/// [`JobError::NoStoredStream`] when reusing and nothing is stored.
+pub async fn machine_roof(store: &Store, host: &HostInfo, threads: usize, reuse: bool, command: &str) -> Result<RoofSource, JobError> {
+    if !reuse {
+        stream_job(store, host, vec![threads], false, true, command).await?;
+    }
+    let s = store
+        .latest_triad(&host.hostname, Some(threads as i64))
+        .await?
+        .or(store.latest_triad(&host.hostname, None).await?)
+        .ok_or_else(|| JobError::NoStoredStream(host.hostname.clone()))?;
+    let f32p = store.latest_peak(&host.hostname, PeakKind::F32Fma.label()).await?;
+    let i8p = store.latest_peak(&host.hostname, PeakKind::Int8Dot.label()).await?;
+    let provenance = if reuse {
+        format!("stored STREAM triad #{} ({} threads) measured {}", s.id, s.threads, s.measured_at)
+    } else {
+        format!("STREAM triad #{} ({} threads) measured in this run", s.id, s.threads)
+    };
+    Ok(RoofSource {
+        roof: MachineRoof {
+            bandwidth: Gbps(s.best_gbps),
+            stream_id: s.id,
+            peak_f32: Gflops(f32p.map_or(f64::NAN, |p| p.gflops)),
+            peak_int8: Gflops(i8p.map_or(f64::NAN, |p| p.gflops)),
+        },
+        stream: s,
+        provenance,
+    })
+}
+
+/// Options of a bench job beyond the plan.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchJobOptions {
+    /// Reuse the latest stored STREAM/peaks instead of measuring now.
+    pub reuse_stream: bool,
+    /// Parent folder for `results/<run>/` (None: do not write files).
+    pub results_dir: Option<PathBuf>,
+    /// The command line, for provenance.
+    pub command: String,
+}
+
+/// A finished bench job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchOutcome {
+    /// Run id.
+    pub run_id: i64,
+    /// Stored rows.
+    pub records: Vec<BenchRecord>,
+    /// Where the roof came from.
+    pub roof: RoofSource,
+    /// The results folder, when written.
+    pub results_dir: Option<PathBuf>,
+    /// Files written there.
+    pub files: Vec<PathBuf>,
+}
+
+/// Measures the roof, runs the plan, stores all rows in one transaction and writes
+/// `results/<run>/` (CSV, JSON, Markdown, decode-vs-depth PNG + SVG).
+///
+/// # Errors
+/// [`JobError`]; on error nothing of the bench run is stored.
+#[cfg(feature = "llama")]
+pub async fn bench_job(
+    store: &Store,
+    plan: BenchPlan,
+    opts: BenchJobOptions,
+    progress: impl FnMut(Progress) + Send + 'static,
+    cancel: Arc<AtomicBool>,
+) -> Result<BenchOutcome, JobError> {
+    plan.validate()?;
+    let host = hw::host_info();
+    crate::bench::check_power(&hw::live_state(), plan.allow_battery)?;
+    let threads = plan.n_threads.iter().copied().max().unwrap_or(1) as usize;
+    let roof = machine_roof(store, &host, threads, opts.reuse_stream, &opts.command).await?;
+    let started = crate::util::now_rfc3339();
+    let (h2, r2) = (host.clone(), roof.roof.clone());
+    let mut progress = progress;
+    let records = blocking(move || {
+        let cx = crate::bench::RunContext { plan: &plan, host: &h2, roof: &r2, run_id: 0, cancel: &cancel };
+        crate::bench::run_plan(&cx, &mut progress)
+    })
+    .await??;
+    let mut records = records;
+    let run = NewRun {
+        kind: "bench".into(),
+        started_at: started,
+        finished_at: crate::util::now_rfc3339(),
+        command: opts.command.clone(),
+        host,
+        notes: roof.provenance.clone(),
+    };
+    let run_id = store.insert_bench_run(&run, &mut records).await?;
+    let (dir, files) = match &opts.results_dir {
+        Some(parent) => {
+            let dir = parent.join(format!("run-{run_id:04}-{}", run.started_at.replace([':', '-'], "")));
+            let files = write_results(&dir, &records)?;
+            (Some(dir), files)
+        }
+        None => (None, vec![]),
+    };
+    Ok(BenchOutcome { run_id, records, roof, results_dir: dir, files })
+}
+
+/// Writes `rows` to `dir` as `bench.csv`, `bench.json`, `bench.md` and, when there
+/// are decode rows, `decode_vs_depth.png/.svg`. Each file is written atomically.
+///
+/// # Errors
+/// [`JobError::Results`] naming the file.
+pub fn write_results(dir: &Path, rows: &[BenchRecord]) -> Result<Vec<PathBuf>, JobError> {
+    use crate::export::Format;
+    let err = |p: &Path, e: String| JobError::Results { path: p.display().to_string(), msg: e };
+    let mut files = Vec::new();
+    for f in [Format::Csv, Format::Json, Format::Md] {
+        let p = dir.join(format!("bench.{}", f.extension()));
+        crate::util::write_atomic(&p, f.exporter().render(rows).as_bytes()).map_err(|e| err(&p, e.to_string()))?;
+        files.push(p);
+    }
+    if rows.iter().any(|r| r.is_decode() && r.n_seqs == 1) {
+        let (png, svg) = crate::chart::decode_vs_depth(&dir.join("decode_vs_depth"), rows)
+            .map_err(|e| err(&dir.join("decode_vs_depth"), e.to_string()))?;
+        files.push(png);
+        files.push(svg);
+    }
+    Ok(files)
+}

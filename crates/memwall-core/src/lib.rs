@@ -1,0 +1,39 @@
+//! # memwall-core
+//!
+//! Everything memwall measures, stores and draws. Data flows one way:
+//!
+//! ```text
+//! probe (hw, gguf, model) → measure (stream, peak, engine, bench) → store → present (export, chart)
+//! ```
+//! and [`roofline`] is pure arithmetic any stage may call.
+//!
+//! The decode ceiling is `achieved bandwidth ÷ bytes streamed per token`
+//! ([`roofline::decode_ceiling_tps`]); prefill has a compute roof
+//! ([`roofline::prefill_ceiling_tps`]).
+//!
+//! ```
+//! use memwall_core::{roofline, units::{Bytes, Gbps}};
+//! // The Day-1 lab: 120 GB/s over a 5.03 GB Q4_K_M file.
+//! let tps = roofline::decode_ceiling_tps(Gbps(120.0), Bytes(5_030_000_000));
+//! assert!((tps - 23.86).abs() < 0.01);
+//! ```
+#![deny(missing_docs)]
+
+pub mod bench;
+pub mod catalog;
+pub mod chart;
+pub mod engine;
+pub mod export;
+pub mod gguf;
+pub mod hw;
+pub mod jobs;
+pub mod model;
+pub mod peak;
+pub mod roofline;
+pub mod store;
+pub mod stream;
+pub mod units;
+pub mod util;
+
+/// memwall's git commit at build time (`-dirty` when the tree had changes).
+pub const BUILD_COMMIT: &str = env!("MEMWALL_GIT_COMMIT");

@@ -1,0 +1,663 @@
+//! The provenance store: SQLite through `sqlx`, WAL mode, migrations embedded from
+//! `crates/memwall-core/migrations`. Every run is written in one transaction, so a
+//! killed run leaves no partial rows.
+//!
+//! Default location: `$MEMWALL_DB`, else the user's data directory
+//! (`~/.local/share/memwall/memwall.db` on Linux,
+//! `~/Library/Application Support/memwall/memwall.db` on macOS).
+
+use crate::bench::record::{BenchRecord, Cell};
+use crate::hw::HostInfo;
+use crate::peak::Peak;
+use crate::stream::StreamResult;
+use serde::{Deserialize, Serialize};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::{Column, Row, Sqlite, Transaction};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("store {path}: {source}")]
+    Sql {
+        /// Database file.
+        path: String,
+        /// The error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A migration failed.
+    #[error(
+        "store {path}: migration failed: {source}. If this database was written by a newer memwall, upgrade memwall or pass --db to use another file"
+    )]
+    Migrate {
+        /// Database file.
+        path: String,
+        /// The error.
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A stored row could not be decoded.
+    #[error("store {path}: table {table}, row {id}: {problem}")]
+    Decode {
+        /// Database file.
+        path: String,
+        /// Table.
+        table: &'static str,
+        /// Row id.
+        id: i64,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The directory could not be created.
+    #[error("store {path}: {source}")]
+    Io {
+        /// Path.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something asked for does not exist.
+    #[error("store: {0}")]
+    NotFound(String),
+}
+
+/// The store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    path: PathBuf,
+}
+
+/// A run to record (the parent of stream/peak/bench rows).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NewRun {
+    /// `bench`, `stream`, …
+    pub kind: String,
+    /// UTC RFC 3339.
+    pub started_at: String,
+    /// UTC RFC 3339.
+    pub finished_at: String,
+    /// The command line as typed.
+    pub command: String,
+    /// Machine facts.
+    pub host: HostInfo,
+    /// Free-form notes.
+    pub notes: String,
+}
+
+/// A stored run, as listed by the History page and `memwall history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Run id.
+    pub id: i64,
+    /// Kind.
+    pub kind: String,
+    /// Start time.
+    pub started_at: String,
+    /// memwall commit.
+    pub build_commit: String,
+    /// Command.
+    pub command: String,
+    /// Host name.
+    pub hostname: String,
+    /// CPU.
+    pub cpu_info: String,
+    /// Bench rows in the run.
+    pub n_bench_rows: i64,
+    /// Distinct models in the run, `; `-separated file names.
+    pub models: String,
+}
+
+/// A stored STREAM kernel result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredStream {
+    /// Row id (what bench rows reference as `stream_id`).
+    pub id: i64,
+    /// Run id.
+    pub run_id: i64,
+    /// When.
+    pub measured_at: String,
+    /// Kernel name.
+    pub kernel: String,
+    /// Threads.
+    pub threads: i64,
+    /// Bytes per array.
+    pub array_bytes: i64,
+    /// Best rate, GB/s.
+    pub best_gbps: f64,
+    /// Mean rate, GB/s.
+    pub avg_gbps: f64,
+    /// Host name.
+    pub hostname: String,
+}
+
+/// A stored peak-compute measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredPeak {
+    /// Row id.
+    pub id: i64,
+    /// When.
+    pub measured_at: String,
+    /// `f32 FMA` or `int8 dot`.
+    pub kind: String,
+    /// Threads.
+    pub threads: i64,
+    /// GFLOP/s (GOP/s).
+    pub gflops: f64,
+    /// Instruction path.
+    pub isa: String,
+}
+
+/// Which bench rows to read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RowFilter {
+    /// Only this run.
+    pub run_id: Option<i64>,
+    /// Only rows whose model file name contains this.
+    pub model: Option<String>,
+    /// Only this engine.
+    pub engine: Option<String>,
+    /// Only rows at or after this RFC 3339 time.
+    pub since: Option<String>,
+}
+
+/// The default database path: `$MEMWALL_DB`, else `<data dir>/memwall/memwall.db`.
+pub fn default_path() -> PathBuf {
+    if let Ok(p) = std::env::var("MEMWALL_DB") {
+        if !p.is_empty() {
+            return PathBuf::from(p);
+        }
+    }
+    directories::ProjectDirs::from("", "", "memwall")
+        .map(|d| d.data_dir().join("memwall.db"))
+        .unwrap_or_else(|| PathBuf::from("memwall.db"))
+}
+
+fn bind_cell<'q>(
+    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    c: Cell,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    match c {
+        Cell::Int(v) => q.bind(v),
+        Cell::Real(v) => q.bind(v),
+        Cell::Text(v) => q.bind(v),
+        Cell::Null => q.bind(Option::<i64>::None),
+        Cell::Ints(v) => q.bind(serde_json::to_string(&v).expect("ints serialize")),
+        Cell::Reals(v) => q.bind(serde_json::to_string(&v).expect("reals serialize")),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, in WAL mode with foreign
+    /// keys on, and applies pending migrations.
+    ///
+    /// # Errors
+    /// [`StoreError`] naming the file.
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        let ps = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
+        }
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(|source| StoreError::Sql { path: ps.clone(), source })?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true)
+            .busy_timeout(std::time::Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(|source| StoreError::Sql { path: ps.clone(), source })?;
+        sqlx::migrate!("./migrations").run(&pool).await.map_err(|source| StoreError::Migrate { path: ps.clone(), source })?;
+        Ok(Store { pool, path: path.to_path_buf() })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pool, for modules that own their own tables.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    fn sql(&self, source: sqlx::Error) -> StoreError {
+        StoreError::Sql { path: self.path.display().to_string(), source }
+    }
+
+    /// Begins a transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn begin(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.pool.begin().await.map_err(|e| self.sql(e))
+    }
+
+    /// Inserts the run row inside `tx`; returns its id.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn insert_run_tx(&self, tx: &mut Transaction<'static, Sqlite>, run: &NewRun) -> Result<i64, StoreError> {
+        let host_json = serde_json::to_string(&run.host).expect("host serializes");
+        let r = sqlx::query(
+            "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json, notes)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&run.kind)
+        .bind(&run.started_at)
+        .bind(&run.finished_at)
+        .bind(crate::BUILD_COMMIT)
+        .bind(&run.command)
+        .bind(&run.host.cpu_model)
+        .bind(run.host.cores_logical as i64)
+        .bind(run.host.ram.0 as i64)
+        .bind(&run.host.os)
+        .bind(&run.host.kernel)
+        .bind(&run.host.hostname)
+        .bind(host_json)
+        .bind(&run.notes)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(r.last_insert_rowid())
+    }
+
+    /// Stores a STREAM measurement (and optionally compute peaks) as one run, in one
+    /// transaction. Returns `(run_id, ids of the kernel rows in result order)`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; nothing is written on error.
+    pub async fn insert_stream_run(
+        &self,
+        run: &NewRun,
+        results: &[StreamResult],
+        peaks: &[Peak],
+    ) -> Result<(i64, Vec<Vec<i64>>), StoreError> {
+        let mut tx = self.begin().await?;
+        let run_id = self.insert_run_tx(&mut tx, run).await?;
+        let mut ids = Vec::new();
+        for res in results {
+            let mut kid = Vec::new();
+            for k in &res.kernels {
+                let r = sqlx::query(
+                    "INSERT INTO stream_results (run_id, measured_at, kernel, threads, array_bytes, passes, best_gbps, avg_gbps, worst_gbps, samples_ns, validated, cpu_info, hostname)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(run_id)
+                .bind(&run.finished_at)
+                .bind(k.kernel.name())
+                .bind(res.config.threads as i64)
+                .bind(res.config.array_bytes().0 as i64)
+                .bind(res.config.passes as i64)
+                .bind(k.best_gbps.0)
+                .bind(k.avg_gbps.0)
+                .bind(k.worst_gbps.0)
+                .bind(serde_json::to_string(&k.samples_ns).expect("serialize"))
+                .bind(res.validated as i64)
+                .bind(&run.host.cpu_model)
+                .bind(&run.host.hostname)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.sql(e))?;
+                kid.push(r.last_insert_rowid());
+            }
+            ids.push(kid);
+        }
+        for p in peaks {
+            sqlx::query(
+                "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(run_id)
+            .bind(&run.finished_at)
+            .bind(p.kind.label())
+            .bind(p.threads as i64)
+            .bind(p.gflops.0)
+            .bind(&p.isa)
+            .bind(&run.host.cpu_model)
+            .bind(&run.host.hostname)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.sql(e))?;
+        }
+        tx.commit().await.map_err(|e| self.sql(e))?;
+        Ok((run_id, ids))
+    }
+
+    /// Inserts bench records inside `tx`, setting each record's `run_id` and `id`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn insert_bench_rows_tx(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        run_id: i64,
+        rows: &mut [BenchRecord],
+    ) -> Result<(), StoreError> {
+        for rec in rows.iter_mut() {
+            rec.run_id = run_id;
+            let fields: Vec<_> = rec.fields().into_iter().filter(|(n, _, _)| *n != "id").collect();
+            let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+            let sql = format!(
+                "INSERT INTO bench_results ({}) VALUES ({})",
+                names.join(", "),
+                vec!["?"; names.len()].join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (_, _, c) in fields {
+                q = bind_cell(q, c);
+            }
+            let r = q.execute(&mut **tx).await.map_err(|e| self.sql(e))?;
+            rec.id = r.last_insert_rowid();
+        }
+        Ok(())
+    }
+
+    /// Stores a bench run and its rows in one transaction; sets ids on the rows.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; nothing is written on error.
+    pub async fn insert_bench_run(&self, run: &NewRun, rows: &mut [BenchRecord]) -> Result<i64, StoreError> {
+        let mut tx = self.begin().await?;
+        let run_id = self.insert_run_tx(&mut tx, run).await?;
+        self.insert_bench_rows_tx(&mut tx, run_id, rows).await?;
+        tx.commit().await.map_err(|e| self.sql(e))?;
+        Ok(run_id)
+    }
+
+    /// Reads bench rows, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn bench_rows(&self, f: &RowFilter) -> Result<Vec<BenchRecord>, StoreError> {
+        let mut sql = "SELECT * FROM bench_results WHERE 1=1".to_string();
+        if f.run_id.is_some() {
+            sql.push_str(" AND run_id = ?");
+        }
+        if f.model.is_some() {
+            sql.push_str(" AND model_filename LIKE ?");
+        }
+        if f.engine.is_some() {
+            sql.push_str(" AND engine = ?");
+        }
+        if f.since.is_some() {
+            sql.push_str(" AND test_time >= ?");
+        }
+        sql.push_str(" ORDER BY id");
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(r) = f.run_id {
+            q = q.bind(r);
+        }
+        if let Some(m) = &f.model {
+            q = q.bind(format!("%{m}%"));
+        }
+        if let Some(e) = &f.engine {
+            q = q.bind(e.clone());
+        }
+        if let Some(s) = &f.since {
+            q = q.bind(s.clone());
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(|e| self.sql(e))?;
+        rows.iter().map(|r| self.decode_bench(r)).collect()
+    }
+
+    fn decode_bench(&self, row: &SqliteRow) -> Result<BenchRecord, StoreError> {
+        let example = serde_json::to_value(BenchRecord::example()).expect("serialize");
+        let example = example.as_object().expect("object");
+        let id: i64 = row.try_get("id").unwrap_or(-1);
+        let bad = |problem: String| StoreError::Decode {
+            path: self.path.display().to_string(),
+            table: "bench_results",
+            id,
+            problem,
+        };
+        let mut map = serde_json::Map::new();
+        for col in row.columns() {
+            let name = col.name();
+            let Some(proto) = example.get(name) else { continue };
+            let v: serde_json::Value = match proto {
+                serde_json::Value::Bool(_) => {
+                    serde_json::Value::Bool(row.try_get::<i64, _>(name).map_err(|e| bad(e.to_string()))? != 0)
+                }
+                serde_json::Value::Array(_) => {
+                    let s: String = row.try_get(name).map_err(|e| bad(e.to_string()))?;
+                    serde_json::from_str(&s).map_err(|e| bad(format!("column {name}: {e}")))?
+                }
+                serde_json::Value::String(_) => {
+                    row.try_get::<Option<String>, _>(name).map_err(|e| bad(e.to_string()))?.into()
+                }
+                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
+                    row.try_get::<Option<i64>, _>(name).map_err(|e| bad(e.to_string()))?.into()
+                }
+                _ => match row.try_get::<Option<f64>, _>(name).map_err(|e| bad(e.to_string()))? {
+                    Some(x) => x.into(),
+                    None => serde_json::Value::Null,
+                },
+            };
+            map.insert(name.to_string(), v);
+        }
+        serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| bad(e.to_string()))
+    }
+
+    /// The most recent STREAM triad row on host `hostname` with `threads` threads
+    /// (any thread count when `None`, preferring the most threads).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn latest_triad(&self, hostname: &str, threads: Option<i64>) -> Result<Option<StoredStream>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
+             WHERE kernel = 'triad' AND hostname = ? AND (? IS NULL OR threads = ?)
+             ORDER BY measured_at DESC, threads DESC, id DESC LIMIT 1",
+        )
+        .bind(hostname)
+        .bind(threads)
+        .bind(threads)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(row.map(|r| stream_from_row(&r)))
+    }
+
+    /// STREAM rows, newest first (at most `limit`).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn stream_rows(&self, limit: i64) -> Result<Vec<StoredStream>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results ORDER BY id DESC LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows.iter().map(stream_from_row).collect())
+    }
+
+    /// The most recent peak of `kind` on `hostname`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn latest_peak(&self, hostname: &str, kind: &str) -> Result<Option<StoredPeak>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, measured_at, kind, threads, gflops, isa FROM peak_results WHERE hostname = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+        )
+        .bind(hostname)
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(row.map(|r| StoredPeak {
+            id: r.get("id"),
+            measured_at: r.get("measured_at"),
+            kind: r.get("kind"),
+            threads: r.get("threads"),
+            gflops: r.get("gflops"),
+            isa: r.get("isa"),
+        }))
+    }
+
+    /// Every run, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.kind, r.started_at, r.build_commit, r.command, r.hostname, r.cpu_info,
+                    (SELECT COUNT(*) FROM bench_results b WHERE b.run_id = r.id) AS n,
+                    (SELECT group_concat(m, '; ') FROM (SELECT DISTINCT model_filename AS m FROM bench_results b WHERE b.run_id = r.id)) AS models
+             FROM runs r ORDER BY r.id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| RunSummary {
+                id: r.get("id"),
+                kind: r.get("kind"),
+                started_at: r.get("started_at"),
+                build_commit: r.get("build_commit"),
+                command: r.get("command"),
+                hostname: r.get("hostname"),
+                cpu_info: r.get("cpu_info"),
+                n_bench_rows: r.get("n"),
+                models: r.try_get::<Option<String>, _>("models").ok().flatten().unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Deletes a run and (by cascade) every row that belongs to it, in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] when there is no such run.
+    pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query("DELETE FROM runs WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.sql(e))?
+            .rows_affected();
+        if n == 0 {
+            return Err(StoreError::NotFound(format!("no run with id {id}")));
+        }
+        tx.commit().await.map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+}
+
+fn stream_from_row(r: &SqliteRow) -> StoredStream {
+    StoredStream {
+        id: r.get("id"),
+        run_id: r.get("run_id"),
+        measured_at: r.get("measured_at"),
+        kernel: r.get("kernel"),
+        threads: r.get("threads"),
+        array_bytes: r.get("array_bytes"),
+        best_gbps: r.get("best_gbps"),
+        avg_gbps: r.get("avg_gbps"),
+        hostname: r.get("hostname"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Bytes;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            cpu_model: "cpu".into(),
+            cores_physical: 2,
+            cores_logical: 2,
+            ram: Bytes(1 << 30),
+            os: "os".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+            llc: None,
+            gpus: vec![],
+            hostname: "h".into(),
+        }
+    }
+
+    fn run(kind: &str) -> NewRun {
+        NewRun {
+            kind: kind.into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall test".into(),
+            host: host(),
+            notes: String::new(),
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("sub/m.db")).await.unwrap();
+        (d, s)
+    }
+
+    #[tokio::test]
+    async fn bench_rows_round_trip_exactly() {
+        let (_d, s) = store().await;
+        let mut rows = vec![BenchRecord::example(), BenchRecord { n_depth: 512, implied_bandwidth_gbps: None, swap_out_pages: None, ..BenchRecord::example() }];
+        let run_id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
+        assert!(rows[0].id > 0 && rows[1].id > rows[0].id);
+        let back = s.bench_rows(&RowFilter { run_id: Some(run_id), ..Default::default() }).await.unwrap();
+        assert_eq!(back, rows);
+        let runs = s.runs().await.unwrap();
+        assert_eq!(runs[0].n_bench_rows, 2);
+        assert_eq!(runs[0].models, "m.gguf");
+    }
+
+    #[tokio::test]
+    async fn a_failed_transaction_leaves_nothing() {
+        let (_d, s) = store().await;
+        let mut tx = s.begin().await.unwrap();
+        let run_id = s.insert_run_tx(&mut tx, &run("bench")).await.unwrap();
+        let mut rows = vec![BenchRecord::example()];
+        s.insert_bench_rows_tx(&mut tx, run_id, &mut rows).await.unwrap();
+        drop(tx); // killed before commit
+        assert!(s.runs().await.unwrap().is_empty());
+        assert!(s.bench_rows(&RowFilter::default()).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn delete_cascades_and_reports_missing() {
+        let (_d, s) = store().await;
+        let mut rows = vec![BenchRecord::example()];
+        let id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
+        s.delete_run(id).await.unwrap();
+        assert!(s.bench_rows(&RowFilter::default()).await.unwrap().is_empty());
+        let e = s.delete_run(id).await.unwrap_err().to_string();
+        assert!(e.contains(&format!("no run with id {id}")), "{e}");
+    }
+
+    #[tokio::test]
+    async fn latest_triad_is_found() {
+        let (_d, s) = store().await;
+        let cfg = crate::stream::StreamConfig { n_elements: 1000, threads: 2, passes: 2, kernels: vec![crate::stream::Kernel::Triad] };
+        let res = crate::stream::run(&cfg).unwrap();
+        let (_, ids) = s.insert_stream_run(&run("stream"), &[res.clone()], &[]).await.unwrap();
+        let t = s.latest_triad("h", None).await.unwrap().unwrap();
+        assert_eq!(t.id, ids[0][0]);
+        assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
+        assert!(s.latest_triad("other", None).await.unwrap().is_none());
+    }
+
+    #[test]
+    fn migration_columns_match_the_record() {
+        let sql = include_str!("../migrations/0001_init.sql");
+        let start = sql.find("CREATE TABLE bench_results (").unwrap();
+        let body = &sql[start..sql[start..].find(");").unwrap() + start];
+        let cols: Vec<&str> = body.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+        assert_eq!(cols, BenchRecord::column_names());
+    }
+}
