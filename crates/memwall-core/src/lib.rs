@@ -32,6 +32,7 @@ pub mod peak;
 pub mod roofline;
 pub mod store;
 pub mod stream;
+pub mod testing;
 pub mod units;
 pub mod util;
 

@@ -1,0 +1,110 @@
+//! `memwall bench`.
+
+use super::{command_line, default_model, open_store, parse_cache, physical_cores, resolve_model};
+use crate::args::{BenchArgs, Toggle};
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use memwall_core::bench::{BenchPlan, Progress};
+use memwall_core::export::Format;
+use memwall_core::jobs;
+use memwall_core::units::{Gbps, or_dash};
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
+    let models = if a.model.is_empty() {
+        vec![default_model()?]
+    } else {
+        a.model.iter().map(|m| resolve_model(m)).collect::<Result<Vec<_>>>()?
+    };
+    let format = Format::parse(&a.output).with_context(|| format!("-o {}: use md, csv, json, jsonl or sql", a.output))?;
+    let plan = BenchPlan {
+        models,
+        n_prompt: a.n_prompt.into_iter().filter(|&p| p > 0).collect(),
+        n_gen: a.n_gen.into_iter().filter(|&n| n > 0).collect(),
+        n_depth: a.n_depth,
+        n_seqs: a.batch,
+        n_threads: if a.threads.is_empty() { vec![physical_cores()] } else { a.threads },
+        n_batch: a.n_batch,
+        n_ubatch: a.n_ubatch,
+        n_gpu_layers: a.n_gpu_layers,
+        type_k: parse_cache(&a.cache_type_k)?,
+        type_v: parse_cache(&a.cache_type_v)?,
+        flash_attn: match a.flash_attn {
+            Toggle::Auto => None,
+            Toggle::On => Some(true),
+            Toggle::Off => Some(false),
+        },
+        reps: a.reps,
+        seed: a.seed,
+        allow_battery: a.allow_battery,
+    };
+    plan.validate()?;
+    let store = open_store(db).await?;
+    let total = plan.instances().len() as u64;
+    let reps = plan.reps as u64;
+    let pb = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(total * (reps + 1)) };
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    if !a.reuse_stream {
+        pb.set_message("measuring bandwidth (STREAM) and compute peaks…");
+    }
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    let pb2 = pb.clone();
+    let progress = move |p: Progress| match p {
+        Progress::Loading { model } => pb2.set_message(format!("loading {model}")),
+        Progress::TestStarted { label, index, total } => pb2.set_message(format!("[{}/{}] {label}", index + 1, total)),
+        Progress::Repetition { .. } => pb2.inc(1),
+        Progress::TestDone { record } => {
+            pb2.println(format!(
+                "  {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%",
+                record.test_label(),
+                record.avg_ts,
+                record.stddev_ts,
+                record.ceiling_ts,
+                record.achieved * 100.0
+            ));
+        }
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let c2 = cancel.clone();
+    let _ = ctrlc_flag(c2);
+    let opts = jobs::BenchJobOptions {
+        reuse_stream: a.reuse_stream,
+        results_dir: (!a.no_results).then(|| a.results_dir.clone()),
+        command: command_line(),
+    };
+    let out = jobs::bench_job(&store, plan, opts, progress, cancel).await;
+    pb.finish_and_clear();
+    let out = out?;
+    let mut stdout = std::io::stdout().lock();
+    format.exporter().write(&out.records, &mut stdout)?;
+    let r = &out.roof.roof;
+    writeln!(
+        stdout,
+        "\nceilings: decode = {} ({}) ÷ bytes per step; prefill = min(peak {} {} ÷ FLOPs/token, bandwidth ÷ bytes per micro-batch)",
+        Gbps(r.bandwidth.0),
+        out.roof.provenance,
+        or_dash(Some(out.records.first().map_or(f64::NAN, |x| x.peak_gflops)), 1),
+        out.records.first().map_or("", |x| x.peak_kind.as_str()),
+    )?;
+    writeln!(stdout, "stored: run {} in {}", out.run_id, store.path().display())?;
+    if let Some(d) = &out.results_dir {
+        writeln!(stdout, "results: {}", d.display())?;
+    }
+    Ok(())
+}
+
+/// Sets `flag` on Ctrl-C so a run stops between steps and stores nothing partial.
+pub(crate) fn ctrlc_flag(flag: Arc<AtomicBool>) -> Result<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nmemwall: cancelling after the current step…");
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! One module per subcommand group: validate flags into core types, call core,
+//! print. Shared helpers live here.
+
+mod bench;
+mod hw;
+mod model;
+mod models;
+mod roofline;
+mod store;
+mod stream;
+
+use crate::args::*;
+use anyhow::{Context, Result, bail};
+use memwall_core::catalog::Catalog;
+use memwall_core::model::CacheType;
+use memwall_core::store::Store;
+use std::path::PathBuf;
+
+/// Runs the parsed command.
+pub async fn dispatch(cli: Cli) -> Result<()> {
+    let db = cli.db.clone().unwrap_or_else(memwall_core::store::default_path);
+    match cli.command {
+        Command::Bench(a) => bench::bench(&db, a).await,
+        Command::Stream(a) => stream::stream(&db, a).await,
+        Command::Peak(a) => stream::peak_cmd(&db, a).await,
+        Command::Model { cmd: ModelCmd::Info { file, json, cache_type } } => model::model_info(&file, json, &cache_type),
+        Command::Models { cmd } => models::models(cmd),
+        Command::Roofline(a) => roofline::roofline_cmd(&db, a).await,
+        Command::Export(a) => store::export(&db, a).await,
+        Command::History(a) => store::history(&db, a).await,
+        Command::Hw { json } => hw::hw_cmd(json),
+    }
+}
+
+pub(crate) fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+pub(crate) async fn open_store(db: &std::path::Path) -> Result<Store> {
+    Store::open(db).await.with_context(|| format!("opening the store {}", db.display()))
+}
+
+pub(crate) fn parse_cache(s: &str) -> Result<CacheType> {
+    CacheType::parse(s).with_context(|| format!("unknown cache type {s:?}: use f16, bf16, f32, q8_0 or q4_0"))
+}
+
+/// A path, or a catalogue name resolved to its fetched file.
+pub(crate) fn resolve_model(s: &str) -> Result<PathBuf> {
+    let p = PathBuf::from(s);
+    if p.exists() {
+        return Ok(p);
+    }
+    let cat = Catalog::builtin()?;
+    if let Ok(e) = cat.get(s) {
+        let p = e.path();
+        if p.exists() {
+            return Ok(p);
+        }
+        bail!("{} is in the catalogue but not fetched yet: run `memwall models fetch {}`", e.name, e.name);
+    }
+    bail!("{s}: no such file, and no catalogue model of that name (`memwall models list`)")
+}
+
+pub(crate) fn default_model() -> Result<PathBuf> {
+    let cat = Catalog::builtin()?;
+    let e = cat.default_model();
+    let p = e.path();
+    if !p.exists() {
+        bail!(
+            "the default model {} is not fetched: run `memwall models fetch` (or ./scripts/setup.sh), or pass --model FILE",
+            e.name
+        );
+    }
+    Ok(p)
+}
+
+pub(crate) fn physical_cores() -> u32 {
+    let h = memwall_core::hw::host_info();
+    h.cores_physical.max(1) as u32
+}

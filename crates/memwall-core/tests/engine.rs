@@ -1,0 +1,116 @@
+//! The llama.cpp engine on real models: logits indexing, KV rollback, batch verify
+//! vs sequential greedy, and a tiny benchmark plan. Serialized with the engine lock.
+#![cfg(feature = "llama")]
+
+use memwall_core::bench::{BenchPlan, MachineRoof, RunContext};
+use memwall_core::engine::llama::LlamaModelHandle;
+use memwall_core::engine::{BatchItem, ChatMessage, Engine, EngineConfig, argmax};
+use memwall_core::model::CacheType;
+use memwall_core::testing;
+use memwall_core::units::{Gbps, Gflops};
+use std::sync::atomic::AtomicBool;
+
+fn cfg(n_ctx: u32) -> EngineConfig {
+    EngineConfig { n_ctx, n_batch: 512, n_ubatch: 512, ..Default::default() }
+}
+
+#[test]
+fn rollback_and_batched_verify_match_sequential_greedy() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else { return };
+    let _lock = testing::engine_lock();
+    let h = LlamaModelHandle::load(&path, 0).unwrap();
+    let mut e = h.engine(&cfg(512)).unwrap();
+    let prompt = e.tokenize("The capital of France is", true).unwrap();
+    assert!(prompt.len() > 3);
+    let text: Vec<u8> = prompt.iter().flat_map(|&t| e.token_bytes(t)).collect();
+    assert!(String::from_utf8_lossy(&text).contains("capital of France"));
+
+    // Sequential greedy: 8 tokens.
+    e.kv_clear();
+    e.prefill(&prompt, 0, 0, true).unwrap();
+    let mut seq = vec![argmax(e.logits(0).unwrap())];
+    let first_logits = e.logits(0).unwrap().to_vec();
+    for i in 0..7 {
+        e.decode_one(*seq.last().unwrap(), (prompt.len() + i) as u32, 0).unwrap();
+        seq.push(argmax(e.logits(0).unwrap()));
+    }
+
+    // Rollback: drop the 7 decoded positions, decode the first token again: same logits.
+    let n = prompt.len() as u32;
+    e.kv_truncate(0, n).unwrap();
+    e.decode_one(seq[0], n, 0).unwrap();
+    let again = argmax(e.logits(0).unwrap());
+    assert_eq!(again, seq[1], "after rollback the next token must be the same");
+
+    // Batched verify: prompt + seq[..7] in one pass, logits at every new position.
+    e.kv_clear();
+    e.prefill(&prompt[..prompt.len() - 1], 0, 0, false).unwrap();
+    let mut items = vec![BatchItem { token: *prompt.last().unwrap(), pos: n - 1, seq: 0, logits: true }];
+    for (i, &t) in seq[..7].iter().enumerate() {
+        items.push(BatchItem { token: t, pos: n + i as u32, seq: 0, logits: true });
+    }
+    e.decode(&items).unwrap();
+    let verify: Vec<i32> = (0..8).map(|i| argmax(e.logits(i).unwrap())).collect();
+    assert_eq!(verify, seq, "argmax of the verify batch must equal sequential greedy");
+    let max_diff = first_logits.iter().zip(e.logits(0).unwrap()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(max_diff < 0.05, "same position, same context: logits differ by {max_diff}");
+    assert!(e.logits(8).is_err(), "only 8 outputs were kept");
+}
+
+#[test]
+fn chat_template_comes_from_the_gguf() {
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else { return };
+    let _lock = testing::engine_lock();
+    let h = LlamaModelHandle::load(&path, 0).unwrap();
+    let e = h.engine(&cfg(256)).unwrap();
+    let s = e.apply_chat_template(&[ChatMessage { role: "user".into(), content: "hi".into() }]).unwrap();
+    assert!(s.contains("<|im_start|>user\nhi<|im_end|>"), "{s}");
+    assert!(s.ends_with("<|im_start|>assistant\n"), "{s}");
+}
+
+#[test]
+fn tiny_plan_runs_and_respects_the_roofline() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else { return };
+    let _lock = testing::engine_lock();
+    let plan = BenchPlan {
+        models: vec![path],
+        n_prompt: vec![64],
+        n_gen: vec![16],
+        n_depth: vec![0, 64],
+        n_seqs: vec![1, 2],
+        n_threads: vec![std::thread::available_parallelism().unwrap().get() as u32],
+        n_batch: 512,
+        n_ubatch: 512,
+        n_gpu_layers: 0,
+        type_k: CacheType::F16,
+        type_v: CacheType::F16,
+        flash_attn: None,
+        reps: 2,
+        seed: 1,
+        allow_battery: true,
+    };
+    let host = memwall_core::hw::host_info();
+    let res = memwall_core::stream::run(&memwall_core::stream::StreamConfig::quick(host.llc, host.cores_logical)).unwrap();
+    let roof = MachineRoof {
+        bandwidth: res.kernels[0].best_gbps,
+        stream_id: 0,
+        peak_f32: Gflops(1e3),
+        peak_int8: Gflops(4e3),
+    };
+    let cancel = AtomicBool::new(false);
+    let cx = RunContext { plan: &plan, host: &host, roof: &roof, run_id: 0, cancel: &cancel };
+    let mut events = 0;
+    let recs = memwall_core::bench::run_plan(&cx, &mut |_| events += 1).unwrap();
+    let labels: Vec<String> = recs.iter().map(|r| r.test_label()).collect();
+    assert_eq!(labels, ["pp64", "tg16", "tg16 x2", "pp64 @ d64", "tg16 @ d64", "tg16 x2 @ d64"]);
+    assert!(events >= recs.len() * 3);
+    for r in &recs {
+        assert_eq!(r.samples_ns.len(), 2);
+        assert!(r.avg_ts > 0.0 && r.avg_ts.is_finite(), "{r:?}");
+        assert_eq!(r.model_sha256, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+    }
+    // Batch-1 decode of a model 3× the LLC cannot beat STREAM's bandwidth.
+    let tg = &recs[1];
+    assert!(tg.achieved < 1.0, "tg at {:.2} of the bandwidth ceiling", tg.achieved);
+    assert!(tg.implied_bandwidth_gbps.unwrap() < Gbps(roof.bandwidth.0).0);
+}
