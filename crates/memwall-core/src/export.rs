@@ -67,7 +67,8 @@ pub trait Exporter {
     /// Renders to a string.
     fn render(&self, rows: &[BenchRecord]) -> String {
         let mut v = Vec::new();
-        self.write(rows, &mut v).expect("writing to a Vec cannot fail");
+        self.write(rows, &mut v)
+            .expect("writing to a Vec cannot fail");
         String::from_utf8(v).expect("exporters write UTF-8")
     }
 }
@@ -128,24 +129,43 @@ pub const TABLE_HEADERS: [(&str, bool); 11] = [
 pub fn table_row(r: &BenchRecord) -> Vec<String> {
     let backend = r.backend.split(';').next().unwrap_or("").trim().to_string();
     vec![
-        if r.synthetic { format!("{} (SYNTHETIC)", r.model_type) } else { r.model_type.clone() },
+        if r.synthetic {
+            format!("{} (SYNTHETIC)", r.model_type)
+        } else {
+            r.model_type.clone()
+        },
         format!("{:.2} GiB", r.model_size as f64 / crate::units::GIB),
         format!("{:.2} B", r.model_n_params as f64 / 1e9),
         format!("{} {}", r.engine, backend),
         r.n_threads.to_string(),
         r.test_label(),
-        if r.avg_ts.is_finite() { format!("{:.2} ± {:.2}", r.avg_ts, r.stddev_ts) } else { "—".into() },
+        if r.avg_ts.is_finite() {
+            format!("{:.2} ± {:.2}", r.avg_ts, r.stddev_ts)
+        } else {
+            "—".into()
+        },
         or_dash(Some(r.ceiling_ts), 1),
-        if r.achieved.is_finite() { format!("{:.1}%", r.achieved * 100.0) } else { "—".into() },
+        if r.achieved.is_finite() {
+            format!("{:.1}%", r.achieved * 100.0)
+        } else {
+            "—".into()
+        },
         or_dash(r.implied_bandwidth_gbps, 1),
-        if r.warnings.is_empty() { "".into() } else { r.warnings.clone() },
+        if r.warnings.is_empty() {
+            "".into()
+        } else {
+            r.warnings.clone()
+        },
     ]
 }
 
 impl Exporter for Markdown {
     fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
         let cells: Vec<Vec<String>> = rows.iter().map(table_row).collect();
-        let mut widths: Vec<usize> = TABLE_HEADERS.iter().map(|(h, _)| h.chars().count()).collect();
+        let mut widths: Vec<usize> = TABLE_HEADERS
+            .iter()
+            .map(|(h, _)| h.chars().count())
+            .collect();
         for row in &cells {
             for (w, c) in widths.iter_mut().zip(row) {
                 *w = (*w).max(c.chars().count());
@@ -158,16 +178,30 @@ impl Exporter for Markdown {
                 .zip(TABLE_HEADERS.iter())
                 .map(|((v, w), (_, right))| {
                     let pad = w - v.chars().count();
-                    if *right { format!("{}{v}", " ".repeat(pad)) } else { format!("{v}{}", " ".repeat(pad)) }
+                    if *right {
+                        format!("{}{v}", " ".repeat(pad))
+                    } else {
+                        format!("{v}{}", " ".repeat(pad))
+                    }
                 })
                 .collect();
             format!("| {} |", parts.join(" | "))
         };
-        writeln!(out, "{}", line(TABLE_HEADERS.iter().map(|(h, _)| h.to_string()).collect()))?;
+        writeln!(
+            out,
+            "{}",
+            line(TABLE_HEADERS.iter().map(|(h, _)| h.to_string()).collect())
+        )?;
         let sep: Vec<String> = widths
             .iter()
             .zip(TABLE_HEADERS.iter())
-            .map(|(w, (_, right))| if *right { format!("{}:", "-".repeat(w - 1)) } else { "-".repeat(*w) })
+            .map(|(w, (_, right))| {
+                if *right {
+                    format!("{}:", "-".repeat(w - 1))
+                } else {
+                    "-".repeat(*w)
+                }
+            })
             .collect();
         writeln!(out, "| {} |", sep.join(" | "))?;
         for row in cells {
@@ -194,16 +228,26 @@ fn sql_literal(c: &Cell) -> String {
 impl Exporter for Sql {
     fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
         let ex = BenchRecord::example();
-        let cols: Vec<String> =
-            ex.fields().iter().map(|(n, _, c)| format!("  {n} {}", c.sql_type())).collect();
-        writeln!(out, "CREATE TABLE IF NOT EXISTS bench_results (\n{}\n);", cols.join(",\n"))?;
+        let cols: Vec<String> = ex
+            .fields()
+            .iter()
+            .map(|(n, _, c)| format!("  {n} {}", c.sql_type()))
+            .collect();
+        writeln!(
+            out,
+            "CREATE TABLE IF NOT EXISTS bench_results (\n{}\n);",
+            cols.join(",\n")
+        )?;
         for r in rows {
             let f = r.fields();
             writeln!(
                 out,
                 "INSERT INTO bench_results ({}) VALUES ({});",
                 f.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
-                f.iter().map(|(_, _, c)| sql_literal(c)).collect::<Vec<_>>().join(", ")
+                f.iter()
+                    .map(|(_, _, c)| sql_literal(c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )?;
         }
         Ok(())
@@ -237,7 +281,11 @@ mod tests {
         let idx = |n: &str| h.iter().position(|x| x == n).unwrap();
         assert_eq!(&recs[0][idx("samples_ns")], "1990000000 2010000000");
         assert_eq!(&recs[0][idx("avg_ts")], "64");
-        assert_eq!(&recs[1][idx("implied_bandwidth_gbps")], "", "not measured → empty");
+        assert_eq!(
+            &recs[1][idx("implied_bandwidth_gbps")],
+            "",
+            "not measured → empty"
+        );
     }
 
     #[test]
@@ -245,8 +293,11 @@ mod tests {
         let r = rows();
         let back: Vec<BenchRecord> = serde_json::from_str(&Json.render(&r)).unwrap();
         assert_eq!(back, r);
-        let lines: Vec<BenchRecord> =
-            Jsonl.render(&r).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<BenchRecord> = Jsonl
+            .render(&r)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines, r);
     }
 
@@ -266,9 +317,15 @@ mod tests {
         let s = Sql.render(&rows());
         assert!(s.contains("'it''s.gguf'"));
         let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone())).execute(&pool).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+            .execute(&pool)
+            .await
+            .unwrap();
         let (n, name): (i64, String) =
-            sqlx::query_as("SELECT COUNT(*), MAX(model_filename) FROM bench_results").fetch_one(&pool).await.unwrap();
+            sqlx::query_as("SELECT COUNT(*), MAX(model_filename) FROM bench_results")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
         assert_eq!((n, name.as_str()), (2, "m.gguf"));
     }
 

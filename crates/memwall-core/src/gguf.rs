@@ -91,12 +91,16 @@ impl GgmlType {
 
     /// Looks a type up by its ggml name (case-insensitive).
     pub fn from_name(name: &str) -> Option<GgmlType> {
-        (0..64).map(GgmlType).find(|t| t.traits().is_some_and(|(n, _, _)| n.eq_ignore_ascii_case(name)))
+        (0..64).map(GgmlType).find(|t| {
+            t.traits()
+                .is_some_and(|(n, _, _)| n.eq_ignore_ascii_case(name))
+        })
     }
 
     /// Bits per weight including block scales: `8 × bytes per block ÷ elements per block`.
     pub fn bits_per_weight(self) -> Option<f64> {
-        self.traits().map(|(_, blck, size)| 8.0 * size as f64 / blck as f64)
+        self.traits()
+            .map(|(_, blck, size)| 8.0 * size as f64 / blck as f64)
     }
 }
 
@@ -229,8 +233,7 @@ pub struct GgufError {
     pub fix: &'static str,
 }
 
-const FIX_TRUNCATED: &str =
-    "The file is truncated or not a GGUF model: re-download it (`memwall models verify` checks sha256)";
+const FIX_TRUNCATED: &str = "The file is truncated or not a GGUF model: re-download it (`memwall models verify` checks sha256)";
 const FIX_CORRUPT: &str = "The file is corrupt or not a GGUF model: re-download or re-convert it";
 
 struct Cursor<R: Read> {
@@ -242,7 +245,12 @@ struct Cursor<R: Read> {
 
 impl<R: Read> Cursor<R> {
     fn err(&self, field: &str, problem: impl Into<String>, fix: &'static str) -> GgufError {
-        GgufError { path: self.path.clone(), field: field.to_string(), problem: problem.into(), fix }
+        GgufError {
+            path: self.path.clone(),
+            field: field.to_string(),
+            problem: problem.into(),
+            fix,
+        }
     }
     fn remaining(&self) -> u64 {
         self.len.saturating_sub(self.pos)
@@ -251,14 +259,22 @@ impl<R: Read> Cursor<R> {
         if n > self.remaining() {
             return Err(self.err(
                 field,
-                format!("needs {n} bytes at offset {} but only {} remain", self.pos, self.remaining()),
+                format!(
+                    "needs {n} bytes at offset {} but only {} remain",
+                    self.pos,
+                    self.remaining()
+                ),
                 FIX_TRUNCATED,
             ));
         }
         let mut buf = vec![0u8; n as usize];
-        self.r
-            .read_exact(&mut buf)
-            .map_err(|e| self.err(field, format!("read failed at offset {}: {e}", self.pos), FIX_TRUNCATED))?;
+        self.r.read_exact(&mut buf).map_err(|e| {
+            self.err(
+                field,
+                format!("read failed at offset {}: {e}", self.pos),
+                FIX_TRUNCATED,
+            )
+        })?;
         self.pos += n;
         Ok(buf)
     }
@@ -266,7 +282,11 @@ impl<R: Read> Cursor<R> {
         if n > self.remaining() {
             return Err(self.err(
                 field,
-                format!("needs {n} bytes at offset {} but only {} remain", self.pos, self.remaining()),
+                format!(
+                    "needs {n} bytes at offset {} but only {} remain",
+                    self.pos,
+                    self.remaining()
+                ),
                 FIX_TRUNCATED,
             ));
         }
@@ -293,7 +313,11 @@ impl<R: Read> Cursor<R> {
     fn string(&mut self, field: &str, cap: u64) -> Result<String, GgufError> {
         let n = self.u64(field)?;
         if n > cap {
-            return Err(self.err(field, format!("string length {n} exceeds the cap of {cap} bytes"), FIX_CORRUPT));
+            return Err(self.err(
+                field,
+                format!("string length {n} exceeds the cap of {cap} bytes"),
+                FIX_CORRUPT,
+            ));
         }
         let b = self.bytes(n, field)?;
         Ok(String::from_utf8_lossy(&b).into_owned())
@@ -301,7 +325,11 @@ impl<R: Read> Cursor<R> {
     fn skip_string(&mut self, field: &str) -> Result<(), GgufError> {
         let n = self.u64(field)?;
         if n > MAX_STRING_LEN {
-            return Err(self.err(field, format!("string length {n} exceeds the cap"), FIX_CORRUPT));
+            return Err(self.err(
+                field,
+                format!("string length {n} exceeds the cap"),
+                FIX_CORRUPT,
+            ));
         }
         self.skip(n, field)
     }
@@ -318,7 +346,12 @@ fn fixed_size(t: u32) -> Option<u64> {
     }
 }
 
-fn read_value<R: Read>(c: &mut Cursor<R>, t: u32, field: &str, depth: usize) -> Result<Value, GgufError> {
+fn read_value<R: Read>(
+    c: &mut Cursor<R>,
+    t: u32,
+    field: &str,
+    depth: usize,
+) -> Result<Value, GgufError> {
     Ok(match t {
         0 => Value::U64(c.arr::<1>(field)?[0] as u64),
         1 => Value::I64(c.arr::<1>(field)?[0] as i8 as i64),
@@ -350,7 +383,11 @@ fn read_value<R: Read>(c: &mut Cursor<R>, t: u32, field: &str, depth: usize) -> 
                 8 => 8,
                 9 => 12,
                 t => fixed_size(t).ok_or_else(|| {
-                    c.err(field, format!("array element type {t} is not a GGUF value type"), FIX_CORRUPT)
+                    c.err(
+                        field,
+                        format!("array element type {t} is not a GGUF value type"),
+                        FIX_CORRUPT,
+                    )
                 })?,
             };
             let need = len.checked_mul(min_elem).unwrap_or(u64::MAX);
@@ -366,7 +403,11 @@ fn read_value<R: Read>(c: &mut Cursor<R>, t: u32, field: &str, depth: usize) -> 
                 for _ in 0..len {
                     items.push(read_value(c, et, field, depth + 1)?);
                 }
-                Value::Array { elem_type: et, len, items: Some(items) }
+                Value::Array {
+                    elem_type: et,
+                    len,
+                    items: Some(items),
+                }
             } else {
                 match (et, fixed_size(et)) {
                     (_, Some(sz)) => c.skip(len * sz, field)?,
@@ -381,13 +422,23 @@ fn read_value<R: Read>(c: &mut Cursor<R>, t: u32, field: &str, depth: usize) -> 
                         }
                     }
                 }
-                Value::Array { elem_type: et, len, items: None }
+                Value::Array {
+                    elem_type: et,
+                    len,
+                    items: None,
+                }
             }
         }
         10 => Value::U64(c.u64(field)?),
         11 => Value::I64(i64::from_le_bytes(c.arr(field)?)),
         12 => Value::F64(f64::from_le_bytes(c.arr(field)?)),
-        other => return Err(c.err(field, format!("value type {other} is not a GGUF value type (0..=12)"), FIX_CORRUPT)),
+        other => {
+            return Err(c.err(
+                field,
+                format!("value type {other} is not a GGUF value type (0..=12)"),
+                FIX_CORRUPT,
+            ));
+        }
     })
 }
 
@@ -416,7 +467,12 @@ impl Gguf {
     /// # Errors
     /// As [`Gguf::open`].
     pub fn parse<R: Read>(r: R, len: u64, path: PathBuf) -> Result<Gguf, GgufError> {
-        let mut c = Cursor { r, pos: 0, len, path: path.clone() };
+        let mut c = Cursor {
+            r,
+            pos: 0,
+            len,
+            path: path.clone(),
+        };
         let magic = c.arr::<4>("header.magic")?;
         if &magic != b"GGUF" {
             return Err(c.err(
@@ -437,12 +493,19 @@ impl Gguf {
         let n_kv = c.u64("header.n_kv")?;
         // A kv pair is at least 8 (key len) + 4 (type) + 1 bytes; a tensor info at least 8 + 4 + 8 + 4 + 8.
         if n_kv.saturating_mul(13) > c.remaining() {
-            return Err(c.err("header.n_kv", format!("{n_kv} pairs cannot fit in {} bytes", c.remaining()), FIX_CORRUPT));
+            return Err(c.err(
+                "header.n_kv",
+                format!("{n_kv} pairs cannot fit in {} bytes", c.remaining()),
+                FIX_CORRUPT,
+            ));
         }
         if n_tensors.saturating_mul(32) > c.remaining() {
             return Err(c.err(
                 "header.n_tensors",
-                format!("{n_tensors} tensor infos cannot fit in {} bytes", c.remaining()),
+                format!(
+                    "{n_tensors} tensor infos cannot fit in {} bytes",
+                    c.remaining()
+                ),
                 FIX_CORRUPT,
             ));
         }
@@ -474,7 +537,11 @@ impl Gguf {
             let field = format!("tensor[{i}:{name}]");
             let n_dims = c.u32(&format!("{field}.n_dims"))?;
             if n_dims == 0 || n_dims > MAX_DIMS {
-                return Err(c.err(&format!("{field}.n_dims"), format!("{n_dims} dims (1..={MAX_DIMS})"), FIX_CORRUPT));
+                return Err(c.err(
+                    &format!("{field}.n_dims"),
+                    format!("{n_dims} dims (1..={MAX_DIMS})"),
+                    FIX_CORRUPT,
+                ));
             }
             let mut dims = Vec::with_capacity(n_dims as usize);
             for _ in 0..n_dims {
@@ -491,12 +558,19 @@ impl Gguf {
             };
             let n_el = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
             if n_el.is_none() || dims.contains(&0) {
-                return Err(c.err(&format!("{field}.dims"), format!("shape {dims:?} is empty or overflows"), FIX_CORRUPT));
+                return Err(c.err(
+                    &format!("{field}.dims"),
+                    format!("shape {dims:?} is empty or overflows"),
+                    FIX_CORRUPT,
+                ));
             }
             if dims[0] % blck != 0 {
                 return Err(c.err(
                     &format!("{field}.dims"),
-                    format!("row length {} is not a multiple of the {tname} block size {blck}", dims[0]),
+                    format!(
+                        "row length {} is not a multiple of the {tname} block size {blck}",
+                        dims[0]
+                    ),
                     FIX_CORRUPT,
                 ));
             }
@@ -507,7 +581,12 @@ impl Gguf {
                     FIX_CORRUPT,
                 ));
             }
-            tensors.push(TensorInfo { name, dims, ggml_type: ty, offset });
+            tensors.push(TensorInfo {
+                name,
+                dims,
+                ggml_type: ty,
+                offset,
+            });
         }
         let data_offset = c.pos.div_ceil(alignment) * alignment;
         let data_len = len.saturating_sub(data_offset);
@@ -526,7 +605,15 @@ impl Gguf {
                 ));
             }
         }
-        Ok(Gguf { path, file_bytes: Bytes(len), version, metadata, tensors, data_offset, alignment })
+        Ok(Gguf {
+            path,
+            file_bytes: Bytes(len),
+            version,
+            metadata,
+            tensors,
+            data_offset,
+            alignment,
+        })
     }
 
     /// A metadata value by key.
@@ -674,7 +761,10 @@ mod tests {
         payload.extend((1u64 << 60).to_le_bytes());
         let b = GgufBuilder::default().kv_raw("x.arr", 9, &payload).build();
         let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("metadata[x.arr]: array claims 1152921504606846976 elements"), "{e}");
+        assert!(
+            e.contains("metadata[x.arr]: array claims 1152921504606846976 elements"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -699,30 +789,57 @@ mod tests {
         payload.extend(0u32.to_le_bytes());
         payload.extend(1u64.to_le_bytes());
         payload.push(7);
-        let b = GgufBuilder::default().kv_raw("x.deep", 9, &payload).data(64).build();
+        let b = GgufBuilder::default()
+            .kv_raw("x.deep", 9, &payload)
+            .data(64)
+            .build();
         let e = parse(&b).unwrap_err().to_string();
         assert!(e.contains("nested deeper than 3"), "{e}");
     }
 
     #[test]
     fn truncated_tensor_data_is_named() {
-        let b = GgufBuilder::default().tensor("w", &[32, 4], 0, 0).data(100).build(); // needs 512
+        let b = GgufBuilder::default()
+            .tensor("w", &[32, 4], 0, 0)
+            .data(100)
+            .build(); // needs 512
         let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("tensor[0:w].offset: data [0, +512) runs past the end"), "{e}");
+        assert!(
+            e.contains("tensor[0:w].offset: data [0, +512) runs past the end"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bad_shapes_and_types_are_named() {
-        let b = GgufBuilder::default().tensor("w", &[33], 2, 0).data(64).build();
+        let b = GgufBuilder::default()
+            .tensor("w", &[33], 2, 0)
+            .data(64)
+            .build();
         let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("row length 33 is not a multiple of the Q4_0 block size 32"), "{e}");
-        let b = GgufBuilder::default().tensor("w", &[32], 99, 0).data(64).build();
+        assert!(
+            e.contains("row length 33 is not a multiple of the Q4_0 block size 32"),
+            "{e}"
+        );
+        let b = GgufBuilder::default()
+            .tensor("w", &[32], 99, 0)
+            .data(64)
+            .build();
         let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("tensor[0:w].type: ggml type id 99 is unknown"), "{e}");
-        let b = GgufBuilder::default().tensor("w", &[1 << 40, 1 << 40], 0, 0).data(64).build();
+        assert!(
+            e.contains("tensor[0:w].type: ggml type id 99 is unknown"),
+            "{e}"
+        );
+        let b = GgufBuilder::default()
+            .tensor("w", &[1 << 40, 1 << 40], 0, 0)
+            .data(64)
+            .build();
         let e = parse(&b).unwrap_err().to_string();
         assert!(e.contains("is empty or overflows"), "{e}");
-        let b = GgufBuilder::default().tensor("w", &[1, 1, 1, 1, 1], 0, 0).data(64).build();
+        let b = GgufBuilder::default()
+            .tensor("w", &[1, 1, 1, 1, 1], 0, 0)
+            .data(64)
+            .build();
         let e = parse(&b).unwrap_err().to_string();
         assert!(e.contains("n_dims: 5 dims"), "{e}");
     }

@@ -41,7 +41,9 @@ pub enum JobError {
         msg: String,
     },
     /// Asked to reuse a stored bandwidth but none exists.
-    #[error("no stored STREAM triad for host {0}: run `memwall stream` first, or drop --reuse-stream")]
+    #[error(
+        "no stored STREAM triad for host {0}: run `memwall stream` first, or drop --reuse-stream"
+    )]
     NoStoredStream(String),
     /// A background task died.
     #[error("background task failed: {0}")]
@@ -61,8 +63,12 @@ pub struct StreamOutcome {
     pub peaks: Vec<Peak>,
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, JobError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| JobError::Join(e.to_string()))
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, JobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| JobError::Join(e.to_string()))
 }
 
 /// Runs STREAM at each of `threads` (and, when `with_peaks`, the f32/int8 compute
@@ -80,21 +86,27 @@ pub async fn stream_job(
 ) -> Result<StreamOutcome, JobError> {
     let started = crate::util::now_rfc3339();
     let llc = host.llc;
-    let (results, peaks) = blocking(move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
-        let mut out = Vec::new();
-        for &t in &threads {
-            let cfg = if quick { StreamConfig::quick(llc, t) } else { StreamConfig::standard(llc, t) };
-            out.push(stream::run(&cfg)?);
-        }
-        let mut peaks = Vec::new();
-        if with_peaks {
-            let t = threads.iter().copied().max().unwrap_or(1);
-            for k in [PeakKind::F32Fma, PeakKind::Int8Dot] {
-                peaks.push(peak::measure(k, t, Duration::from_millis(200), 5));
+    let (results, peaks) = blocking(
+        move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
+            let mut out = Vec::new();
+            for &t in &threads {
+                let cfg = if quick {
+                    StreamConfig::quick(llc, t)
+                } else {
+                    StreamConfig::standard(llc, t)
+                };
+                out.push(stream::run(&cfg)?);
             }
-        }
-        Ok((out, peaks))
-    })
+            let mut peaks = Vec::new();
+            if with_peaks {
+                let t = threads.iter().copied().max().unwrap_or(1);
+                for k in [PeakKind::F32Fma, PeakKind::Int8Dot] {
+                    peaks.push(peak::measure(k, t, Duration::from_millis(200), 5));
+                }
+            }
+            Ok((out, peaks))
+        },
+    )
     .await??;
     let run = NewRun {
         kind: "stream".into(),
@@ -105,7 +117,12 @@ pub async fn stream_job(
         notes: String::new(),
     };
     let (run_id, ids) = store.insert_stream_run(&run, &results, &peaks).await?;
-    Ok(StreamOutcome { run_id, results, ids, peaks })
+    Ok(StreamOutcome {
+        run_id,
+        results,
+        ids,
+        peaks,
+    })
 }
 
 /// Where the roof came from, for the report line under the table.
@@ -124,7 +141,13 @@ pub struct RoofSource {
 ///
 /// # Errors
 /// [`JobError::NoStoredStream`] when reusing and nothing is stored.
-pub async fn machine_roof(store: &Store, host: &HostInfo, threads: usize, reuse: bool, command: &str) -> Result<RoofSource, JobError> {
+pub async fn machine_roof(
+    store: &Store,
+    host: &HostInfo,
+    threads: usize,
+    reuse: bool,
+    command: &str,
+) -> Result<RoofSource, JobError> {
     if !reuse {
         stream_job(store, host, vec![threads], false, true, command).await?;
     }
@@ -133,12 +156,22 @@ pub async fn machine_roof(store: &Store, host: &HostInfo, threads: usize, reuse:
         .await?
         .or(store.latest_triad(&host.hostname, None).await?)
         .ok_or_else(|| JobError::NoStoredStream(host.hostname.clone()))?;
-    let f32p = store.latest_peak(&host.hostname, PeakKind::F32Fma.label()).await?;
-    let i8p = store.latest_peak(&host.hostname, PeakKind::Int8Dot.label()).await?;
+    let f32p = store
+        .latest_peak(&host.hostname, PeakKind::F32Fma.label())
+        .await?;
+    let i8p = store
+        .latest_peak(&host.hostname, PeakKind::Int8Dot.label())
+        .await?;
     let provenance = if reuse {
-        format!("stored STREAM triad #{} ({} threads) measured {}", s.id, s.threads, s.measured_at)
+        format!(
+            "stored STREAM triad #{} ({} threads) measured {}",
+            s.id, s.threads, s.measured_at
+        )
     } else {
-        format!("STREAM triad #{} ({} threads) measured in this run", s.id, s.threads)
+        format!(
+            "STREAM triad #{} ({} threads) measured in this run",
+            s.id, s.threads
+        )
     };
     Ok(RoofSource {
         roof: MachineRoof {
@@ -200,7 +233,13 @@ pub async fn bench_job(
     let (h2, r2) = (host.clone(), roof.roof.clone());
     let mut progress = progress;
     let records = blocking(move || {
-        let cx = crate::bench::RunContext { plan: &plan, host: &h2, roof: &r2, run_id: 0, cancel: &cancel };
+        let cx = crate::bench::RunContext {
+            plan: &plan,
+            host: &h2,
+            roof: &r2,
+            run_id: 0,
+            cancel: &cancel,
+        };
         crate::bench::run_plan(&cx, &mut progress)
     })
     .await??;
@@ -216,13 +255,22 @@ pub async fn bench_job(
     let run_id = store.insert_bench_run(&run, &mut records).await?;
     let (dir, files) = match &opts.results_dir {
         Some(parent) => {
-            let dir = parent.join(format!("run-{run_id:04}-{}", run.started_at.replace([':', '-'], "")));
+            let dir = parent.join(format!(
+                "run-{run_id:04}-{}",
+                run.started_at.replace([':', '-'], "")
+            ));
             let files = write_results(&dir, &records)?;
             (Some(dir), files)
         }
         None => (None, vec![]),
     };
-    Ok(BenchOutcome { run_id, records, roof, results_dir: dir, files })
+    Ok(BenchOutcome {
+        run_id,
+        records,
+        roof,
+        results_dir: dir,
+        files,
+    })
 }
 
 /// Writes `rows` to `dir` as `bench.csv`, `bench.json`, `bench.md` and, when there
@@ -232,11 +280,15 @@ pub async fn bench_job(
 /// [`JobError::Results`] naming the file.
 pub fn write_results(dir: &Path, rows: &[BenchRecord]) -> Result<Vec<PathBuf>, JobError> {
     use crate::export::Format;
-    let err = |p: &Path, e: String| JobError::Results { path: p.display().to_string(), msg: e };
+    let err = |p: &Path, e: String| JobError::Results {
+        path: p.display().to_string(),
+        msg: e,
+    };
     let mut files = Vec::new();
     for f in [Format::Csv, Format::Json, Format::Md] {
         let p = dir.join(format!("bench.{}", f.extension()));
-        crate::util::write_atomic(&p, f.exporter().render(rows).as_bytes()).map_err(|e| err(&p, e.to_string()))?;
+        crate::util::write_atomic(&p, f.exporter().render(rows).as_bytes())
+            .map_err(|e| err(&p, e.to_string()))?;
         files.push(p);
     }
     if rows.iter().any(|r| r.is_decode() && r.n_seqs == 1) {

@@ -264,10 +264,15 @@ impl ModelFacts {
             problem: "missing or not a number".into(),
             fix: "The file lacks llama.cpp's standard keys: re-convert it with convert_hf_to_gguf.py",
         };
-        let arch = g.architecture().ok_or_else(|| missing("general.architecture"))?.to_string();
+        let arch = g
+            .architecture()
+            .ok_or_else(|| missing("general.architecture"))?
+            .to_string();
         let key = |k: &str| format!("{arch}.{k}");
         let req = |k: &str| -> Result<u64, GgufError> {
-            g.get(&key(k)).and_then(Value::as_u64).ok_or_else(|| missing(&key(k)))
+            g.get(&key(k))
+                .and_then(Value::as_u64)
+                .ok_or_else(|| missing(&key(k)))
         };
         let opt = |k: &str| g.get(&key(k)).and_then(Value::as_u64);
         let n_layer = req("block_count")? as u32;
@@ -282,22 +287,37 @@ impl ModelFacts {
             });
         }
         let n_head_kv: Vec<u32> = match g.get(&key("attention.head_count_kv")) {
-            Some(Value::Array { items: Some(items), .. }) => {
-                items.iter().map(|v| v.as_u64().unwrap_or(n_head as u64) as u32).collect()
-            }
+            Some(Value::Array {
+                items: Some(items), ..
+            }) => items
+                .iter()
+                .map(|v| v.as_u64().unwrap_or(n_head as u64) as u32)
+                .collect(),
             Some(v) => vec![v.as_u64().unwrap_or(n_head as u64) as u32; n_layer as usize],
             None => vec![n_head; n_layer as usize],
         };
         let head_dim_k = opt("attention.key_length").map_or(n_embd / n_head, |v| v as u32);
         let head_dim_v = opt("attention.value_length").map_or(head_dim_k, |v| v as u32);
         let sliding_window = opt("attention.sliding_window").filter(|&w| w > 0);
-        let swa_layers: Vec<bool> = match (sliding_window, g.get(&key("attention.sliding_window_pattern"))) {
+        let swa_layers: Vec<bool> = match (
+            sliding_window,
+            g.get(&key("attention.sliding_window_pattern")),
+        ) {
             (None, _) => vec![],
-            (Some(_), Some(Value::Array { items: Some(items), .. })) => {
-                items.iter().map(|v| matches!(v, Value::Bool(true)) || v.as_u64().unwrap_or(0) != 0).collect()
-            }
+            (
+                Some(_),
+                Some(Value::Array {
+                    items: Some(items), ..
+                }),
+            ) => items
+                .iter()
+                .map(|v| matches!(v, Value::Bool(true)) || v.as_u64().unwrap_or(0) != 0)
+                .collect(),
             (Some(_), p) => {
-                let n = p.and_then(Value::as_u64).map(|v| v as u32).or_else(|| default_swa_pattern(&arch));
+                let n = p
+                    .and_then(Value::as_u64)
+                    .map(|v| v as u32)
+                    .or_else(|| default_swa_pattern(&arch));
                 match n {
                     Some(n) => (0..n_layer).map(|il| n == 0 || il % n < n - 1).collect(),
                     // Unknown pattern: llama.cpp treats every layer as windowed when
@@ -314,7 +334,9 @@ impl ModelFacts {
             .or_else(|| g.get("tokenizer.ggml.tokens").and_then(Value::array_len))
             .unwrap_or(0);
         let n_expert = opt("expert_count").map(|v| v as u32).filter(|&v| v > 0);
-        let n_expert_used = opt("expert_used_count").map(|v| v as u32).filter(|&v| v > 0);
+        let n_expert_used = opt("expert_used_count")
+            .map(|v| v as u32)
+            .filter(|&v| v > 0);
 
         let mut classes: BTreeMap<TensorClass, ClassTotals> = BTreeMap::new();
         let mut type_counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -358,11 +380,19 @@ impl ModelFacts {
             .and_then(Value::as_u64)
             .and_then(ftype_name)
             .map(str::to_string)
-            .or_else(|| type_counts.iter().max_by_key(|(_, c)| **c).map(|(n, _)| n.clone()))
+            .or_else(|| {
+                type_counts
+                    .iter()
+                    .max_by_key(|(_, c)| **c)
+                    .map(|(n, _)| n.clone())
+            })
             .unwrap_or_else(|| "?".into());
         Ok(ModelFacts {
             path: g.path.clone(),
-            name: g.get("general.name").and_then(Value::as_str).map(str::to_string),
+            name: g
+                .get("general.name")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             architecture: arch.clone(),
             quant,
             n_layer,
@@ -410,7 +440,8 @@ impl ModelFacts {
         (0..self.n_layer as usize)
             .map(|il| {
                 let kv = *self.n_head_kv.get(il).unwrap_or(&self.n_head) as f64;
-                (kv * (self.head_dim_k + self.head_dim_v) as f64 * cache.bytes_per_element()).floor()
+                (kv * (self.head_dim_k + self.head_dim_v) as f64 * cache.bytes_per_element())
+                    .floor()
             })
             .collect()
     }
@@ -454,14 +485,21 @@ impl ModelFacts {
     /// Human label for the model: `general.name` or the file stem.
     pub fn label(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
-            self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+            self.path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
         })
     }
 
     /// llama-bench's `model_type` string: `"{arch} {size} {quant}"`, e.g. `qwen2 0.5B Q4_K_M`.
     pub fn model_type(&self) -> String {
         let b = self.n_params as f64 / 1e9;
-        let size = if b < 1.0 { format!("{:.0}M", b * 1000.0) } else { format!("{b:.1}B") };
+        let size = if b < 1.0 {
+            format!("{:.0}M", b * 1000.0)
+        } else {
+            format!("{b:.1}B")
+        };
         format!("{} {} {}", self.architecture, size, self.quant)
     }
 
@@ -503,7 +541,12 @@ mod tests {
         for il in 0..2 {
             b = b
                 .tensor(&format!("blk.{il}.attn_q.weight"), &[64, 64], 0, off)
-                .tensor(&format!("blk.{il}.attn_norm.weight"), &[64], 0, off + 64 * 64 * 4);
+                .tensor(
+                    &format!("blk.{il}.attn_norm.weight"),
+                    &[64],
+                    0,
+                    off + 64 * 64 * 4,
+                );
             off += 64 * 64 * 4 + 256;
         }
         b.data(off)
@@ -511,13 +554,25 @@ mod tests {
 
     #[test]
     fn classes_follow_llama_cpp_names() {
-        assert_eq!(TensorClass::of("token_embd.weight"), TensorClass::TokenEmbedding);
+        assert_eq!(
+            TensorClass::of("token_embd.weight"),
+            TensorClass::TokenEmbedding
+        );
         assert_eq!(TensorClass::of("output.weight"), TensorClass::OutputHead);
         assert_eq!(TensorClass::of("output_norm.weight"), TensorClass::Norm);
         assert_eq!(TensorClass::of("blk.3.attn_k.bias"), TensorClass::Attention);
-        assert_eq!(TensorClass::of("blk.3.attn_q_norm.weight"), TensorClass::Norm);
-        assert_eq!(TensorClass::of("blk.3.ffn_down_exps.weight"), TensorClass::Ffn);
-        assert_eq!(TensorClass::of("blk.3.post_ffw_norm.weight"), TensorClass::Norm);
+        assert_eq!(
+            TensorClass::of("blk.3.attn_q_norm.weight"),
+            TensorClass::Norm
+        );
+        assert_eq!(
+            TensorClass::of("blk.3.ffn_down_exps.weight"),
+            TensorClass::Ffn
+        );
+        assert_eq!(
+            TensorClass::of("blk.3.post_ffw_norm.weight"),
+            TensorClass::Norm
+        );
         assert_eq!(TensorClass::of("rope_freqs.weight"), TensorClass::Other);
     }
 
@@ -555,28 +610,32 @@ mod tests {
         // q8_0: 34/32 bytes per element: 36 × 8 × 256 × 1.0625 = 78,336.
         assert_eq!(f.kv_bytes_per_token(CacheType::Q8_0), Bytes(78_336));
         // At depth 8192 the cache adds 8192 × 147,456 = 1,207,959,552 bytes.
-        assert_eq!(f.kv_bytes_read_at_depth(8192, CacheType::F16), Bytes(1_207_959_552));
+        assert_eq!(
+            f.kv_bytes_read_at_depth(8192, CacheType::F16),
+            Bytes(1_207_959_552)
+        );
         // Attention FLOPs ≈ 589,824 × d (the seed's figure).
         assert_eq!(f.attention_flops_per_token(1), 589_824.0);
     }
 
     #[test]
     fn sliding_window_layers_read_at_most_the_window() {
-        let b = tiny(false).kv_u32("llama.attention.sliding_window", 4).kv_raw(
-            "llama.attention.sliding_window_pattern",
-            9,
-            &{
+        let b = tiny(false)
+            .kv_u32("llama.attention.sliding_window", 4)
+            .kv_raw("llama.attention.sliding_window_pattern", 9, &{
                 let mut p = 7u32.to_le_bytes().to_vec();
                 p.extend(2u64.to_le_bytes());
                 p.extend([1u8, 0u8]); // layer 0 local, layer 1 global
                 p
-            },
-        );
+            });
         let f = facts(&b);
         assert_eq!(f.swa_layers, vec![true, false]);
         let per_layer = 2 * 32 * 2; // 2 kv heads × (16+16) × 2 bytes = 128
         assert_eq!(f.kv_bytes_per_token(CacheType::F16), Bytes(2 * per_layer));
-        assert_eq!(f.kv_bytes_read_at_depth(100, CacheType::F16), Bytes(per_layer * (4 + 100)));
+        assert_eq!(
+            f.kv_bytes_read_at_depth(100, CacheType::F16),
+            Bytes(per_layer * (4 + 100))
+        );
     }
 
     #[test]
@@ -589,15 +648,27 @@ mod tests {
             .kv_u32("gemma3.attention.sliding_window", 512);
         b = b.tensor("token_embd.weight", &[64, 10], 0, 0).data(2560);
         let f = facts(&b);
-        let globals: Vec<usize> = f.swa_layers.iter().enumerate().filter(|(_, l)| !**l).map(|(i, _)| i).collect();
+        let globals: Vec<usize> = f
+            .swa_layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| !**l)
+            .map(|(i, _)| i)
+            .collect();
         assert_eq!(globals, vec![5, 11]);
     }
 
     #[test]
     fn missing_keys_name_the_field() {
-        let b = GgufBuilder::default().kv_str("general.architecture", "qwen2").data(0).build();
+        let b = GgufBuilder::default()
+            .kv_str("general.architecture", "qwen2")
+            .data(0)
+            .build();
         let g = Gguf::parse(&b[..], b.len() as u64, PathBuf::from("m.gguf")).unwrap();
         let e = ModelFacts::from_gguf(&g).unwrap_err().to_string();
-        assert!(e.contains("m.gguf: metadata[qwen2.block_count]: missing"), "{e}");
+        assert!(
+            e.contains("m.gguf: metadata[qwen2.block_count]: missing"),
+            "{e}"
+        );
     }
 }

@@ -160,13 +160,30 @@ fn kernel(kind: PeakKind) -> (fn(u64) -> f64, u64, &'static str) {
         match kind {
             PeakKind::F32Fma if is_x86_feature_detected!("avx512f") => {
                 // SAFETY: feature checked at run time.
-                (|n| unsafe { x86::fma_avx512(n) } as f64, 12 * 16 * 2, "avx512f")
+                (
+                    |n| unsafe { x86::fma_avx512(n) } as f64,
+                    12 * 16 * 2,
+                    "avx512f",
+                )
             }
-            PeakKind::F32Fma if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") => {
-                (|n| unsafe { x86::fma_avx2(n) } as f64, 12 * 8 * 2, "avx2+fma")
+            PeakKind::F32Fma
+                if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") =>
+            {
+                (
+                    |n| unsafe { x86::fma_avx2(n) } as f64,
+                    12 * 8 * 2,
+                    "avx2+fma",
+                )
             }
-            PeakKind::Int8Dot if is_x86_feature_detected!("avx512vnni") && is_x86_feature_detected!("avx512f") => {
-                (|n| unsafe { x86::dot_vnni512(n) } as f64, 12 * 64 * 2, "avx512vnni")
+            PeakKind::Int8Dot
+                if is_x86_feature_detected!("avx512vnni")
+                    && is_x86_feature_detected!("avx512f") =>
+            {
+                (
+                    |n| unsafe { x86::dot_vnni512(n) } as f64,
+                    12 * 64 * 2,
+                    "avx512vnni",
+                )
             }
             PeakKind::Int8Dot if is_x86_feature_detected!("avx2") => {
                 (|n| unsafe { x86::dot_avx2(n) } as f64, 8 * 32 * 2, "avx2")
@@ -208,7 +225,9 @@ fn scalar(kind: PeakKind) -> (fn(u64) -> f64, u64, &'static str) {
                 let mut acc = [0i32; 16];
                 for _ in 0..n {
                     for a in acc.iter_mut() {
-                        *a = a.wrapping_add(std::hint::black_box(3u8) as i32 * std::hint::black_box(-2i8) as i32);
+                        *a = a.wrapping_add(
+                            std::hint::black_box(3u8) as i32 * std::hint::black_box(-2i8) as i32,
+                        );
                     }
                 }
                 acc.iter().map(|&x| x as f64).sum()
@@ -251,7 +270,12 @@ pub fn measure(kind: PeakKind, threads: usize, duration: Duration, reps: usize) 
         let rate = (iters * ops_per_iter * threads as u64) as f64 / secs / 1e9;
         best = best.max(rate);
     }
-    Peak { kind, gflops: Gflops(best), threads, isa: isa.to_string() }
+    Peak {
+        kind,
+        gflops: Gflops(best),
+        threads,
+        isa: isa.to_string(),
+    }
 }
 
 #[cfg(test)]

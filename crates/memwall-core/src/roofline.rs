@@ -28,7 +28,13 @@ pub fn bytes_per_step(model: &ModelFacts, depth: u64, batch: u64, cache: CacheTy
 
 /// Aggregate decode ceiling (tokens/s summed over the batch) for `batch` sequences
 /// at depth `depth`: `b × bandwidth ÷ (W + b × kv_read(d))`.
-pub fn decode_ceiling_batched_tps(model: &ModelFacts, bandwidth: Gbps, depth: u64, batch: u64, cache: CacheType) -> f64 {
+pub fn decode_ceiling_batched_tps(
+    model: &ModelFacts,
+    bandwidth: Gbps,
+    depth: u64,
+    batch: u64,
+    cache: CacheType,
+) -> f64 {
     batch as f64 * decode_ceiling_tps(bandwidth, bytes_per_step(model, depth, batch, cache))
 }
 
@@ -120,7 +126,10 @@ pub struct Placement {
 impl Placement {
     /// Places `measured_tps` under `ceiling_tps`.
     pub fn new(measured_tps: f64, ceiling_tps: f64) -> Placement {
-        Placement { ceiling_tps, achieved: measured_tps / ceiling_tps }
+        Placement {
+            ceiling_tps,
+            achieved: measured_tps / ceiling_tps,
+        }
     }
 }
 
@@ -161,13 +170,19 @@ mod tests {
         assert!(close(ridge_point(Gflops(4400.0), Gbps(120.0)), 36.667));
         // Under the ridge attainable = I × BW; over it, the peak.
         assert_eq!(attainable(Gflops(4400.0), Gbps(120.0), 2.0), Gflops(240.0));
-        assert_eq!(attainable(Gflops(4400.0), Gbps(120.0), 100.0), Gflops(4400.0));
+        assert_eq!(
+            attainable(Gflops(4400.0), Gbps(120.0), 100.0),
+            Gflops(4400.0)
+        );
     }
 
     #[test]
     fn implied_bandwidth_inverts_the_ceiling() {
         // CPU-only Day-1 control: 12.69 tok/s × 5.03 GB = 63.8 GB/s.
-        assert!(close(implied_bandwidth(12.69, Bytes(5_030_000_000)).0, 63.83));
+        assert!(close(
+            implied_bandwidth(12.69, Bytes(5_030_000_000)).0,
+            63.83
+        ));
     }
 
     #[test]
@@ -180,6 +195,9 @@ mod tests {
         };
         // 15.2 GB + 1 GiB + 1.52 GB = 17.79 GB > 17.18 GB: the fp16 7B does not fit.
         assert!(!c.fits());
-        assert_eq!(c.needed(), Bytes(15_200_000_000 + (1 << 30) + 1_520_000_000));
+        assert_eq!(
+            c.needed(),
+            Bytes(15_200_000_000 + (1 << 30) + 1_520_000_000)
+        );
     }
 }

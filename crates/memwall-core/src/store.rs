@@ -11,7 +11,9 @@ use crate::hw::HostInfo;
 use crate::peak::Peak;
 use crate::stream::StreamResult;
 use serde::{Deserialize, Serialize};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
 use sqlx::{Column, Row, Sqlite, Transaction};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -201,10 +203,16 @@ impl Store {
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         let ps = path.display().to_string();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.display().to_string(),
+                source,
+            })?;
         }
         let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(|source| StoreError::Sql { path: ps.clone(), source })?
+            .map_err(|source| StoreError::Sql {
+                path: ps.clone(),
+                source,
+            })?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .foreign_keys(true)
@@ -213,9 +221,21 @@ impl Store {
             .max_connections(4)
             .connect_with(opts)
             .await
-            .map_err(|source| StoreError::Sql { path: ps.clone(), source })?;
-        sqlx::migrate!("./migrations").run(&pool).await.map_err(|source| StoreError::Migrate { path: ps.clone(), source })?;
-        Ok(Store { pool, path: path.to_path_buf() })
+            .map_err(|source| StoreError::Sql {
+                path: ps.clone(),
+                source,
+            })?;
+        sqlx::migrate!("./migrations")
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                path: ps.clone(),
+                source,
+            })?;
+        Ok(Store {
+            pool,
+            path: path.to_path_buf(),
+        })
     }
 
     /// The database file.
@@ -229,7 +249,10 @@ impl Store {
     }
 
     fn sql(&self, source: sqlx::Error) -> StoreError {
-        StoreError::Sql { path: self.path.display().to_string(), source }
+        StoreError::Sql {
+            path: self.path.display().to_string(),
+            source,
+        }
     }
 
     /// Begins a transaction.
@@ -244,7 +267,11 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Sql`].
-    pub async fn insert_run_tx(&self, tx: &mut Transaction<'static, Sqlite>, run: &NewRun) -> Result<i64, StoreError> {
+    pub async fn insert_run_tx(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        run: &NewRun,
+    ) -> Result<i64, StoreError> {
         let host_json = serde_json::to_string(&run.host).expect("host serializes");
         let r = sqlx::query(
             "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json, notes)
@@ -342,7 +369,11 @@ impl Store {
     ) -> Result<(), StoreError> {
         for rec in rows.iter_mut() {
             rec.run_id = run_id;
-            let fields: Vec<_> = rec.fields().into_iter().filter(|(n, _, _)| *n != "id").collect();
+            let fields: Vec<_> = rec
+                .fields()
+                .into_iter()
+                .filter(|(n, _, _)| *n != "id")
+                .collect();
             let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
             let sql = format!(
                 "INSERT INTO bench_results ({}) VALUES ({})",
@@ -363,7 +394,11 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Sql`]; nothing is written on error.
-    pub async fn insert_bench_run(&self, run: &NewRun, rows: &mut [BenchRecord]) -> Result<i64, StoreError> {
+    pub async fn insert_bench_run(
+        &self,
+        run: &NewRun,
+        rows: &mut [BenchRecord],
+    ) -> Result<i64, StoreError> {
         let mut tx = self.begin().await?;
         let run_id = self.insert_run_tx(&mut tx, run).await?;
         self.insert_bench_rows_tx(&mut tx, run_id, rows).await?;
@@ -420,22 +455,31 @@ impl Store {
         let mut map = serde_json::Map::new();
         for col in row.columns() {
             let name = col.name();
-            let Some(proto) = example.get(name) else { continue };
+            let Some(proto) = example.get(name) else {
+                continue;
+            };
             let v: serde_json::Value = match proto {
-                serde_json::Value::Bool(_) => {
-                    serde_json::Value::Bool(row.try_get::<i64, _>(name).map_err(|e| bad(e.to_string()))? != 0)
-                }
+                serde_json::Value::Bool(_) => serde_json::Value::Bool(
+                    row.try_get::<i64, _>(name)
+                        .map_err(|e| bad(e.to_string()))?
+                        != 0,
+                ),
                 serde_json::Value::Array(_) => {
                     let s: String = row.try_get(name).map_err(|e| bad(e.to_string()))?;
                     serde_json::from_str(&s).map_err(|e| bad(format!("column {name}: {e}")))?
                 }
-                serde_json::Value::String(_) => {
-                    row.try_get::<Option<String>, _>(name).map_err(|e| bad(e.to_string()))?.into()
-                }
-                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => {
-                    row.try_get::<Option<i64>, _>(name).map_err(|e| bad(e.to_string()))?.into()
-                }
-                _ => match row.try_get::<Option<f64>, _>(name).map_err(|e| bad(e.to_string()))? {
+                serde_json::Value::String(_) => row
+                    .try_get::<Option<String>, _>(name)
+                    .map_err(|e| bad(e.to_string()))?
+                    .into(),
+                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => row
+                    .try_get::<Option<i64>, _>(name)
+                    .map_err(|e| bad(e.to_string()))?
+                    .into(),
+                _ => match row
+                    .try_get::<Option<f64>, _>(name)
+                    .map_err(|e| bad(e.to_string()))?
+                {
                     Some(x) => x.into(),
                     None => serde_json::Value::Null,
                 },
@@ -450,7 +494,11 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Sql`].
-    pub async fn latest_triad(&self, hostname: &str, threads: Option<i64>) -> Result<Option<StoredStream>, StoreError> {
+    pub async fn latest_triad(
+        &self,
+        hostname: &str,
+        threads: Option<i64>,
+    ) -> Result<Option<StoredStream>, StoreError> {
         let row = sqlx::query(
             "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
              WHERE kernel = 'triad' AND hostname = ? AND (? IS NULL OR threads = ?)
@@ -484,7 +532,11 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Sql`].
-    pub async fn latest_peak(&self, hostname: &str, kind: &str) -> Result<Option<StoredPeak>, StoreError> {
+    pub async fn latest_peak(
+        &self,
+        hostname: &str,
+        kind: &str,
+    ) -> Result<Option<StoredPeak>, StoreError> {
         let row = sqlx::query(
             "SELECT id, measured_at, kind, threads, gflops, isa FROM peak_results WHERE hostname = ? AND kind = ? ORDER BY id DESC LIMIT 1",
         )
@@ -528,7 +580,11 @@ impl Store {
                 hostname: r.get("hostname"),
                 cpu_info: r.get("cpu_info"),
                 n_bench_rows: r.get("n"),
-                models: r.try_get::<Option<String>, _>("models").ok().flatten().unwrap_or_default(),
+                models: r
+                    .try_get::<Option<String>, _>("models")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default(),
             })
             .collect())
     }
@@ -607,10 +663,24 @@ mod tests {
     #[tokio::test]
     async fn bench_rows_round_trip_exactly() {
         let (_d, s) = store().await;
-        let mut rows = vec![BenchRecord::example(), BenchRecord { n_depth: 512, implied_bandwidth_gbps: None, swap_out_pages: None, ..BenchRecord::example() }];
+        let mut rows = vec![
+            BenchRecord::example(),
+            BenchRecord {
+                n_depth: 512,
+                implied_bandwidth_gbps: None,
+                swap_out_pages: None,
+                ..BenchRecord::example()
+            },
+        ];
         let run_id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
         assert!(rows[0].id > 0 && rows[1].id > rows[0].id);
-        let back = s.bench_rows(&RowFilter { run_id: Some(run_id), ..Default::default() }).await.unwrap();
+        let back = s
+            .bench_rows(&RowFilter {
+                run_id: Some(run_id),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
         assert_eq!(back, rows);
         let runs = s.runs().await.unwrap();
         assert_eq!(runs[0].n_bench_rows, 2);
@@ -623,10 +693,17 @@ mod tests {
         let mut tx = s.begin().await.unwrap();
         let run_id = s.insert_run_tx(&mut tx, &run("bench")).await.unwrap();
         let mut rows = vec![BenchRecord::example()];
-        s.insert_bench_rows_tx(&mut tx, run_id, &mut rows).await.unwrap();
+        s.insert_bench_rows_tx(&mut tx, run_id, &mut rows)
+            .await
+            .unwrap();
         drop(tx); // killed before commit
         assert!(s.runs().await.unwrap().is_empty());
-        assert!(s.bench_rows(&RowFilter::default()).await.unwrap().is_empty());
+        assert!(
+            s.bench_rows(&RowFilter::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[tokio::test]
@@ -635,7 +712,12 @@ mod tests {
         let mut rows = vec![BenchRecord::example()];
         let id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
         s.delete_run(id).await.unwrap();
-        assert!(s.bench_rows(&RowFilter::default()).await.unwrap().is_empty());
+        assert!(
+            s.bench_rows(&RowFilter::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
         let e = s.delete_run(id).await.unwrap_err().to_string();
         assert!(e.contains(&format!("no run with id {id}")), "{e}");
     }
@@ -643,9 +725,17 @@ mod tests {
     #[tokio::test]
     async fn latest_triad_is_found() {
         let (_d, s) = store().await;
-        let cfg = crate::stream::StreamConfig { n_elements: 1000, threads: 2, passes: 2, kernels: vec![crate::stream::Kernel::Triad] };
+        let cfg = crate::stream::StreamConfig {
+            n_elements: 1000,
+            threads: 2,
+            passes: 2,
+            kernels: vec![crate::stream::Kernel::Triad],
+        };
         let res = crate::stream::run(&cfg).unwrap();
-        let (_, ids) = s.insert_stream_run(&run("stream"), &[res.clone()], &[]).await.unwrap();
+        let (_, ids) = s
+            .insert_stream_run(&run("stream"), &[res.clone()], &[])
+            .await
+            .unwrap();
         let t = s.latest_triad("h", None).await.unwrap().unwrap();
         assert_eq!(t.id, ids[0][0]);
         assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
@@ -657,7 +747,11 @@ mod tests {
         let sql = include_str!("../migrations/0001_init.sql");
         let start = sql.find("CREATE TABLE bench_results (").unwrap();
         let body = &sql[start..sql[start..].find(");").unwrap() + start];
-        let cols: Vec<&str> = body.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+        let cols: Vec<&str> = body
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
         assert_eq!(cols, BenchRecord::column_names());
     }
 }

@@ -66,7 +66,9 @@ impl Kernel {
     }
     /// Parses a name.
     pub fn parse(s: &str) -> Option<Kernel> {
-        Kernel::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(s))
+        Kernel::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
     }
 }
 
@@ -113,13 +115,22 @@ impl StreamConfig {
     /// [`FALLBACK_ARRAY_BYTES`] when the cache size is unknown; 10 passes; all kernels.
     pub fn standard(llc: Option<Bytes>, threads: usize) -> StreamConfig {
         let bytes = llc.map_or(FALLBACK_ARRAY_BYTES, |l| (4 * l.0).max(32 << 20));
-        StreamConfig { n_elements: (bytes / 8) as usize, threads: threads.max(1), passes: 10, kernels: Kernel::ALL.to_vec() }
+        StreamConfig {
+            n_elements: (bytes / 8) as usize,
+            threads: threads.max(1),
+            passes: 10,
+            kernels: Kernel::ALL.to_vec(),
+        }
     }
 
     /// A short triad-only run for a quick reading (tray, chat page): same array
     /// rule, 5 passes. Takes well under 2 s on any machine with ≥ 5 GB/s.
     pub fn quick(llc: Option<Bytes>, threads: usize) -> StreamConfig {
-        StreamConfig { passes: 5, kernels: vec![Kernel::Triad], ..Self::standard(llc, threads) }
+        StreamConfig {
+            passes: 5,
+            kernels: vec![Kernel::Triad],
+            ..Self::standard(llc, threads)
+        }
     }
 
     /// Bytes of one array.
@@ -166,9 +177,18 @@ impl StreamResult {
 fn run_kernel(k: Kernel, a: &mut [f64], b: &mut [f64], c: &mut [f64]) {
     match k {
         Kernel::Copy => c.iter_mut().zip(a.iter()).for_each(|(c, a)| *c = *a),
-        Kernel::Scale => b.iter_mut().zip(c.iter()).for_each(|(b, c)| *b = SCALAR * *c),
-        Kernel::Add => c.iter_mut().zip(a.iter().zip(b.iter())).for_each(|(c, (a, b))| *c = *a + *b),
-        Kernel::Triad => a.iter_mut().zip(b.iter().zip(c.iter())).for_each(|(a, (b, c))| *a = *b + SCALAR * *c),
+        Kernel::Scale => b
+            .iter_mut()
+            .zip(c.iter())
+            .for_each(|(b, c)| *b = SCALAR * *c),
+        Kernel::Add => c
+            .iter_mut()
+            .zip(a.iter().zip(b.iter()))
+            .for_each(|(c, (a, b))| *c = *a + *b),
+        Kernel::Triad => a
+            .iter_mut()
+            .zip(b.iter().zip(c.iter()))
+            .for_each(|(a, (b, c))| *a = *b + SCALAR * *c),
     }
 }
 
@@ -265,7 +285,11 @@ pub fn run(cfg: &StreamConfig) -> Result<StreamResult, StreamError> {
             }
         })
         .collect();
-    Ok(StreamResult { config: cfg.clone(), kernels, validated: true })
+    Ok(StreamResult {
+        config: cfg.clone(),
+        kernels,
+        validated: true,
+    })
 }
 
 /// Expected `(a, b, c)` after the run, from STREAM's scalar recurrence
@@ -289,9 +313,19 @@ fn validate(cfg: &StreamConfig, a: &[f64], b: &[f64], c: &[f64]) -> Result<(), S
     let (ea, eb, ec) = expected_values(cfg);
     for (name, arr, e) in [('a', a, ea), ('b', b, eb), ('c', c, ec)] {
         for (i, &x) in arr.iter().enumerate() {
-            let rel = if e == 0.0 { x.abs() } else { ((x - e) / e).abs() };
+            let rel = if e == 0.0 {
+                x.abs()
+            } else {
+                ((x - e) / e).abs()
+            };
             if rel > EPSILON || !x.is_finite() {
-                return Err(StreamError::Validation { array: name, index: i, got: x, expected: e, rel });
+                return Err(StreamError::Validation {
+                    array: name,
+                    index: i,
+                    got: x,
+                    expected: e,
+                    rel,
+                });
             }
         }
     }
@@ -311,14 +345,24 @@ mod tests {
     fn expected_values_match_stream_c() {
         // stream.c with NTIMES = 2 (all four kernels): hand-iterated
         // pass 1: c=2, b=6, c=8, a=6+24=30; pass 2: c=30, b=90, c=120, a=90+360=450.
-        let cfg = StreamConfig { n_elements: 10, threads: 1, passes: 1, kernels: Kernel::ALL.to_vec() };
+        let cfg = StreamConfig {
+            n_elements: 10,
+            threads: 1,
+            passes: 1,
+            kernels: Kernel::ALL.to_vec(),
+        };
         assert_eq!(expected_values(&cfg), (450.0, 90.0, 120.0));
     }
 
     #[test]
     fn small_run_validates_on_several_threads() {
         for threads in [1, 3] {
-            let cfg = StreamConfig { n_elements: 10_007, threads, passes: 3, kernels: Kernel::ALL.to_vec() };
+            let cfg = StreamConfig {
+                n_elements: 10_007,
+                threads,
+                passes: 3,
+                kernels: Kernel::ALL.to_vec(),
+            };
             let r = run(&cfg).unwrap();
             assert!(r.validated);
             assert_eq!(r.kernels.len(), 4);
@@ -331,7 +375,12 @@ mod tests {
 
     #[test]
     fn triad_only_run_validates() {
-        let cfg = StreamConfig { n_elements: 1000, threads: 2, passes: 2, kernels: vec![Kernel::Triad] };
+        let cfg = StreamConfig {
+            n_elements: 1000,
+            threads: 2,
+            passes: 2,
+            kernels: vec![Kernel::Triad],
+        };
         // a = b + 3c = 2 + 0 = 2 every pass.
         assert_eq!(expected_values(&cfg), (2.0, 2.0, 0.0));
         assert!(run(&cfg).is_ok());
@@ -341,7 +390,10 @@ mod tests {
     fn sizing_rule_is_four_times_llc() {
         let c = StreamConfig::standard(Some(Bytes(32 << 20)), 2);
         assert_eq!(c.array_bytes(), Bytes(128 << 20));
-        assert_eq!(StreamConfig::standard(None, 2).array_bytes(), Bytes(FALLBACK_ARRAY_BYTES));
+        assert_eq!(
+            StreamConfig::standard(None, 2).array_bytes(),
+            Bytes(FALLBACK_ARRAY_BYTES)
+        );
         assert!(run(&StreamConfig { n_elements: 0, ..c }).is_err());
     }
 }

@@ -17,13 +17,18 @@ use std::path::PathBuf;
 /// the catalogue.
 pub fn model(name: &str) -> Option<PathBuf> {
     let cat = crate::catalog::Catalog::builtin().expect("built-in catalogue parses");
-    let e = cat.get(name).unwrap_or_else(|_| panic!("{name} is not a catalogue model"));
+    let e = cat
+        .get(name)
+        .unwrap_or_else(|_| panic!("{name} is not a catalogue model"));
     let p = e.path();
     if p.is_file() {
         return Some(p);
     }
     if std::env::var("MEMWALL_REQUIRE_MODELS").as_deref() == Ok("1") {
-        panic!("model {name} is required (MEMWALL_REQUIRE_MODELS=1) but missing at {}: run `memwall models fetch --all`", p.display());
+        panic!(
+            "model {name} is required (MEMWALL_REQUIRE_MODELS=1) but missing at {}: run `memwall models fetch --all`",
+            p.display()
+        );
     }
     eprintln!(
         "\n!!!!!!!! SKIP: model {name} not found at {} — run `memwall models fetch {name}` (CI sets MEMWALL_REQUIRE_MODELS=1 so nothing is skipped there) !!!!!!!!\n",
@@ -50,6 +55,9 @@ pub fn engine_lock() -> EngineLock {
         .write(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let lock: &'static mut fd_lock::RwLock<std::fs::File> = Box::leak(Box::new(fd_lock::RwLock::new(file)));
-    EngineLock { _guard: lock.write().expect("engine lock") }
+    let lock: &'static mut fd_lock::RwLock<std::fs::File> =
+        Box::leak(Box::new(fd_lock::RwLock::new(file)));
+    EngineLock {
+        _guard: lock.write().expect("engine lock"),
+    }
 }

@@ -40,7 +40,10 @@ pub fn with_path(e: std::io::Error, path: &Path) -> std::io::Error {
 /// # Errors
 /// I/O errors, with the path in the message.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| with_path(e, dir))?;
     tmp.write_all(bytes).map_err(|e| with_path(e, path))?;
@@ -73,12 +76,17 @@ mod tests {
     #[test]
     fn sha256_of_known_input() {
         // sha256("abc") from FIPS 180-2, appendix B.1.
-        assert_eq!(sha256_bytes(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_bytes(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("x");
         write_atomic(&p, b"abc").unwrap();
         assert_eq!(sha256_file(&p).unwrap(), sha256_bytes(b"abc"));
-        let e = sha256_file(&d.path().join("missing")).unwrap_err().to_string();
+        let e = sha256_file(&d.path().join("missing"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing"), "{e}");
     }
 }

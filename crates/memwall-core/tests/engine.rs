@@ -11,12 +11,19 @@ use memwall_core::units::{Gbps, Gflops};
 use std::sync::atomic::AtomicBool;
 
 fn cfg(n_ctx: u32) -> EngineConfig {
-    EngineConfig { n_ctx, n_batch: 512, n_ubatch: 512, ..Default::default() }
+    EngineConfig {
+        n_ctx,
+        n_batch: 512,
+        n_ubatch: 512,
+        ..Default::default()
+    }
 }
 
 #[test]
 fn rollback_and_batched_verify_match_sequential_greedy() {
-    let Some(path) = testing::model("smollm2-135m-q4_1") else { return };
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
     let _lock = testing::engine_lock();
     let h = LlamaModelHandle::load(&path, 0).unwrap();
     let mut e = h.engine(&cfg(512)).unwrap();
@@ -31,7 +38,8 @@ fn rollback_and_batched_verify_match_sequential_greedy() {
     let mut seq = vec![argmax(e.logits(0).unwrap())];
     let first_logits = e.logits(0).unwrap().to_vec();
     for i in 0..7 {
-        e.decode_one(*seq.last().unwrap(), (prompt.len() + i) as u32, 0).unwrap();
+        e.decode_one(*seq.last().unwrap(), (prompt.len() + i) as u32, 0)
+            .unwrap();
         seq.push(argmax(e.logits(0).unwrap()));
     }
 
@@ -40,37 +48,69 @@ fn rollback_and_batched_verify_match_sequential_greedy() {
     e.kv_truncate(0, n).unwrap();
     e.decode_one(seq[0], n, 0).unwrap();
     let again = argmax(e.logits(0).unwrap());
-    assert_eq!(again, seq[1], "after rollback the next token must be the same");
+    assert_eq!(
+        again, seq[1],
+        "after rollback the next token must be the same"
+    );
 
     // Batched verify: prompt + seq[..7] in one pass, logits at every new position.
     e.kv_clear();
     e.prefill(&prompt[..prompt.len() - 1], 0, 0, false).unwrap();
-    let mut items = vec![BatchItem { token: *prompt.last().unwrap(), pos: n - 1, seq: 0, logits: true }];
+    let mut items = vec![BatchItem {
+        token: *prompt.last().unwrap(),
+        pos: n - 1,
+        seq: 0,
+        logits: true,
+    }];
     for (i, &t) in seq[..7].iter().enumerate() {
-        items.push(BatchItem { token: t, pos: n + i as u32, seq: 0, logits: true });
+        items.push(BatchItem {
+            token: t,
+            pos: n + i as u32,
+            seq: 0,
+            logits: true,
+        });
     }
     e.decode(&items).unwrap();
     let verify: Vec<i32> = (0..8).map(|i| argmax(e.logits(i).unwrap())).collect();
-    assert_eq!(verify, seq, "argmax of the verify batch must equal sequential greedy");
-    let max_diff = first_logits.iter().zip(e.logits(0).unwrap()).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    assert!(max_diff < 0.05, "same position, same context: logits differ by {max_diff}");
+    assert_eq!(
+        verify, seq,
+        "argmax of the verify batch must equal sequential greedy"
+    );
+    let max_diff = first_logits
+        .iter()
+        .zip(e.logits(0).unwrap())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        max_diff < 0.05,
+        "same position, same context: logits differ by {max_diff}"
+    );
     assert!(e.logits(8).is_err(), "only 8 outputs were kept");
 }
 
 #[test]
 fn chat_template_comes_from_the_gguf() {
-    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else { return };
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
     let _lock = testing::engine_lock();
     let h = LlamaModelHandle::load(&path, 0).unwrap();
     let e = h.engine(&cfg(256)).unwrap();
-    let s = e.apply_chat_template(&[ChatMessage { role: "user".into(), content: "hi".into() }]).unwrap();
+    let s = e
+        .apply_chat_template(&[ChatMessage {
+            role: "user".into(),
+            content: "hi".into(),
+        }])
+        .unwrap();
     assert!(s.contains("<|im_start|>user\nhi<|im_end|>"), "{s}");
     assert!(s.ends_with("<|im_start|>assistant\n"), "{s}");
 }
 
 #[test]
 fn tiny_plan_runs_and_respects_the_roofline() {
-    let Some(path) = testing::model("smollm2-135m-q4_1") else { return };
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
     let _lock = testing::engine_lock();
     let plan = BenchPlan {
         models: vec![path],
@@ -90,7 +130,11 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         allow_battery: true,
     };
     let host = memwall_core::hw::host_info();
-    let res = memwall_core::stream::run(&memwall_core::stream::StreamConfig::quick(host.llc, host.cores_logical)).unwrap();
+    let res = memwall_core::stream::run(&memwall_core::stream::StreamConfig::quick(
+        host.llc,
+        host.cores_logical,
+    ))
+    .unwrap();
     let roof = MachineRoof {
         bandwidth: res.kernels[0].best_gbps,
         stream_id: 0,
@@ -98,19 +142,42 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         peak_int8: Gflops(4e3),
     };
     let cancel = AtomicBool::new(false);
-    let cx = RunContext { plan: &plan, host: &host, roof: &roof, run_id: 0, cancel: &cancel };
+    let cx = RunContext {
+        plan: &plan,
+        host: &host,
+        roof: &roof,
+        run_id: 0,
+        cancel: &cancel,
+    };
     let mut events = 0;
     let recs = memwall_core::bench::run_plan(&cx, &mut |_| events += 1).unwrap();
     let labels: Vec<String> = recs.iter().map(|r| r.test_label()).collect();
-    assert_eq!(labels, ["pp64", "tg16", "tg16 x2", "pp64 @ d64", "tg16 @ d64", "tg16 x2 @ d64"]);
+    assert_eq!(
+        labels,
+        [
+            "pp64",
+            "tg16",
+            "tg16 x2",
+            "pp64 @ d64",
+            "tg16 @ d64",
+            "tg16 x2 @ d64"
+        ]
+    );
     assert!(events >= recs.len() * 3);
     for r in &recs {
         assert_eq!(r.samples_ns.len(), 2);
         assert!(r.avg_ts > 0.0 && r.avg_ts.is_finite(), "{r:?}");
-        assert_eq!(r.model_sha256, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
+        assert_eq!(
+            r.model_sha256,
+            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+        );
     }
     // Batch-1 decode of a model 3× the LLC cannot beat STREAM's bandwidth.
     let tg = &recs[1];
-    assert!(tg.achieved < 1.0, "tg at {:.2} of the bandwidth ceiling", tg.achieved);
+    assert!(
+        tg.achieved < 1.0,
+        "tg at {:.2} of the bandwidth ceiling",
+        tg.achieved
+    );
     assert!(tg.implied_bandwidth_gbps.unwrap() < Gbps(roof.bandwidth.0).0);
 }

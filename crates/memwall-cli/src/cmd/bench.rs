@@ -16,16 +16,24 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let models = if a.model.is_empty() {
         vec![default_model()?]
     } else {
-        a.model.iter().map(|m| resolve_model(m)).collect::<Result<Vec<_>>>()?
+        a.model
+            .iter()
+            .map(|m| resolve_model(m))
+            .collect::<Result<Vec<_>>>()?
     };
-    let format = Format::parse(&a.output).with_context(|| format!("-o {}: use md, csv, json, jsonl or sql", a.output))?;
+    let format = Format::parse(&a.output)
+        .with_context(|| format!("-o {}: use md, csv, json, jsonl or sql", a.output))?;
     let plan = BenchPlan {
         models,
         n_prompt: a.n_prompt.into_iter().filter(|&p| p > 0).collect(),
         n_gen: a.n_gen.into_iter().filter(|&n| n > 0).collect(),
         n_depth: a.n_depth,
         n_seqs: a.batch,
-        n_threads: if a.threads.is_empty() { vec![physical_cores()] } else { a.threads },
+        n_threads: if a.threads.is_empty() {
+            vec![physical_cores()]
+        } else {
+            a.threads
+        },
         n_batch: a.n_batch,
         n_ubatch: a.n_ubatch,
         n_gpu_layers: a.n_gpu_layers,
@@ -44,7 +52,11 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let store = open_store(db).await?;
     let total = plan.instances().len() as u64;
     let reps = plan.reps as u64;
-    let pb = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(total * (reps + 1)) };
+    let pb = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total * (reps + 1))
+    };
     pb.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .expect("valid template"),
@@ -56,7 +68,11 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let pb2 = pb.clone();
     let progress = move |p: Progress| match p {
         Progress::Loading { model } => pb2.set_message(format!("loading {model}")),
-        Progress::TestStarted { label, index, total } => pb2.set_message(format!("[{}/{}] {label}", index + 1, total)),
+        Progress::TestStarted {
+            label,
+            index,
+            total,
+        } => pb2.set_message(format!("[{}/{}] {label}", index + 1, total)),
         Progress::Repetition { .. } => pb2.inc(1),
         Progress::TestDone { record } => {
             pb2.println(format!(
@@ -88,10 +104,18 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         "\nceilings: decode = {} ({}) ÷ bytes per step; prefill = min(peak {} {} ÷ FLOPs/token, bandwidth ÷ bytes per micro-batch)",
         Gbps(r.bandwidth.0),
         out.roof.provenance,
-        or_dash(Some(out.records.first().map_or(f64::NAN, |x| x.peak_gflops)), 1),
+        or_dash(
+            Some(out.records.first().map_or(f64::NAN, |x| x.peak_gflops)),
+            1
+        ),
         out.records.first().map_or("", |x| x.peak_kind.as_str()),
     )?;
-    writeln!(stdout, "stored: run {} in {}", out.run_id, store.path().display())?;
+    writeln!(
+        stdout,
+        "stored: run {} in {}",
+        out.run_id,
+        store.path().display()
+    )?;
     if let Some(d) = &out.results_dir {
         writeln!(stdout, "results: {}", d.display())?;
     }

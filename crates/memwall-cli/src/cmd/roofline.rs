@@ -18,11 +18,17 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
     let f = ModelFacts::open(&path)?;
     let host = hw::host_info();
     let (bw, bw_src, pk, pk_src) = {
-        let mut bw = a.bandwidth.map(|b| (Gbps(b), "given on the command line".to_string()));
-        let mut pk = a.peak.map(|p| (Gflops(p), "given on the command line".to_string()));
+        let mut bw = a
+            .bandwidth
+            .map(|b| (Gbps(b), "given on the command line".to_string()));
+        let mut pk = a
+            .peak
+            .map(|p| (Gflops(p), "given on the command line".to_string()));
         if bw.is_none() || pk.is_none() {
             if !a.measured {
-                bail!("give --bandwidth GBPS and --peak GFLOPS, or --measured to use this machine's stored STREAM/peaks");
+                bail!(
+                    "give --bandwidth GBPS and --peak GFLOPS, or --measured to use this machine's stored STREAM/peaks"
+                );
             }
             let store = open_store(db).await?;
             let has = store.latest_triad(&host.hostname, None).await?.is_some();
@@ -67,20 +73,34 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
     println!("bandwidth  {bw} — {bw_src}");
     println!("peak       {:.1} GFLOP/s — {pk_src}", pk.0);
     println!("ridge      {ridge:.1} FLOP/byte (peak ÷ bandwidth)");
-    println!("weights streamed per step {}; KV ({}) {} B/token", f.streamed_bytes, cache.name(), f.kv_bytes_per_token(cache).0);
+    println!(
+        "weights streamed per step {}; KV ({}) {} B/token",
+        f.streamed_bytes,
+        cache.name(),
+        f.kv_bytes_per_token(cache).0
+    );
     println!();
-    println!("| depth | bytes/step | decode ceiling t/s | decode AI FLOP/B | pp{} ceiling t/s (compute) |", a.n_prompt);
-    println!("| ----: | ---------: | -----------------: | ---------------: | ------------------------: |");
+    println!(
+        "| depth | bytes/step | decode ceiling t/s | decode AI FLOP/B | pp{} ceiling t/s (compute) |",
+        a.n_prompt
+    );
+    println!(
+        "| ----: | ---------: | -----------------: | ---------------: | ------------------------: |"
+    );
     for r in &rows {
         println!(
             "| {:>5} | {:>10.1} MB | {:>18.1} | {:>16.2} | {:>25.1} |",
             r["n_depth"],
             r["bytes_per_step"].as_f64().unwrap_or(0.0) / 1e6,
             r["decode_ceiling_tps"].as_f64().unwrap_or(f64::NAN),
-            r["decode_intensity_flop_per_byte"].as_f64().unwrap_or(f64::NAN),
+            r["decode_intensity_flop_per_byte"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
             r["prefill_ceiling_tps"].as_f64().unwrap_or(f64::NAN)
         );
     }
-    println!("\ndecode AI is far left of the ridge: decode is memory-bound; the decode ceiling is bandwidth ÷ bytes/step.");
+    println!(
+        "\ndecode AI is far left of the ridge: decode is memory-bound; the decode ceiling is bandwidth ÷ bytes/step."
+    );
     Ok(())
 }

@@ -8,9 +8,16 @@ use memwall_core::store::RowFilter;
 use std::io::Write;
 
 pub(crate) async fn export(db: &std::path::Path, a: ExportArgs) -> Result<()> {
-    let format = Format::parse(&a.format).with_context(|| format!("--format {}: use csv, json, jsonl, md or sql", a.format))?;
+    let format = Format::parse(&a.format)
+        .with_context(|| format!("--format {}: use csv, json, jsonl, md or sql", a.format))?;
     let store = open_store(db).await?;
-    let rows = store.bench_rows(&RowFilter { run_id: a.run, model: a.model, ..Default::default() }).await?;
+    let rows = store
+        .bench_rows(&RowFilter {
+            run_id: a.run,
+            model: a.model,
+            ..Default::default()
+        })
+        .await?;
     let text = format.exporter().render(&rows);
     match a.out {
         Some(p) => {
@@ -44,7 +51,10 @@ pub(crate) async fn history(db: &std::path::Path, a: HistoryArgs) -> Result<()> 
         return Ok(());
     }
     for r in runs {
-        println!("{:>5}  {:<7} {}  {:>3} rows  {}  {}", r.id, r.kind, r.started_at, r.n_bench_rows, r.models, r.command);
+        println!(
+            "{:>5}  {:<7} {}  {:>3} rows  {}  {}",
+            r.id, r.kind, r.started_at, r.n_bench_rows, r.models, r.command
+        );
     }
     Ok(())
 }

@@ -23,7 +23,8 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
     eprintln!(
         "STREAM: 3 arrays × {} (last-level cache {}), best of {} passes…",
         memwall_core::stream::StreamConfig::standard(host.llc, 1).array_bytes(),
-        host.llc.map_or("unknown → fallback size".to_string(), |b| b.to_string()),
+        host.llc
+            .map_or("unknown → fallback size".to_string(), |b| b.to_string()),
         if a.quick { 5 } else { 10 }
     );
     let out = jobs::stream_job(&store, &host, threads, a.quick, a.peaks, &command_line()).await?;
@@ -48,10 +49,23 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
         }
     }
     for p in &out.peaks {
-        let unit = if p.kind == PeakKind::Int8Dot { "GOP/s" } else { "GFLOP/s" };
-        println!("peak {}: {:.1} {unit} ({} threads, {})", p.kind.label(), p.gflops.0, p.threads, p.isa);
+        let unit = if p.kind == PeakKind::Int8Dot {
+            "GOP/s"
+        } else {
+            "GFLOP/s"
+        };
+        println!(
+            "peak {}: {:.1} {unit} ({} threads, {})",
+            p.kind.label(),
+            p.gflops.0,
+            p.threads,
+            p.isa
+        );
     }
-    println!("validated: arrays hold STREAM's expected values. GB/s = 10^9 B/s. stored: run {}", out.run_id);
+    println!(
+        "validated: arrays hold STREAM's expected values. GB/s = 10^9 B/s. stored: run {}",
+        out.run_id
+    );
     Ok(())
 }
 
@@ -79,7 +93,18 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&peaks)?);
     } else {
         for p in &peaks {
-            println!("{:<9} {:>9.1} G{}/s  ({} threads, {})", p.kind.label(), p.gflops.0, if p.kind == PeakKind::Int8Dot { "OP" } else { "FLOP" }, p.threads, p.isa);
+            println!(
+                "{:<9} {:>9.1} G{}/s  ({} threads, {})",
+                p.kind.label(),
+                p.gflops.0,
+                if p.kind == PeakKind::Int8Dot {
+                    "OP"
+                } else {
+                    "FLOP"
+                },
+                p.threads,
+                p.isa
+            );
         }
         println!("stored: run {id}");
     }

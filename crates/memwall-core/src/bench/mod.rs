@@ -115,7 +115,9 @@ impl BenchPlan {
     pub fn validate(&self) -> Result<(), BenchError> {
         let bad = |m: &str| Err(BenchError::Plan(m.to_string()));
         if self.models.is_empty() {
-            return bad("no model given (--model FILE, or fetch the default with `memwall models fetch`)");
+            return bad(
+                "no model given (--model FILE, or fetch the default with `memwall models fetch`)",
+            );
         }
         if self.n_prompt.is_empty() && self.n_gen.is_empty() {
             return bad("nothing to run: give -p and/or -n");
@@ -126,7 +128,10 @@ impl BenchPlan {
         if self.n_threads.is_empty() || self.n_threads.contains(&0) {
             return bad("-t needs positive thread counts");
         }
-        if self.n_seqs.is_empty() || self.n_seqs.contains(&0) || self.n_seqs.iter().any(|&s| s > 256) {
+        if self.n_seqs.is_empty()
+            || self.n_seqs.contains(&0)
+            || self.n_seqs.iter().any(|&s| s > 256)
+        {
             return bad("-b (parallel sequences) must be within 1..=256");
         }
         if self.reps == 0 {
@@ -154,11 +159,25 @@ impl BenchPlan {
             for &t in &self.n_threads {
                 for &d in &self.n_depth {
                     for &p in &self.n_prompt {
-                        out.push(Instance { model: mi, n_prompt: p, n_gen: 0, n_depth: d, n_seqs: 1, n_threads: t });
+                        out.push(Instance {
+                            model: mi,
+                            n_prompt: p,
+                            n_gen: 0,
+                            n_depth: d,
+                            n_seqs: 1,
+                            n_threads: t,
+                        });
                     }
                     for &n in &self.n_gen {
                         for &s in &self.n_seqs {
-                            out.push(Instance { model: mi, n_prompt: 0, n_gen: n, n_depth: d, n_seqs: s, n_threads: t });
+                            out.push(Instance {
+                                model: mi,
+                                n_prompt: 0,
+                                n_gen: n,
+                                n_depth: d,
+                                n_seqs: s,
+                                n_threads: t,
+                            });
                         }
                     }
                 }
@@ -192,7 +211,11 @@ impl Instance {
     }
     /// `pp512`, `tg128 x4 @ d512`.
     pub fn label(&self) -> String {
-        let mut s = if self.n_prompt > 0 { format!("pp{}", self.n_prompt) } else { format!("tg{}", self.n_gen) };
+        let mut s = if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
+        } else {
+            format!("tg{}", self.n_gen)
+        };
         if self.n_seqs > 1 {
             s.push_str(&format!(" x{}", self.n_seqs));
         }
@@ -237,10 +260,17 @@ impl std::fmt::Display for Warning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Warning::OnBattery => write!(f, "battery: measured on battery power (--allow-battery)"),
-            Warning::Swapping { pages } => write!(f, "swapping: {pages} pages swapped out during the test (a disk measurement)"),
+            Warning::Swapping { pages } => write!(
+                f,
+                "swapping: {pages} pages swapped out during the test (a disk measurement)"
+            ),
             Warning::Thermal { state } => write!(f, "thermal: {state}"),
-            Warning::Outliers { n } => write!(f, "outliers: {n} repetition(s) with |modified z| > 3.5"),
-            Warning::HighVariance { cv } => write!(f, "variance: std is {:.1}% of the mean", cv * 100.0),
+            Warning::Outliers { n } => {
+                write!(f, "outliers: {n} repetition(s) with |modified z| > 3.5")
+            }
+            Warning::HighVariance { cv } => {
+                write!(f, "variance: std is {:.1}% of the mean", cv * 100.0)
+            }
             Warning::DebugBuild => write!(f, "debug build: numbers are not representative"),
         }
     }
@@ -299,7 +329,9 @@ impl MachineRoof {
     /// FMA peak for F16/BF16/F32 weights.
     pub fn peak_for(&self, facts: &ModelFacts) -> (Gflops, &'static str) {
         match facts.dominant_type() {
-            Some(t) if t.traits().is_some_and(|(_, blck, _)| blck > 1) => (self.peak_int8, "int8 dot"),
+            Some(t) if t.traits().is_some_and(|(_, blck, _)| blck > 1) => {
+                (self.peak_int8, "int8 dot")
+            }
             _ => (self.peak_f32, "f32 FMA"),
         }
     }
@@ -329,7 +361,12 @@ pub struct RunContext<'a> {
 }
 
 /// Ceiling and bytes for one instance.
-pub fn instance_ceiling(facts: &ModelFacts, inst: &Instance, roof: &MachineRoof, plan: &BenchPlan) -> (f64, f64) {
+pub fn instance_ceiling(
+    facts: &ModelFacts,
+    inst: &Instance,
+    roof: &MachineRoof,
+    plan: &BenchPlan,
+) -> (f64, f64) {
     let (peak, _) = roof.peak_for(facts);
     if inst.n_prompt > 0 {
         // Compute roof, or the bandwidth roof of reading the weights once per micro-batch
@@ -338,7 +375,9 @@ pub fn instance_ceiling(facts: &ModelFacts, inst: &Instance, roof: &MachineRoof,
         let flops = p as f64 * roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
         let t_compute = flops / peak.per_s();
         let n_ub = p.div_ceil(plan.n_ubatch.max(1) as u64);
-        let kv = facts.kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k).0 as f64;
+        let kv = facts
+            .kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k)
+            .0 as f64;
         let bytes = n_ub as f64 * (facts.streamed_bytes.0 as f64 + kv);
         let t_mem = bytes / roof.bandwidth.bytes_per_s();
         (p as f64 / t_compute.max(t_mem), bytes / n_ub as f64)
@@ -346,7 +385,10 @@ pub fn instance_ceiling(facts: &ModelFacts, inst: &Instance, roof: &MachineRoof,
         // Each step reads the weights once plus every sequence's KV at its depth; the
         // ceiling is steps × b tokens over the summed time bytes ÷ bandwidth.
         let mean = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
-        (inst.n_seqs as f64 * roof.bandwidth.bytes_per_s() / mean, mean)
+        (
+            inst.n_seqs as f64 * roof.bandwidth.bytes_per_s() / mean,
+            mean,
+        )
     }
 }
 
@@ -355,7 +397,9 @@ pub fn instance_ceiling(facts: &ModelFacts, inst: &Instance, roof: &MachineRoof,
 pub fn mean_step_bytes(facts: &ModelFacts, inst: &Instance, batch: u64, cache: CacheType) -> f64 {
     let n = inst.n_gen.max(1) as u64;
     let total: f64 = (0..n)
-        .map(|i| roofline::bytes_per_step(facts, inst.n_depth as u64 + i + 1, batch, cache).0 as f64)
+        .map(|i| {
+            roofline::bytes_per_step(facts, inst.n_depth as u64 + i + 1, batch, cache).0 as f64
+        })
         .sum();
     total / n as f64
 }
@@ -364,7 +408,11 @@ pub fn mean_step_bytes(facts: &ModelFacts, inst: &Instance, batch: u64, cache: C
 ///
 /// # Errors
 /// [`BenchError::DoesNotFit`] naming every number.
-pub fn check_capacity(facts: &ModelFacts, n_ctx: u64, cache: CacheType) -> Result<roofline::Capacity, BenchError> {
+pub fn check_capacity(
+    facts: &ModelFacts,
+    n_ctx: u64,
+    cache: CacheType,
+) -> Result<roofline::Capacity, BenchError> {
     let c = roofline::Capacity {
         weights: facts.tensor_bytes,
         kv: Bytes(facts.kv_bytes_per_token(cache).0 * n_ctx),
@@ -410,8 +458,15 @@ pub fn make_record(
 ) -> BenchRecord {
     let plan = cx.plan;
     let facts = &mr.facts;
-    let tokens = if inst.n_prompt > 0 { inst.n_prompt as f64 } else { (inst.n_gen * inst.n_seqs) as f64 };
-    let samples_ts: Vec<f64> = samples_ns.iter().map(|&ns| tokens * 1e9 / ns as f64).collect();
+    let tokens = if inst.n_prompt > 0 {
+        inst.n_prompt as f64
+    } else {
+        (inst.n_gen * inst.n_seqs) as f64
+    };
+    let samples_ts: Vec<f64> = samples_ns
+        .iter()
+        .map(|&ns| tokens * 1e9 / ns as f64)
+        .collect();
     let ns = Sample::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
     let ts = Sample::new(samples_ts.clone()).expect("finite");
     let (ceiling, bytes_per_step) = instance_ceiling(facts, inst, cx.roof, plan);
@@ -446,7 +501,8 @@ pub fn make_record(
     }
     // Per-token-read bandwidth: aggregate tok/s × the bytes one token reads when decoded
     // alone (weights + its own KV). Above STREAM only if the batch shared the weight read.
-    let implied = (inst.n_gen > 0).then(|| ts.mean() * mean_step_bytes(facts, inst, 1, plan.type_k) / 1e9);
+    let implied =
+        (inst.n_gen > 0).then(|| ts.mean() * mean_step_bytes(facts, inst, 1, plan.type_k) / 1e9);
     BenchRecord {
         id: 0,
         run_id: cx.run_id,
@@ -508,7 +564,11 @@ pub fn make_record(
         thermal_after: after.thermal.label(),
         power_source: after.power.label().into(),
         swap_out_pages: swapped.map(|p| p as i64),
-        warnings: warnings.iter().map(|w| w.to_string()).collect::<Vec<_>>().join("; "),
+        warnings: warnings
+            .iter()
+            .map(|w| w.to_string())
+            .collect::<Vec<_>>()
+            .join("; "),
     }
 }
 
@@ -558,24 +618,52 @@ mod tests {
     fn invalid_plans_name_the_field() {
         let mut p = plan();
         p.reps = 0;
-        assert!(p.validate().unwrap_err().to_string().contains("-r must be at least 1"));
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("-r must be at least 1")
+        );
         let mut p = plan();
         p.n_threads = vec![0];
-        assert!(p.validate().unwrap_err().to_string().contains("-t needs positive"));
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("-t needs positive")
+        );
         let p = plan(); // a.gguf does not exist
-        assert!(p.validate().unwrap_err().to_string().contains("model file a.gguf does not exist"));
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("model file a.gguf does not exist")
+        );
     }
 
     #[test]
     fn battery_is_refused_unless_allowed() {
         let live = LiveState {
-            power: hw::PowerSource::Battery { percent: Some(50.0) },
-            thermal: hw::Thermal { state: ThermalState::Unknown, max_celsius: None },
-            mem: hw::MemState { total: Bytes(1), available: Bytes(1), swap_total: Bytes(0), swap_used: Bytes(0) },
+            power: hw::PowerSource::Battery {
+                percent: Some(50.0),
+            },
+            thermal: hw::Thermal {
+                state: ThermalState::Unknown,
+                max_celsius: None,
+            },
+            mem: hw::MemState {
+                total: Bytes(1),
+                available: Bytes(1),
+                swap_total: Bytes(0),
+                swap_used: Bytes(0),
+            },
             swap_out_pages: None,
         };
         let e = check_power(&live, false).unwrap_err().to_string();
-        assert!(e.contains("refusing to record on battery power (battery (50%))"), "{e}");
+        assert!(
+            e.contains("refusing to record on battery power (battery (50%))"),
+            "{e}"
+        );
         assert!(check_power(&live, true).is_ok());
     }
 }

@@ -47,8 +47,16 @@ impl Cell {
             Cell::Real(v) => format!("{v}"),
             Cell::Text(s) => s.clone(),
             Cell::Null => String::new(),
-            Cell::Ints(v) => v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" "),
-            Cell::Reals(v) => v.iter().map(|x| format!("{x:.6}")).collect::<Vec<_>>().join(" "),
+            Cell::Ints(v) => v
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            Cell::Reals(v) => v
+                .iter()
+                .map(|x| format!("{x:.6}"))
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }
@@ -195,7 +203,11 @@ impl BenchRecord {
     /// llama-bench's test label: `pp512`, `tg128`, with ` @ d512` for depth and
     /// ` x4` for parallel sequences.
     pub fn test_label(&self) -> String {
-        let mut s = if self.n_prompt > 0 { format!("pp{}", self.n_prompt) } else { format!("tg{}", self.n_gen) };
+        let mut s = if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
+        } else {
+            format!("tg{}", self.n_gen)
+        };
         if self.n_seqs > 1 {
             s.push_str(&format!(" x{}", self.n_seqs));
         }
@@ -263,14 +275,26 @@ impl BenchRecord {
             ("bytes_per_step", Measure, real(self.bytes_per_step)),
             ("ceiling_ts", Measure, real(self.ceiling_ts)),
             ("achieved", Measure, real(self.achieved)),
-            ("implied_bandwidth_gbps", Measure, opt_r(self.implied_bandwidth_gbps)),
+            (
+                "implied_bandwidth_gbps",
+                Measure,
+                opt_r(self.implied_bandwidth_gbps),
+            ),
             ("cores_logical", Provenance, Int(self.cores_logical)),
             ("ram_bytes", Provenance, Int(self.ram_bytes)),
             ("os", Provenance, Text(self.os.clone())),
             ("kernel", Provenance, Text(self.kernel.clone())),
             ("hostname", Provenance, Text(self.hostname.clone())),
-            ("thermal_before", Provenance, Text(self.thermal_before.clone())),
-            ("thermal_after", Provenance, Text(self.thermal_after.clone())),
+            (
+                "thermal_before",
+                Provenance,
+                Text(self.thermal_before.clone()),
+            ),
+            (
+                "thermal_after",
+                Provenance,
+                Text(self.thermal_after.clone()),
+            ),
             ("power_source", Provenance, Text(self.power_source.clone())),
             ("swap_out_pages", Measure, opt_i(self.swap_out_pages)),
             ("warnings", Measure, Text(self.warnings.clone())),
@@ -279,7 +303,11 @@ impl BenchRecord {
 
     /// Column names in order.
     pub fn column_names() -> Vec<&'static str> {
-        Self::example().fields().into_iter().map(|(n, _, _)| n).collect()
+        Self::example()
+            .fields()
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect()
     }
 
     /// A fully populated record with made-up values, for snapshot tests and column
@@ -354,7 +382,10 @@ mod tests {
     fn every_struct_field_is_a_column_and_vice_versa() {
         let json = serde_json::to_value(BenchRecord::example()).unwrap();
         let mut from_serde: Vec<String> = json.as_object().unwrap().keys().cloned().collect();
-        let mut from_fields: Vec<String> = BenchRecord::column_names().into_iter().map(String::from).collect();
+        let mut from_fields: Vec<String> = BenchRecord::column_names()
+            .into_iter()
+            .map(String::from)
+            .collect();
         from_serde.sort();
         from_fields.sort();
         assert_eq!(from_serde, from_fields);

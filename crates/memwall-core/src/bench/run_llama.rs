@@ -1,7 +1,9 @@
 //! Running a plan on the llama.cpp engine. The timing loops ([`measure_instance`])
 //! are generic over [`Engine`]; only model loading is llama.cpp-specific.
 
-use super::{BenchError, BenchPlan, Instance, ModelRun, Progress, RunContext, check_capacity, make_record};
+use super::{
+    BenchError, BenchPlan, Instance, ModelRun, Progress, RunContext, check_capacity, make_record,
+};
 use crate::bench::record::BenchRecord;
 use crate::engine::llama::LlamaModelHandle;
 use crate::engine::{BatchItem, Engine, EngineConfig, EngineError, TokenId};
@@ -19,29 +21,47 @@ use std::time::Instant;
 /// # Errors
 /// [`BenchError`] for a model that cannot be read, does not fit, or fails in the
 /// engine, and [`BenchError::Cancelled`] when the cancel flag is raised.
-pub fn run_plan(cx: &RunContext<'_>, on_progress: &mut dyn FnMut(Progress)) -> Result<Vec<BenchRecord>, BenchError> {
+pub fn run_plan(
+    cx: &RunContext<'_>,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<BenchRecord>, BenchError> {
     let plan = cx.plan;
     plan.validate()?;
     let instances = plan.instances();
     let total = instances.len();
     let mut records = Vec::with_capacity(total);
     for (mi, path) in plan.models.iter().enumerate() {
-        let mine: Vec<(usize, Instance)> = instances.iter().copied().enumerate().filter(|(_, i)| i.model == mi).collect();
+        let mine: Vec<(usize, Instance)> = instances
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, i)| i.model == mi)
+            .collect();
         if mine.is_empty() {
             continue;
         }
         let facts = ModelFacts::open(path)?;
-        let max_ctx = mine.iter().map(|(_, i)| i.n_ctx() as u64).max().unwrap_or(0);
+        let max_ctx = mine
+            .iter()
+            .map(|(_, i)| i.n_ctx() as u64)
+            .max()
+            .unwrap_or(0);
         check_capacity(&facts, max_ctx, plan.type_k)?;
         let sha256 = crate::util::sha256_file(path)?;
         let mr = ModelRun { facts, sha256 };
-        on_progress(Progress::Loading { model: path.display().to_string() });
+        on_progress(Progress::Loading {
+            model: path.display().to_string(),
+        });
         let handle = LlamaModelHandle::load(path, plan.n_gpu_layers)?;
         for (index, inst) in mine {
             if cx.cancel.load(Ordering::Relaxed) {
                 return Err(BenchError::Cancelled);
             }
-            on_progress(Progress::TestStarted { index, total, label: inst.label() });
+            on_progress(Progress::TestStarted {
+                index,
+                total,
+                label: inst.label(),
+            });
             let cfg = EngineConfig {
                 n_ctx: inst.n_ctx(),
                 n_batch: plan.n_batch,
@@ -57,14 +77,26 @@ pub fn run_plan(cx: &RunContext<'_>, on_progress: &mut dyn FnMut(Progress)) -> R
             let mut engine = handle.engine(&cfg)?;
             let before = hw::live_state();
             let test_time = crate::util::now_rfc3339();
-            let samples =
-                measure_instance(&mut engine, &inst, plan, plan.seed ^ index as u64, cx.cancel, &mut |rep| {
-                    on_progress(Progress::Repetition { index, rep, reps: plan.reps })
-                })?;
+            let samples = measure_instance(
+                &mut engine,
+                &inst,
+                plan,
+                plan.seed ^ index as u64,
+                cx.cancel,
+                &mut |rep| {
+                    on_progress(Progress::Repetition {
+                        index,
+                        rep,
+                        reps: plan.reps,
+                    })
+                },
+            )?;
             let after = hw::live_state();
             let info = engine.info();
             let rec = make_record(cx, &mr, &inst, &info, samples, test_time, &before, &after);
-            on_progress(Progress::TestDone { record: Box::new(rec.clone()) });
+            on_progress(Progress::TestDone {
+                record: Box::new(rec.clone()),
+            });
             records.push(rec);
         }
     }
@@ -73,7 +105,12 @@ pub fn run_plan(cx: &RunContext<'_>, on_progress: &mut dyn FnMut(Progress)) -> R
 
 /// Synthetic prompt tokens as llama-bench makes them: BOS first when the model adds
 /// one, then uniformly random ids.
-fn synth_tokens(rng: &mut ChaCha8Rng, n: usize, n_vocab: usize, bos: Option<TokenId>) -> Vec<TokenId> {
+fn synth_tokens(
+    rng: &mut ChaCha8Rng,
+    n: usize,
+    n_vocab: usize,
+    bos: Option<TokenId>,
+) -> Vec<TokenId> {
     (0..n)
         .map(|i| match (i, bos) {
             (0, Some(b)) => b,
@@ -135,7 +172,12 @@ pub fn measure_instance<E: Engine>(
         engine.prefill(&toks, 0, 0, true)?;
     } else {
         let items: Vec<BatchItem> = (0..b)
-            .map(|s| BatchItem { token: bos.unwrap_or(0), pos: 0, seq: s, logits: true })
+            .map(|s| BatchItem {
+                token: bos.unwrap_or(0),
+                pos: 0,
+                seq: s,
+                logits: true,
+            })
             .collect();
         engine.decode(&items)?;
     }
@@ -164,11 +206,24 @@ pub fn measure_instance<E: Engine>(
             for s in 0..b as usize {
                 next[s] = bos.unwrap_or(next[s]);
             }
-            let mut items = vec![BatchItem { token: 0, pos: 0, seq: 0, logits: true }; b as usize];
+            let mut items = vec![
+                BatchItem {
+                    token: 0,
+                    pos: 0,
+                    seq: 0,
+                    logits: true
+                };
+                b as usize
+            ];
             let t0 = Instant::now();
             for i in 0..inst.n_gen {
                 for s in 0..b as usize {
-                    items[s] = BatchItem { token: next[i as usize * b as usize + s], pos: d + i, seq: s as i32, logits: true };
+                    items[s] = BatchItem {
+                        token: next[i as usize * b as usize + s],
+                        pos: d + i,
+                        seq: s as i32,
+                        logits: true,
+                    };
                 }
                 engine.decode(&items)?;
                 engine.synchronize();

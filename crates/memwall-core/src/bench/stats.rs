@@ -99,7 +99,13 @@ impl Sample {
     }
     /// Mean, std, min, max together.
     pub fn summary(&self) -> Summary {
-        Summary { mean: self.mean(), std_dev: self.std_dev(), min: self.min(), max: self.max(), n: self.len() }
+        Summary {
+            mean: self.mean(),
+            std_dev: self.std_dev(),
+            min: self.min(),
+            max: self.max(),
+            n: self.len(),
+        }
     }
 }
 
@@ -107,7 +113,11 @@ fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// Mean ± std with range.
@@ -164,7 +174,10 @@ mod tests {
     #[test]
     fn invariants_are_checked() {
         assert_eq!(Sample::new(vec![]), Err(SampleError::Empty));
-        assert_eq!(Sample::new(vec![1.0, f64::NAN]), Err(SampleError::NotFinite(1)));
+        assert_eq!(
+            Sample::new(vec![1.0, f64::NAN]),
+            Err(SampleError::NotFinite(1))
+        );
         assert_eq!(Sample::new(vec![3.0]).unwrap().std_dev(), 0.0);
     }
 
@@ -174,14 +187,22 @@ mod tests {
         let s = Sample::new(vec![9.0, 10.0, 11.0, 10.0, 30.0]).unwrap();
         assert_eq!(s.mad(), 1.0);
         assert_eq!(s.outliers(), vec![4]);
-        assert!(Sample::new(vec![1.0, 1.0, 1.0]).unwrap().outliers().is_empty());
+        assert!(
+            Sample::new(vec![1.0, 1.0, 1.0])
+                .unwrap()
+                .outliers()
+                .is_empty()
+        );
     }
 
     #[test]
     fn wilson_matches_published_example() {
         // 81/263 at 95 %: (0.2553, 0.3662) (Wikipedia's Wilson example, computed by hand).
         let (lo, hi) = wilson_interval(81, 263, 1.96);
-        assert!((lo - 0.2553).abs() < 5e-4 && (hi - 0.3662).abs() < 5e-4, "{lo} {hi}");
+        assert!(
+            (lo - 0.2553).abs() < 5e-4 && (hi - 0.3662).abs() < 5e-4,
+            "{lo} {hi}"
+        );
         let (lo, hi) = wilson_interval(0, 10, 1.96);
         assert_eq!(lo, 0.0);
         assert!((hi - 0.2775).abs() < 5e-4, "{hi}");

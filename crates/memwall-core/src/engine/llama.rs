@@ -43,7 +43,14 @@ pub fn system_info() -> String {
     // SAFETY: returns a pointer to a static NUL-terminated string.
     unsafe {
         let p = llama_cpp_sys_2::llama_print_system_info();
-        if p.is_null() { String::new() } else { std::ffi::CStr::from_ptr(p).to_string_lossy().trim().to_string() }
+        if p.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(p)
+                .to_string_lossy()
+                .trim()
+                .to_string()
+        }
     }
 }
 
@@ -63,11 +70,17 @@ impl LlamaModelHandle {
     pub fn load(path: &Path, n_gpu_layers: u32) -> Result<LlamaModelHandle, EngineError> {
         let backend = backend()?;
         let params = LlamaModelParams::default().with_n_gpu_layers(n_gpu_layers);
-        let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| EngineError::Load {
-            path: path.display().to_string(),
-            reason: format!("{e} (is it a GGUF model llama.cpp supports? run `memwall model info` on it)"),
-        })?;
-        Ok(LlamaModelHandle { model: Arc::new(model), n_gpu_layers })
+        let model =
+            LlamaModel::load_from_file(backend, path, &params).map_err(|e| EngineError::Load {
+                path: path.display().to_string(),
+                reason: format!(
+                    "{e} (is it a GGUF model llama.cpp supports? run `memwall model info` on it)"
+                ),
+            })?;
+        Ok(LlamaModelHandle {
+            model: Arc::new(model),
+            n_gpu_layers,
+        })
     }
 
     /// Layers offloaded.
@@ -143,7 +156,9 @@ impl LlamaEngine {
             });
         }
         let cell = ModelContext::try_new(handle.model.clone(), |m| m.new_context(backend, params))
-            .map_err(|e| EngineError::Setup(format!("llama.cpp refused the context ({cfg:?}): {e}")))?;
+            .map_err(|e| {
+                EngineError::Setup(format!("llama.cpp refused the context ({cfg:?}): {e}"))
+            })?;
         let batch_cap = cfg.n_batch.max(1) as usize;
         Ok(LlamaEngine {
             handle,
@@ -173,11 +188,12 @@ impl LlamaEngine {
 
 impl Engine for LlamaEngine {
     fn info(&self) -> EngineInfo {
-        let backend = if self.handle.n_gpu_layers > 0 && backend().is_ok_and(|b| b.supports_gpu_offload()) {
-            "GPU offload"
-        } else {
-            "CPU"
-        };
+        let backend =
+            if self.handle.n_gpu_layers > 0 && backend().is_ok_and(|b| b.supports_gpu_offload()) {
+                "GPU offload"
+            } else {
+                "CPU"
+            };
         EngineInfo {
             name: "llama.cpp".into(),
             build: format!("llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}"),
@@ -219,20 +235,37 @@ impl Engine for LlamaEngine {
             }
         }
         let batch = &mut self.batch;
-        self.cell.with_dependent_mut(|_, ctx| ctx.decode(batch)).map_err(|e| EngineError::Decode(e.to_string()))
+        self.cell
+            .with_dependent_mut(|_, ctx| ctx.decode(batch))
+            .map_err(|e| EngineError::Decode(e.to_string()))
     }
 
     fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
-        let &bi = self.out_idx.get(i).ok_or(EngineError::NoLogits { index: i, kept: self.out_idx.len() })?;
+        let &bi = self.out_idx.get(i).ok_or(EngineError::NoLogits {
+            index: i,
+            kept: self.out_idx.len(),
+        })?;
         Ok(self.cell.borrow_dependent().get_logits_ith(bi))
     }
 
     fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
         self.cell
-            .with_dependent_mut(|_, ctx| ctx.clear_kv_cache_seq(Some(seq as u32), Some(from_pos), None))
+            .with_dependent_mut(|_, ctx| {
+                ctx.clear_kv_cache_seq(Some(seq as u32), Some(from_pos), None)
+            })
             .map_err(|e| e.to_string())
-            .and_then(|ok| if ok { Ok(()) } else { Err("llama.cpp refused a partial removal (recurrent/hybrid model?)".into()) })
-            .map_err(|e| EngineError::Kv(format!("cannot remove positions >= {from_pos} of sequence {seq}: {e}")))
+            .and_then(|ok| {
+                if ok {
+                    Ok(())
+                } else {
+                    Err("llama.cpp refused a partial removal (recurrent/hybrid model?)".into())
+                }
+            })
+            .map_err(|e| {
+                EngineError::Kv(format!(
+                    "cannot remove positions >= {from_pos} of sequence {seq}: {e}"
+                ))
+            })
     }
 
     fn kv_clear(&mut self) {
@@ -244,15 +277,23 @@ impl Engine for LlamaEngine {
     }
 
     fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        let toks = self.model_ref().vocab().tokenize(text.as_bytes(), add_special, true);
+        let toks = self
+            .model_ref()
+            .vocab()
+            .tokenize(text.as_bytes(), add_special, true);
         if toks.is_empty() && !text.is_empty() {
-            return Err(EngineError::Tokenize(format!("llama.cpp returned no tokens for {} bytes of text", text.len())));
+            return Err(EngineError::Tokenize(format!(
+                "llama.cpp returned no tokens for {} bytes of text",
+                text.len()
+            )));
         }
         Ok(toks.into_iter().map(|t| t.0).collect())
     }
 
     fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        self.model_ref().vocab().token_to_piece(LlamaToken(token), false, None)
+        self.model_ref()
+            .vocab()
+            .token_to_piece(LlamaToken(token), false, None)
     }
 
     fn is_eog(&self, token: TokenId) -> bool {
@@ -266,13 +307,16 @@ impl Engine for LlamaEngine {
 
     fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
         let m = self.model_ref();
-        let tmpl = m.chat_template(None).map_err(|e| EngineError::Tokenize(format!("model has no chat template: {e}")))?;
+        let tmpl = m
+            .chat_template(None)
+            .map_err(|e| EngineError::Tokenize(format!("model has no chat template: {e}")))?;
         let msgs = messages
             .iter()
             .map(|c| LlamaChatMessage::new(c.role.clone(), c.content.clone()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| EngineError::Tokenize(e.to_string()))?;
-        m.apply_chat_template(&tmpl, &msgs, true).map_err(|e| EngineError::Tokenize(e.to_string()))
+        m.apply_chat_template(&tmpl, &msgs, true)
+            .map_err(|e| EngineError::Tokenize(e.to_string()))
     }
 
     fn save_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
@@ -295,6 +339,9 @@ impl Engine for LlamaEngine {
     }
 
     fn seq_state_bytes(&self, seq: i32) -> Result<u64, EngineError> {
-        Ok(self.cell.borrow_dependent().state_seq_get_size_ext(seq, Default::default()) as u64)
+        Ok(self
+            .cell
+            .borrow_dependent()
+            .state_seq_get_size_ext(seq, Default::default()) as u64)
     }
 }

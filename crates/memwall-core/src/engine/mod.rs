@@ -95,7 +95,9 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        let t = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let t = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
         EngineConfig {
             n_ctx: 4096,
             n_batch: 2048,
@@ -210,7 +212,13 @@ pub trait Engine {
     ///
     /// # Errors
     /// As [`Engine::decode`].
-    fn prefill(&mut self, tokens: &[TokenId], start_pos: u32, seq: i32, last_logits: bool) -> Result<(), EngineError> {
+    fn prefill(
+        &mut self,
+        tokens: &[TokenId],
+        start_pos: u32,
+        seq: i32,
+        last_logits: bool,
+    ) -> Result<(), EngineError> {
         let n_batch = self.n_batch().max(1) as usize;
         let mut batch = Vec::with_capacity(n_batch.min(tokens.len()));
         for (ci, chunk) in tokens.chunks(n_batch).enumerate() {
@@ -219,7 +227,12 @@ pub trait Engine {
             let last_chunk = (ci + 1) * n_batch >= tokens.len();
             for (i, &t) in chunk.iter().enumerate() {
                 let is_last = last_chunk && i + 1 == chunk.len();
-                batch.push(BatchItem { token: t, pos: base + i as u32, seq, logits: is_last && last_logits });
+                batch.push(BatchItem {
+                    token: t,
+                    pos: base + i as u32,
+                    seq,
+                    logits: is_last && last_logits,
+                });
             }
             self.decode(&batch)?;
         }
@@ -231,7 +244,12 @@ pub trait Engine {
     /// # Errors
     /// As [`Engine::decode`].
     fn decode_one(&mut self, token: TokenId, pos: u32, seq: i32) -> Result<(), EngineError> {
-        self.decode(&[BatchItem { token, pos, seq, logits: true }])
+        self.decode(&[BatchItem {
+            token,
+            pos,
+            seq,
+            logits: true,
+        }])
     }
 }
 

@@ -26,7 +26,10 @@ pub(crate) fn parse_cache_size(s: &str) -> Option<u64> {
 
 /// Parses `/proc/vmstat` for `pswpout`.
 pub(crate) fn parse_pswpout(vmstat: &str) -> Option<u64> {
-    vmstat.lines().find_map(|l| l.strip_prefix("pswpout ").and_then(|v| v.trim().parse().ok()))
+    vmstat.lines().find_map(|l| {
+        l.strip_prefix("pswpout ")
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 impl Platform for Os {
@@ -48,7 +51,9 @@ impl Platform for Os {
     }
 
     fn power_source() -> PowerSource {
-        let Ok(dir) = fs::read_dir("/sys/class/power_supply") else { return PowerSource::Unknown };
+        let Ok(dir) = fs::read_dir("/sys/class/power_supply") else {
+            return PowerSource::Unknown;
+        };
         let mut saw_mains_online = false;
         let mut battery: Option<(String, Option<f64>)> = None;
         for e in dir.filter_map(Result::ok) {
@@ -68,7 +73,9 @@ impl Platform for Os {
             }
         }
         match battery {
-            Some((status, pct)) if status == "Discharging" && !saw_mains_online => PowerSource::Battery { percent: pct },
+            Some((status, pct)) if status == "Discharging" && !saw_mains_online => {
+                PowerSource::Battery { percent: pct }
+            }
             Some(_) => PowerSource::Ac,
             // No battery at all: a desktop or server on mains.
             None if saw_mains_online => PowerSource::Ac,
@@ -78,7 +85,10 @@ impl Platform for Os {
 
     fn thermal() -> Thermal {
         let Ok(dir) = fs::read_dir("/sys/class/thermal") else {
-            return Thermal { state: ThermalState::Unknown, max_celsius: None };
+            return Thermal {
+                state: ThermalState::Unknown,
+                max_celsius: None,
+            };
         };
         let mut max_c: Option<f64> = None;
         let mut state = ThermalState::Unknown;
@@ -88,7 +98,9 @@ impl Platform for Os {
                 continue;
             }
             let p = e.path();
-            let Some(t) = read(p.join("temp")).and_then(|t| t.parse::<f64>().ok()) else { continue };
+            let Some(t) = read(p.join("temp")).and_then(|t| t.parse::<f64>().ok()) else {
+                continue;
+            };
             let c = t / 1000.0;
             max_c = Some(max_c.map_or(c, |m: f64| m.max(c)));
             if state == ThermalState::Unknown {
@@ -97,7 +109,8 @@ impl Platform for Os {
             for i in 0..16 {
                 let (Some(ty), Some(trip)) = (
                     read(p.join(format!("trip_point_{i}_type"))),
-                    read(p.join(format!("trip_point_{i}_temp"))).and_then(|t| t.parse::<f64>().ok()),
+                    read(p.join(format!("trip_point_{i}_temp")))
+                        .and_then(|t| t.parse::<f64>().ok()),
                 ) else {
                     break;
                 };
@@ -106,12 +119,17 @@ impl Platform for Os {
                 }
                 match ty.as_str() {
                     "critical" | "hot" => state = ThermalState::Critical,
-                    "passive" if state != ThermalState::Critical => state = ThermalState::Throttling,
+                    "passive" if state != ThermalState::Critical => {
+                        state = ThermalState::Throttling
+                    }
                     _ => {}
                 }
             }
         }
-        Thermal { state, max_celsius: max_c }
+        Thermal {
+            state,
+            max_celsius: max_c,
+        }
     }
 
     fn swap_out_pages() -> Option<u64> {

@@ -187,14 +187,21 @@ fn sys_memory() -> MemState {
                 swap_used: Bytes(s.used_swap()),
             }
         }
-        Err(_) => MemState { total: Bytes(0), available: Bytes(0), swap_total: Bytes(0), swap_used: Bytes(0) },
+        Err(_) => MemState {
+            total: Bytes(0),
+            available: Bytes(0),
+            swap_total: Bytes(0),
+            swap_used: Bytes(0),
+        },
     }
 }
 
 /// Probes the static facts. Cost: a few file reads (≈ 10 ms, most of it sysinfo's CPU list).
 pub fn host_info() -> HostInfo {
     let mut cpu_model = String::new();
-    let mut cores_logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mut cores_logical = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if let Ok(mut s) = sysinfo::System::new() {
         s.refresh_cpu_all();
         if let Some(c) = s.cpus().first() {

@@ -13,7 +13,10 @@ impl Platform for Os {
         PowerSource::Unknown
     }
     fn thermal() -> Thermal {
-        Thermal { state: ThermalState::Unknown, max_celsius: None }
+        Thermal {
+            state: ThermalState::Unknown,
+            max_celsius: None,
+        }
     }
     fn swap_out_pages() -> Option<u64> {
         None

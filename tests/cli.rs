@@ -1,0 +1,273 @@
+//! End-to-end tests of the `memwall` binary: real models, a temporary database and
+//! results folder, stdout/stderr and exit codes as a user sees them.
+
+use memwall_core::testing;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn memwall(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memwall"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("MEMWALL_DB")
+        .output()
+        .expect("run memwall")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn fixture() -> serde_json::Value {
+    serde_json::from_str(include_str!("fixtures/model_facts.json")).unwrap()
+}
+
+#[test]
+fn model_info_json_matches_gguf_py() {
+    let d = tempfile::tempdir().unwrap();
+    for (name, file) in [
+        ("smollm2-135m-q4_1", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+        ("gemma-3-270m-q4_k_m", "gemma-3-270m-q4_k_m.gguf"),
+    ] {
+        let Some(path) = testing::model(name) else {
+            continue;
+        };
+        let o = memwall(
+            &d.path().join("x.db"),
+            &["model", "info", "--json", path.to_str().unwrap()],
+        );
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let r = &fixture()[file];
+        assert_eq!(v["streamed_bytes"], r["streamed_bytes"], "{file}");
+        assert_eq!(v["tensor_bytes"], r["tensor_bytes"], "{file}");
+        assert_eq!(v["n_params"], r["n_params"], "{file}");
+        assert_eq!(
+            v["kv_bytes_per_token"], r["kv_bytes_per_token_f16"],
+            "{file}"
+        );
+        assert_eq!(v["tied_embeddings"], r["tied_embeddings"], "{file}");
+    }
+}
+
+#[test]
+fn bad_input_gives_a_clear_error_and_no_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    // Missing file.
+    let o = memwall(&db, &["model", "info", "/nonexistent/m.gguf"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("memwall: error: /nonexistent/m.gguf: no such file"),
+        "{e}"
+    );
+    // Not a GGUF.
+    let junk = d.path().join("junk.gguf");
+    std::fs::write(&junk, b"this is not a model").unwrap();
+    let o = memwall(&db, &["model", "info", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("junk.gguf: header.magic: expected \"GGUF\""),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+    // A truncated real model names the field that runs past the end.
+    if let Some(p) = testing::model("smollm2-135m-q4_1") {
+        let bytes = std::fs::read(p).unwrap();
+        let cut = d.path().join("cut.gguf");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+        let o = memwall(&db, &["model", "info", cut.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1));
+        let e = text(&o.stderr);
+        assert!(
+            e.contains("cut.gguf: tensor[") && e.contains("runs past the end of the file"),
+            "{e}"
+        );
+        // bench refuses it before loading anything, and stores nothing.
+        let o = memwall(
+            &db,
+            &[
+                "bench",
+                "-m",
+                cut.to_str().unwrap(),
+                "-p",
+                "8",
+                "-n",
+                "0",
+                "-d",
+                "0",
+                "-r",
+                "1",
+                "--no-results",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("panicked"));
+    }
+    // Invalid flags are explained.
+    let o = memwall(&db, &["bench", "-r", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("-r must be at least 1")
+            || text(&o.stderr).contains("not fetched"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = memwall(&db, &["export", "--format", "xml"]);
+    assert!(
+        text(&o.stderr).contains("--format xml: use csv, json, jsonl, md or sql"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn roofline_with_given_numbers_matches_the_closed_form() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let o = memwall(
+        &d.path().join("x.db"),
+        &[
+            "roofline",
+            "-m",
+            path.to_str().unwrap(),
+            "--bandwidth",
+            "100",
+            "--peak",
+            "1000",
+            "-d",
+            "0,1024",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &fixture()["SmolLM2-135M-Instruct.Q4_1.gguf"];
+    let w = r["streamed_bytes"].as_f64().unwrap();
+    let kv = r["kv_bytes_per_token_f16"].as_f64().unwrap();
+    for (i, depth) in [0.0, 1024.0].iter().enumerate() {
+        let expected = 100e9 / (w + depth * kv);
+        let got = v["rows"][i]["decode_ceiling_tps"].as_f64().unwrap();
+        assert!(
+            (got - expected).abs() / expected < 1e-9,
+            "d={depth}: {got} vs {expected}"
+        );
+    }
+    assert_eq!(v["ridge_flop_per_byte"].as_f64().unwrap(), 10.0);
+}
+
+#[test]
+fn bench_stores_exports_and_charts_a_real_run() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("m.db");
+    let results = d.path().join("results");
+    let o = memwall(
+        &db,
+        &[
+            "bench",
+            "-m",
+            path.to_str().unwrap(),
+            "-p",
+            "32",
+            "-n",
+            "8",
+            "-d",
+            "0,32",
+            "-r",
+            "2",
+            "--quiet",
+            "--results-dir",
+            results.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "stderr: {}", text(&o.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(
+        text(&o.stdout)
+            .split("\nceilings:")
+            .next()
+            .unwrap()
+            .as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!(r["samples_ns"].as_array().unwrap().len(), 2);
+        assert!(r["avg_ts"].as_f64().unwrap() > 0.0);
+        assert!(
+            r["stream_id"].as_i64().unwrap() > 0,
+            "rows reference the STREAM measurement"
+        );
+        assert!(r["bandwidth_gbps"].as_f64().unwrap() > 0.0);
+    }
+    // results/<run>/ holds CSV, JSON, Markdown and the chart as PNG + SVG.
+    let run_dir = std::fs::read_dir(&results)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for f in [
+        "bench.csv",
+        "bench.json",
+        "bench.md",
+        "decode_vs_depth.png",
+        "decode_vs_depth.svg",
+    ] {
+        assert!(run_dir.join(f).is_file(), "missing {f}");
+    }
+    let png = std::fs::read(run_dir.join("decode_vs_depth.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    // The store: export with llama-bench's column names, history lists the runs.
+    let o = memwall(&db, &["export", "--format", "csv"]);
+    assert!(o.status.success());
+    let csv = text(&o.stdout);
+    let header = csv.lines().next().unwrap();
+    for c in [
+        "build_commit",
+        "model_filename",
+        "n_prompt",
+        "n_gen",
+        "n_depth",
+        "avg_ts",
+        "stddev_ts",
+        "samples_ns",
+        "samples_ts",
+    ] {
+        assert!(header.split(',').any(|h| h == c), "missing column {c}");
+    }
+    assert_eq!(csv.lines().count(), 5);
+    let o = memwall(&db, &["history", "--json"]);
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let kinds: Vec<&str> = runs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["bench", "stream"]);
+    // Delete the bench run: its rows go with it, in one transaction.
+    let id = runs[0]["id"].as_i64().unwrap().to_string();
+    let o = memwall(&db, &["history", "--delete", &id, "--yes"]);
+    assert!(o.status.success());
+    let o = memwall(&db, &["export", "--format", "jsonl"]);
+    assert_eq!(text(&o.stdout).lines().count(), 0);
+}
+
+#[test]
+fn models_list_shows_the_catalogue() {
+    let d = tempfile::tempdir().unwrap();
+    let o = memwall(&d.path().join("x.db"), &["models", "list", "--json"]);
+    assert!(o.status.success());
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.len(), 4);
+    assert!(
+        v.iter()
+            .any(|m| m["default"] == true && m["name"] == "qwen2.5-coder-0.5b-q4_k_m")
+    );
+}
