@@ -192,14 +192,13 @@ fn bench_stores_exports_and_charts_a_real_run() {
         ],
     );
     assert!(o.status.success(), "stderr: {}", text(&o.stderr));
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(
-        text(&o.stdout)
-            .split("\nceilings:")
-            .next()
-            .unwrap()
-            .as_bytes(),
-    )
-    .unwrap();
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&o.stdout).expect("stdout is pure JSON with -o json");
+    assert!(
+        text(&o.stderr).contains("depth falloff, decomposed"),
+        "{}",
+        text(&o.stderr)
+    );
     assert_eq!(rows.len(), 4);
     for r in &rows {
         assert_eq!(r["samples_ns"].as_array().unwrap().len(), 2);

@@ -46,6 +46,14 @@ pub enum Command {
     Export(ExportArgs),
     /// List stored runs (or delete one).
     History(HistoryArgs),
+    /// KV-cache experiments.
+    Kv {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: KvCmd,
+    },
+    /// Roofline evidence from a stored bench run: batching, depth falloff, thread sweep.
+    Analyze(AnalyzeArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -281,4 +289,59 @@ pub struct HistoryArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `memwall kv ...`.
+#[derive(Debug, Subcommand)]
+pub enum KvCmd {
+    /// KV bytes per token: formula vs the engine's own sequence-state size (and vs peak RSS).
+    Verify(KvVerifyArgs),
+}
+
+/// `memwall kv verify`.
+#[derive(Debug, Args)]
+pub struct KvVerifyArgs {
+    /// Models (default: every fetched catalogue model).
+    #[arg(long, short = 'm')]
+    pub model: Vec<String>,
+    /// Cache types.
+    #[arg(long = "ctk", value_delimiter = ',', default_value = "f16,q8_0")]
+    pub cache_types: Vec<String>,
+    /// Tokens in the first state (the second has 2n).
+    #[arg(short = 'n', default_value_t = 1024)]
+    pub n: u64,
+    /// Threads.
+    #[arg(short = 't', long)]
+    pub threads: Option<u32>,
+    /// Write the chart (PNG + SVG) into this folder.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which analysis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AnalyzeKind {
+    /// Batch sweep: aggregate tok/s, per-token-read bandwidth vs STREAM, intensity.
+    Batch,
+    /// Depth sweep: slowdown split into KV bytes and the rest.
+    Depth,
+    /// Thread sweep: implied bandwidth vs STREAM at the same threads.
+    Threads,
+}
+
+/// `memwall analyze`.
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    /// Which analysis.
+    #[arg(value_enum)]
+    pub kind: AnalyzeKind,
+    /// Run id (default: the latest bench run).
+    #[arg(long)]
+    pub run: Option<i64>,
+    /// Write the chart(s) (PNG + SVG) into this folder.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
 }

@@ -2,6 +2,8 @@
 //! chart, generic over the back end, so the PNG and the SVG (and the app's exports)
 //! come from the same code.
 
+pub mod evidence;
+
 use crate::bench::record::BenchRecord;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -41,9 +43,9 @@ pub enum ChartError {
     },
 }
 
-type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
+pub(crate) type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-const PALETTE: [RGBColor; 6] = [
+pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),

@@ -148,8 +148,27 @@ pub async fn machine_roof(
     reuse: bool,
     command: &str,
 ) -> Result<RoofSource, JobError> {
+    machine_roof_at(store, host, &[threads], reuse, command).await
+}
+
+/// As [`machine_roof`], measuring STREAM at each of `thread_counts` (the ceiling uses
+/// the largest), so thread sweeps can compare each count with what it can pull.
+///
+/// # Errors
+/// As [`machine_roof`].
+pub async fn machine_roof_at(
+    store: &Store,
+    host: &HostInfo,
+    thread_counts: &[usize],
+    reuse: bool,
+    command: &str,
+) -> Result<RoofSource, JobError> {
+    let threads = thread_counts.iter().copied().max().unwrap_or(1);
     if !reuse {
-        stream_job(store, host, vec![threads], false, true, command).await?;
+        let mut t = thread_counts.to_vec();
+        t.sort_unstable();
+        t.dedup();
+        stream_job(store, host, t, false, true, command).await?;
     }
     let s = store
         .latest_triad(&host.hostname, Some(threads as i64))
@@ -227,8 +246,8 @@ pub async fn bench_job(
     plan.validate()?;
     let host = hw::host_info();
     crate::bench::check_power(&hw::live_state(), plan.allow_battery)?;
-    let threads = plan.n_threads.iter().copied().max().unwrap_or(1) as usize;
-    let roof = machine_roof(store, &host, threads, opts.reuse_stream, &opts.command).await?;
+    let counts: Vec<usize> = plan.n_threads.iter().map(|&t| t as usize).collect();
+    let roof = machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?;
     let started = crate::util::now_rfc3339();
     let (h2, r2) = (host.clone(), roof.roof.clone());
     let mut progress = progress;
@@ -259,7 +278,14 @@ pub async fn bench_job(
                 "run-{run_id:04}-{}",
                 run.started_at.replace([':', '-'], "")
             ));
-            let files = write_results(&dir, &records)?;
+            let streams = store.stream_siblings(roof.stream.id).await?;
+            let at = |t: i64| {
+                streams
+                    .iter()
+                    .find(|x| x.threads == t && x.kernel == "triad")
+                    .map(|x| x.best_gbps)
+            };
+            let files = write_results(&dir, &records, &at)?;
             (Some(dir), files)
         }
         None => (None, vec![]),
@@ -273,12 +299,21 @@ pub async fn bench_job(
     })
 }
 
-/// Writes `rows` to `dir` as `bench.csv`, `bench.json`, `bench.md` and, when there
-/// are decode rows, `decode_vs_depth.png/.svg`. Each file is written atomically.
+/// Writes `rows` to `dir` as `bench.csv`, `bench.json`, `bench.md` and the charts that
+/// apply: `decode_vs_depth` (decode rows), `depth_decomposed` (several depths),
+/// `batch` + `batch_roofline` (several parallel-sequence counts), `threads` (several
+/// thread counts; `stream_at` gives STREAM at a thread count). PNG + SVG each; every
+/// file is written atomically.
 ///
 /// # Errors
 /// [`JobError::Results`] naming the file.
-pub fn write_results(dir: &Path, rows: &[BenchRecord]) -> Result<Vec<PathBuf>, JobError> {
+pub fn write_results(
+    dir: &Path,
+    rows: &[BenchRecord],
+    stream_at: &dyn Fn(i64) -> Option<f64>,
+) -> Result<Vec<PathBuf>, JobError> {
+    use crate::chart::evidence as ev;
+    use crate::evidence::{batch, depth, threads};
     use crate::export::Format;
     let err = |p: &Path, e: String| JobError::Results {
         path: p.display().to_string(),
@@ -291,11 +326,55 @@ pub fn write_results(dir: &Path, rows: &[BenchRecord]) -> Result<Vec<PathBuf>, J
             .map_err(|e| err(&p, e.to_string()))?;
         files.push(p);
     }
+    let distinct = |f: &dyn Fn(&BenchRecord) -> i64| {
+        let mut v: Vec<i64> = rows.iter().map(f).collect();
+        v.sort();
+        v.dedup();
+        v.len()
+    };
+    let mut push = |r: Result<(PathBuf, PathBuf), crate::chart::ChartError>,
+                    name: &str|
+     -> Result<(), JobError> {
+        let (a, b) = r.map_err(|e| err(&dir.join(name), e.to_string()))?;
+        files.push(a);
+        files.push(b);
+        Ok(())
+    };
     if rows.iter().any(|r| r.is_decode() && r.n_seqs == 1) {
-        let (png, svg) = crate::chart::decode_vs_depth(&dir.join("decode_vs_depth"), rows)
-            .map_err(|e| err(&dir.join("decode_vs_depth"), e.to_string()))?;
-        files.push(png);
-        files.push(svg);
+        push(
+            crate::chart::decode_vs_depth(&dir.join("decode_vs_depth"), rows),
+            "decode_vs_depth",
+        )?;
+    }
+    if distinct(&|r| r.n_depth) > 1 {
+        let d = depth::analyze(rows);
+        if d.iter().any(|r| r.phase == "tg" && r.n_depth > 0) {
+            push(
+                ev::depth(&dir.join("depth_decomposed"), &d),
+                "depth_decomposed",
+            )?;
+        }
+    }
+    if distinct(&|r| r.n_seqs) > 1 {
+        let b = batch::analyze(rows);
+        push(ev::batch(&dir.join("batch"), &b), "batch")?;
+        if let Some(r0) = rows.iter().find(|r| r.is_decode()) {
+            push(
+                ev::batch_roofline(
+                    &dir.join("batch_roofline"),
+                    &b,
+                    r0.peak_gflops,
+                    &r0.peak_kind,
+                ),
+                "batch_roofline",
+            )?;
+        }
+    }
+    if distinct(&|r| r.n_threads) > 1 {
+        push(
+            ev::threads(&dir.join("threads"), &threads::analyze(rows, stream_at)),
+            "threads",
+        )?;
     }
     Ok(files)
 }

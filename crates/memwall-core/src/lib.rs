@@ -23,6 +23,7 @@ pub mod bench;
 pub mod catalog;
 pub mod chart;
 pub mod engine;
+pub mod evidence;
 pub mod export;
 pub mod gguf;
 pub mod hw;

@@ -513,6 +513,23 @@ impl Store {
         Ok(row.map(|r| stream_from_row(&r)))
     }
 
+    /// Every STREAM row measured in the same run as row `stream_id` (all kernels and
+    /// thread counts of that measurement).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn stream_siblings(&self, stream_id: i64) -> Result<Vec<StoredStream>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
+             WHERE run_id = (SELECT run_id FROM stream_results WHERE id = ?) ORDER BY id",
+        )
+        .bind(stream_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows.iter().map(stream_from_row).collect())
+    }
+
     /// STREAM rows, newest first (at most `limit`).
     ///
     /// # Errors

@@ -98,28 +98,77 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let out = out?;
     let mut stdout = std::io::stdout().lock();
     format.exporter().write(&out.records, &mut stdout)?;
+    let info = summary(&store, &out).await?;
+    // Tables and notes go to stdout with the Markdown table; with a machine format they go
+    // to stderr so stdout stays parseable.
+    if format == Format::Md {
+        write!(stdout, "{info}")?;
+    } else {
+        eprint!("{info}");
+    }
+    Ok(())
+}
+
+/// The notes under the table: where the ceilings came from, the evidence tables
+/// that apply to this run (batch sweep, depth sweep, thread sweep), where it is stored.
+async fn summary(store: &memwall_core::store::Store, out: &jobs::BenchOutcome) -> Result<String> {
+    use memwall_core::evidence::{batch, depth, threads};
+    use std::fmt::Write as _;
+    let mut s = String::new();
     let r = &out.roof.roof;
+    let first = out.records.first();
     writeln!(
-        stdout,
-        "\nceilings: decode = {} ({}) ÷ bytes per step; prefill = min(peak {} {} ÷ FLOPs/token, bandwidth ÷ bytes per micro-batch)",
+        s,
+        "\nceilings: decode = {} ({}) ÷ bytes per step; prefill = min({} peak {} GFLOP/s ÷ FLOPs per token, bandwidth ÷ bytes per micro-batch)",
         Gbps(r.bandwidth.0),
         out.roof.provenance,
-        or_dash(
-            Some(out.records.first().map_or(f64::NAN, |x| x.peak_gflops)),
-            1
-        ),
-        out.records.first().map_or("", |x| x.peak_kind.as_str()),
+        first.map_or("", |x| x.peak_kind.as_str()),
+        or_dash(first.map(|x| x.peak_gflops), 1),
     )?;
+    let distinct = |f: &dyn Fn(&memwall_core::bench::record::BenchRecord) -> i64| {
+        let mut v: Vec<i64> = out.records.iter().map(f).collect();
+        v.sort();
+        v.dedup();
+        v.len()
+    };
+    if distinct(&|x| x.n_seqs) > 1 {
+        writeln!(
+            s,
+            "\nbatching (per-token-read bandwidth above STREAM proves the weight read is shared):\n{}",
+            batch::table(&batch::analyze(&out.records))
+        )?;
+    }
+    if distinct(&|x| x.n_depth) > 1 {
+        writeln!(
+            s,
+            "\ndepth falloff, decomposed:\n{}",
+            depth::table(&depth::analyze(&out.records))
+        )?;
+    }
+    if distinct(&|x| x.n_threads) > 1 || distinct(&|x| x.n_gpu_layers) > 1 {
+        let streams = store.stream_siblings(out.roof.stream.id).await?;
+        let at = |t: i64| {
+            streams
+                .iter()
+                .find(|x| x.threads == t && x.kernel == "triad")
+                .map(|x| x.best_gbps)
+        };
+        writeln!(
+            s,
+            "\nimplied bandwidth by thread count:\n{}",
+            threads::table(&threads::analyze(&out.records, &at))
+        )?;
+    }
     writeln!(
-        stdout,
+        s,
         "stored: run {} in {}",
         out.run_id,
         store.path().display()
     )?;
     if let Some(d) = &out.results_dir {
-        writeln!(stdout, "results: {}", d.display())?;
+        writeln!(s, "results: {}", d.display())?;
     }
-    Ok(())
+    Ok(s)
 }
 
 /// Sets `flag` on Ctrl-C so a run stops between steps and stores nothing partial.

@@ -2,6 +2,7 @@
 //! print. Shared helpers live here.
 
 mod bench;
+mod evidence;
 mod hw;
 mod model;
 mod models;
@@ -38,6 +39,10 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Roofline(a) => roofline::roofline_cmd(&db, a).await,
         Command::Export(a) => store::export(&db, a).await,
         Command::History(a) => store::history(&db, a).await,
+        Command::Kv {
+            cmd: KvCmd::Verify(a),
+        } => evidence::kv_verify(&db, a).await,
+        Command::Analyze(a) => evidence::analyze(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
     }
 }

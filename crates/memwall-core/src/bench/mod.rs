@@ -392,6 +392,32 @@ pub fn instance_ceiling(
     }
 }
 
+/// Mean FLOPs per token and arithmetic intensity (FLOP per byte read) of an instance.
+/// pp: FLOPs of the whole prefill over the bytes of reading the weights once per
+/// micro-batch plus the KV cache; tg: each step's `b` tokens over that step's bytes.
+pub fn instance_compute(facts: &ModelFacts, inst: &Instance, plan: &BenchPlan) -> (f64, f64) {
+    if inst.n_prompt > 0 {
+        let p = inst.n_prompt as u64;
+        let fpt = roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
+        let n_ub = p.div_ceil(plan.n_ubatch.max(1) as u64) as f64;
+        let kv = facts
+            .kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k)
+            .0 as f64;
+        (
+            fpt,
+            fpt * p as f64 / (n_ub * (facts.streamed_bytes.0 as f64 + kv)),
+        )
+    } else {
+        let n = inst.n_gen.max(1) as u64;
+        let fpt = (0..n)
+            .map(|i| roofline::flops_per_token(facts, inst.n_depth as u64 + i + 1))
+            .sum::<f64>()
+            / n as f64;
+        let bytes = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
+        (fpt, fpt * inst.n_seqs as f64 / bytes)
+    }
+}
+
 /// Mean bytes read per decode step of a tg instance with `batch` sequences: step `i`
 /// (0-based) attends to `depth + i + 1` cached tokens.
 pub fn mean_step_bytes(facts: &ModelFacts, inst: &Instance, batch: u64, cache: CacheType) -> f64 {
@@ -503,6 +529,7 @@ pub fn make_record(
     // alone (weights + its own KV). Above STREAM only if the batch shared the weight read.
     let implied =
         (inst.n_gen > 0).then(|| ts.mean() * mean_step_bytes(facts, inst, 1, plan.type_k) / 1e9);
+    let (flops_per_token, intensity) = instance_compute(facts, inst, plan);
     BenchRecord {
         id: 0,
         run_id: cx.run_id,
@@ -555,6 +582,9 @@ pub fn make_record(
         ceiling_ts: ceiling,
         achieved: ts.mean() / ceiling,
         implied_bandwidth_gbps: implied,
+        flops_per_token,
+        intensity,
+        achieved_gflops: ts.mean() * flops_per_token / 1e9,
         cores_logical: cx.host.cores_logical as i64,
         ram_bytes: cx.host.ram.0 as i64,
         os: cx.host.os.clone(),

@@ -10,6 +10,10 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Reads a JSON/SQL null as NaN (a value that was not finite when stored).
+fn nan() -> f64 {
+    f64::NAN
+}
+
 fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
@@ -174,6 +178,16 @@ pub struct BenchRecord {
     /// avg_ts ÷ ceiling_ts.
     #[serde(deserialize_with = "f64_or_nan")]
     pub achieved: f64,
+    /// Mean FLOPs per token of the test: 2 × active matmul params + attention FLOPs
+    /// at the token's context.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub flops_per_token: f64,
+    /// Arithmetic intensity of the test, FLOP per byte read from memory.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub intensity: f64,
+    /// Achieved compute: avg_ts × flops_per_token ÷ 1e9, GFLOP/s.
+    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    pub achieved_gflops: f64,
     /// Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
     /// NaN → `—` for pp rows, where it is not meaningful).
     pub implied_bandwidth_gbps: Option<f64>,
@@ -360,6 +374,9 @@ impl BenchRecord {
             ceiling_ts: 99.8,
             achieved: 0.641,
             implied_bandwidth_gbps: Some(25.65),
+            flops_per_token: 1.0e9,
+            intensity: 2.5,
+            achieved_gflops: 64.0,
             cores_logical: 2,
             ram_bytes: 1 << 34,
             os: "Linux".into(),

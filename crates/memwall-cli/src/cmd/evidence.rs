@@ -1,0 +1,171 @@
+//! `memwall kv verify` and `memwall analyze batch|depth|threads`.
+
+use super::{command_line, open_store, parse_cache, physical_cores, resolve_model};
+use crate::args::{AnalyzeArgs, AnalyzeKind, KvVerifyArgs};
+use anyhow::{Result, bail};
+use memwall_core::catalog::Catalog;
+use memwall_core::chart::evidence as charts;
+use memwall_core::evidence::{self, batch, depth, kv::KvVerify, threads};
+use memwall_core::store::{NewRun, RowFilter};
+use std::path::PathBuf;
+
+pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<()> {
+    let models: Vec<PathBuf> = if a.model.is_empty() {
+        let cat = Catalog::builtin()?;
+        let present: Vec<PathBuf> = cat
+            .models
+            .iter()
+            .map(|m| m.path())
+            .filter(|p| p.is_file())
+            .collect();
+        if present.is_empty() {
+            bail!(
+                "no catalogue model is fetched: run `memwall models fetch --all`, or pass -m FILE"
+            );
+        }
+        present
+    } else {
+        a.model
+            .iter()
+            .map(|m| resolve_model(m))
+            .collect::<Result<_>>()?
+    };
+    let caches = a
+        .cache_types
+        .iter()
+        .map(|c| parse_cache(c))
+        .collect::<Result<Vec<_>>>()?;
+    if a.n < 16 {
+        bail!("-n must be at least 16 tokens");
+    }
+    let threads = a.threads.unwrap_or_else(physical_cores);
+    let started = memwall_core::util::now_rfc3339();
+    let n = a.n;
+    let rows: Vec<KvVerify> = tokio::task::spawn_blocking(move || {
+        evidence::run_kv_verify(&models, &caches, n, threads, &mut |m| {
+            eprintln!("kv verify: {m}…")
+        })
+    })
+    .await??;
+    let store = open_store(db).await?;
+    let run = NewRun {
+        kind: "kv".into(),
+        started_at: started,
+        finished_at: memwall_core::util::now_rfc3339(),
+        command: command_line(),
+        host: memwall_core::hw::host_info(),
+        notes: String::new(),
+    };
+    let run_id = evidence::store_kv_run(&store, &run, &rows).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!(
+            "| model | cache | formula B/token (all layers) | predicted growth B/token | measured state growth B/token | − cell metadata | measured KV B/token | measured ÷ predicted | peak-RSS growth B/token | RSS ÷ predicted |"
+        );
+        println!("| ----- | ----- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for r in &rows {
+            println!(
+                "| {} | {} | {} | {:.1} | {:.2} | {:.0} | {:.2} | {:.4} | {} | {} |",
+                std::path::Path::new(&r.model)
+                    .file_name()
+                    .map_or(r.model.clone(), |f| f.to_string_lossy().into_owned()),
+                r.cache_type,
+                r.formula_bytes_per_token,
+                r.predicted_bytes_per_token,
+                r.measured_state_bytes_per_token,
+                r.metadata_bytes_per_token,
+                r.measured_kv_bytes_per_token,
+                r.ratio,
+                r.rss_bytes_per_token
+                    .map_or("—".into(), |v| format!("{v:.0}")),
+                r.rss_ratio.map_or("—".into(), |v| format!("{v:.2}")),
+            );
+        }
+        println!(
+            "\nmeasured = (state after 2n − state after n) ÷ n tokens, n = {n}: constant overheads cancel; llama.cpp also writes \
+             {} B of cell metadata (pos, seq count, seq id) per cached token per KV cache, subtracted above. Sliding-window \
+             layers keep only their window, so past it only full-attention layers grow (the prediction accounts for that).\n\
+             The wrong method: peak process RSS from creating a context for n tokens to the end of their prefill, ÷ n. \
+             It also counts the compute (activation) buffers, which scale with the prompt length, so it overstates the \
+             cache — do not measure the KV cache from RSS.",
+            memwall_core::evidence::kv::STATE_META_BYTES_PER_CELL
+        );
+    }
+    if let Some(dir) = a.chart {
+        let (png, svg) = charts::kv(&dir.join("kv_verify"), &rows)?;
+        eprintln!("charts: {} {}", png.display(), svg.display());
+    }
+    eprintln!("stored: run {run_id} in {}", store.path().display());
+    Ok(())
+}
+
+pub(crate) async fn analyze(db: &std::path::Path, a: AnalyzeArgs) -> Result<()> {
+    let store = open_store(db).await?;
+    let run_id = match a.run {
+        Some(r) => r,
+        None => store
+            .runs()
+            .await?
+            .into_iter()
+            .find(|r| r.kind == "bench" && r.n_bench_rows > 0)
+            .map(|r| r.id)
+            .ok_or_else(|| anyhow::anyhow!("no stored bench run: run `memwall bench` first"))?,
+    };
+    let rows = store
+        .bench_rows(&RowFilter {
+            run_id: Some(run_id),
+            ..Default::default()
+        })
+        .await?;
+    if rows.is_empty() {
+        bail!("run {run_id} has no bench rows (`memwall history` lists runs)");
+    }
+    println!("run {run_id}: {} rows", rows.len());
+    match a.kind {
+        AnalyzeKind::Batch => {
+            let t = batch::analyze(&rows);
+            println!("{}", batch::table(&t));
+            if let Some(dir) = &a.chart {
+                charts::batch(&dir.join("batch"), &t)?;
+                let r0 = &rows[0];
+                charts::batch_roofline(
+                    &dir.join("batch_roofline"),
+                    &t,
+                    r0.peak_gflops,
+                    &r0.peak_kind,
+                )?;
+            }
+        }
+        AnalyzeKind::Depth => {
+            let t = depth::analyze(&rows);
+            if t.is_empty() {
+                bail!(
+                    "run {run_id} has no depth sweep (needs a depth-0 row and deeper rows of the same test)"
+                );
+            }
+            println!("{}", depth::table(&t));
+            if let Some(dir) = &a.chart {
+                charts::depth(&dir.join("depth_decomposed"), &t)?;
+            }
+        }
+        AnalyzeKind::Threads => {
+            let streams = store.stream_siblings(rows[0].stream_id).await?;
+            let at = |t: i64| {
+                streams
+                    .iter()
+                    .find(|x| x.threads == t && x.kernel == "triad")
+                    .map(|x| x.best_gbps)
+            };
+            let t = threads::analyze(&rows, &at);
+            println!("{}", threads::table(&t));
+            if let Some(dir) = &a.chart {
+                charts::threads(&dir.join("threads"), &t)?;
+            }
+        }
+    }
+    if let Some(dir) = &a.chart {
+        eprintln!("charts written to {}", dir.display());
+    }
+    Ok(())
+}
