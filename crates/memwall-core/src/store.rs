@@ -759,16 +759,26 @@ mod tests {
         assert!(s.latest_triad("other", None).await.unwrap().is_none());
     }
 
-    #[test]
-    fn migration_columns_match_the_record() {
-        let sql = include_str!("../migrations/0001_init.sql");
-        let start = sql.find("CREATE TABLE bench_results (").unwrap();
-        let body = &sql[start..sql[start..].find(");").unwrap() + start];
-        let cols: Vec<&str> = body
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.split_whitespace().next())
+    #[tokio::test]
+    async fn migrated_columns_match_the_record() {
+        let (_d, s) = store().await;
+        let mut have: Vec<String> =
+            sqlx::query("SELECT name FROM pragma_table_info('bench_results')")
+                .fetch_all(s.pool())
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<String, _>("name"))
+                .collect();
+        let mut want: Vec<String> = BenchRecord::column_names()
+            .into_iter()
+            .map(String::from)
             .collect();
-        assert_eq!(cols, BenchRecord::column_names());
+        have.sort();
+        want.sort();
+        assert_eq!(
+            have, want,
+            "every record field is a column and every column a field"
+        );
     }
 }

@@ -181,3 +181,48 @@ fn tiny_plan_runs_and_respects_the_roofline() {
     );
     assert!(tg.implied_bandwidth_gbps.unwrap() < Gbps(roof.bandwidth.0).0);
 }
+
+#[test]
+fn kv_state_growth_equals_the_formula_exactly() {
+    let _lock = testing::engine_lock();
+    for name in ["smollm2-135m-q4_1", "gemma-3-270m-q4_k_m"] {
+        let Some(path) = testing::model(name) else {
+            continue;
+        };
+        let rows = memwall_core::evidence::run_kv_verify(
+            &[path],
+            &[CacheType::F16, CacheType::Q8_0],
+            640,
+            2,
+            &mut |_| {},
+        )
+        .unwrap();
+        for r in &rows {
+            // Independent value: 2 × layers × kv_heads × head_dim × bytes per element, over the
+            // layers that still grow between n and 2n (Gemma-3: 3 global layers past the 512 window).
+            let expected = match (name, r.cache_type.as_str()) {
+                ("smollm2-135m-q4_1", "f16") => 2.0 * 30.0 * 3.0 * 64.0 * 2.0,
+                ("smollm2-135m-q4_1", _) => 2.0 * 30.0 * 3.0 * 64.0 * 34.0 / 32.0,
+                (_, "f16") => 2.0 * 3.0 * 1.0 * 256.0 * 2.0,
+                _ => 2.0 * 3.0 * 1.0 * 256.0 * 34.0 / 32.0,
+            };
+            assert_eq!(
+                r.predicted_bytes_per_token, expected,
+                "{name} {}",
+                r.cache_type
+            );
+            assert_eq!(
+                r.measured_kv_bytes_per_token, expected,
+                "{name} {}: state growth {}",
+                r.cache_type, r.measured_state_bytes_per_token
+            );
+            assert_eq!(r.ratio, 1.0);
+            // The wrong method overstates: compute buffers grow with the prompt too.
+            assert!(
+                r.rss_ratio.unwrap() > 1.0,
+                "{name}: RSS ratio {:?}",
+                r.rss_ratio
+            );
+        }
+    }
+}

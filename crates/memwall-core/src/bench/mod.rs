@@ -672,6 +672,33 @@ mod tests {
     }
 
     #[test]
+    fn a_model_that_cannot_fit_is_refused_with_its_numbers() {
+        let b = crate::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .data(2560)
+            .build();
+        let g = crate::gguf::Gguf::parse(&b[..], b.len() as u64, "m.gguf".into()).unwrap();
+        let mut f = ModelFacts::from_gguf(&g).unwrap();
+        f.tensor_bytes = Bytes(1 << 50); // 1 PiB of weights
+        let e = check_capacity(&f, 4096, CacheType::F16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("m.gguf: needs "), "{e}");
+        assert!(e.contains("weights 1125899.91 GB (1048576.00 GiB)"), "{e}");
+        assert!(
+            e.contains("KV cache 1.0 MB (1.0 MiB) for 4096 tokens"),
+            "{e}"
+        ); // 1 layer × 4 KV heads × (16 + 16) × 2 B × 4096 tokens
+        assert!(e.contains("is available"), "{e}");
+        f.tensor_bytes = Bytes(2560);
+        assert!(check_capacity(&f, 4096, CacheType::F16).is_ok());
+    }
+
+    #[test]
     fn battery_is_refused_unless_allowed() {
         let live = LiveState {
             power: hw::PowerSource::Battery {
