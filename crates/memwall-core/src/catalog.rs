@@ -323,9 +323,13 @@ struct SimpleProject {
     files: Vec<SimpleFile>,
 }
 
+/// The HTTP client: the OS's trusted roots (so a machine behind a TLS-inspecting proxy
+/// with its own CA in the system store works, as pip and curl do), long timeout for
+/// gigabyte wheels.
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(std::time::Duration::from_secs(1800)))
+        .tls_config(ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build())
         .build()
         .into()
 }
