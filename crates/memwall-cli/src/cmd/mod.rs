@@ -3,9 +3,11 @@
 
 mod bench;
 mod evidence;
+mod frontier;
 mod hw;
 mod model;
 mod models;
+mod quant;
 mod roofline;
 mod store;
 mod stream;
@@ -43,6 +45,10 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             cmd: KvCmd::Verify(a),
         } => evidence::kv_verify(&db, a).await,
         Command::Analyze(a) => evidence::analyze(&db, a).await,
+        Command::Quant { cmd } => quant::quant(cmd),
+        Command::Datasets { cmd } => quant::datasets(cmd),
+        Command::Frontier(a) => frontier::frontier(&db, a).await,
+        Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Hw { json } => hw::hw_cmd(json),
     }
 }

@@ -1,0 +1,320 @@
+//! `memwall frontier` and `memwall perplexity`.
+
+use super::bench::ctrlc_flag;
+use super::{command_line, open_store, physical_cores, resolve_model};
+use crate::args::{FrontierArgs, PerplexityArgs};
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use memwall_core::bench::MachineRoof;
+use memwall_core::engine::llama::{LlamaEngine, LlamaModelHandle};
+use memwall_core::engine::{Engine, EngineConfig};
+use memwall_core::evals::ppl::{self, PplConfig};
+use memwall_core::evals::sandbox::SandboxLimits;
+use memwall_core::evals::tasks::{TaskConfig, TaskKind};
+use memwall_core::frontier::{self, FrontierPlan, FrontierProgress, chart, table};
+use memwall_core::quant::QuantType;
+use memwall_core::units::{Gbps, Gflops};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+fn plan_of(a: &FrontierArgs) -> Result<FrontierPlan> {
+    let source = resolve_model(&a.source)?;
+    let arms = a
+        .arms
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| QuantType::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tc = |n: usize, max_new: u32| TaskConfig {
+        n_items: n,
+        seed: a.seed,
+        max_new_tokens: max_new,
+        sandbox: SandboxLimits {
+            timeout_ms: a.sandbox_timeout_ms,
+            ..Default::default()
+        },
+    };
+    let mut tasks = Vec::new();
+    for (k, n, max_new) in [
+        (TaskKind::Gsm8k, a.gsm8k, a.gsm8k_tokens),
+        (TaskKind::Mmlu, a.mmlu, 0),
+        (TaskKind::ArcEasy, a.arc, 0),
+        (TaskKind::HumanEval, a.humaneval, a.humaneval_tokens),
+    ] {
+        if n > 0 {
+            tasks.push((k, tc(n, max_new)));
+        }
+    }
+    let plan = FrontierPlan {
+        source,
+        arms,
+        n_threads: a.threads.unwrap_or_else(physical_cores),
+        reps: a.reps,
+        n_prompt: a.n_prompt,
+        n_gen: a.n_gen,
+        speed: !a.no_speed,
+        ppl: a
+            .ppl_data
+            .iter()
+            .filter(|d| !d.is_empty())
+            .map(|d| PplConfig {
+                dataset: d.clone(),
+                n_ctx: a.ppl_ctx,
+                n_chunks: a.ppl_chunks,
+            })
+            .collect(),
+        kld: !a.no_kld,
+        tasks,
+        remeasure: a.remeasure.clone(),
+    };
+    plan.validate()?;
+    Ok(plan)
+}
+
+pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()> {
+    let plan = plan_of(&a)?;
+    let store = open_store(db).await?;
+    let command = command_line();
+    let rows = if a.table_only {
+        let (src, arms) = frontier::existing_arms(&plan)?;
+        frontier::load_rows(&store, &plan, &src, &arms).await?
+    } else {
+        let roof = if plan.speed {
+            if !a.quiet && !a.reuse_stream {
+                eprintln!("measuring bandwidth (STREAM) and compute peaks for the ceilings…");
+            }
+            let host = memwall_core::hw::host_info();
+            memwall_core::jobs::machine_roof(
+                &store,
+                &host,
+                plan.n_threads as usize,
+                a.reuse_stream,
+                &command,
+            )
+            .await?
+            .roof
+        } else {
+            MachineRoof {
+                bandwidth: Gbps(f64::NAN),
+                stream_id: 0,
+                peak_f32: Gflops(f64::NAN),
+                peak_int8: Gflops(f64::NAN),
+            }
+        };
+        let pb = if a.quiet {
+            ProgressBar::hidden()
+        } else {
+            ProgressBar::new(0)
+        };
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:25} {pos}/{len} {msg}",
+            )
+            .expect("valid"),
+        );
+        pb.enable_steady_tick(std::time::Duration::from_millis(250));
+        let pb2 = pb.clone();
+        let progress = move |p: FrontierProgress| match p {
+            FrontierProgress::Preparing { what } => pb2.println(format!("  {what}")),
+            FrontierProgress::Skipped { arm, measure } => {
+                pb2.println(format!("  {arm:<7} {measure:<16} stored already, skipped"))
+            }
+            FrontierProgress::Started {
+                arm,
+                measure,
+                index,
+                total,
+            } => {
+                pb2.set_position(0);
+                pb2.set_message(format!("[{index}/{total}] {arm} {measure}"));
+            }
+            FrontierProgress::Step { done, of } => {
+                pb2.set_length(of as u64);
+                pb2.set_position(done as u64);
+            }
+            FrontierProgress::Stored {
+                arm,
+                measure,
+                summary,
+            } => pb2.println(format!("  {arm:<7} {measure:<16} {summary}")),
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        ctrlc_flag(cancel.clone())?;
+        let t0 = std::time::Instant::now();
+        let out =
+            frontier::run_frontier(&store, plan.clone(), roof, command, progress, cancel).await;
+        pb.finish_and_clear();
+        let out = out?;
+        eprintln!(
+            "frontier: {} cell(s) measured, {} already stored, in {:.1} min",
+            out.measured,
+            out.skipped,
+            t0.elapsed().as_secs_f64() / 60.0
+        );
+        out.rows
+    };
+    let md = table::render_markdown(&rows);
+    print!("{md}");
+    write_outputs(&a.out, &plan, &rows, &md)?;
+    println!(
+        "stored in {}; table and charts in {}",
+        store.path().display(),
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn write_outputs(
+    dir: &std::path::Path,
+    plan: &FrontierPlan,
+    rows: &[table::FrontierRow],
+    md: &str,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    memwall_core::util::write_atomic(&dir.join("frontier.md"), md.as_bytes())?;
+    memwall_core::util::write_atomic(
+        &dir.join("frontier.json"),
+        serde_json::to_string_pretty(rows)?.as_bytes(),
+    )?;
+    let name = plan
+        .source
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for q in chart::qualities(rows) {
+        let title = format!("Quantization frontier of {name}");
+        let (png, svg) = chart::frontier_chart(
+            &dir.join(format!("frontier_{}", q.slug())),
+            rows,
+            &q,
+            &title,
+        )?;
+        println!(
+            "chart: {} (+ {})",
+            png.display(),
+            svg.file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+fn expand_home(s: &str) -> PathBuf {
+    match s.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(rest),
+        None => PathBuf::from(s),
+    }
+}
+
+pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
+    let model = resolve_model(&a.model)?;
+    let entry = memwall_core::datasets::Datasets::builtin()?
+        .get(&a.data)?
+        .clone();
+    if entry.kind != "text" {
+        bail!(
+            "--data {}: not a text dataset (use wiki, code or c4)",
+            a.data
+        );
+    }
+    let text_path = entry.require()?;
+    let text = std::fs::read_to_string(&text_path)
+        .with_context(|| format!("reading {}", text_path.display()))?;
+    let threads = a.threads.unwrap_or_else(physical_cores);
+    let cfg = PplConfig {
+        dataset: a.data.clone(),
+        n_ctx: a.ctx,
+        n_chunks: a.chunks,
+    };
+    let ecfg = EngineConfig {
+        n_ctx: a.ctx,
+        n_batch: a.ctx,
+        n_ubatch: a.ctx.min(512),
+        n_threads: threads,
+        n_threads_batch: threads,
+        n_gpu_layers: 999,
+        n_seq_max: 1,
+        ..Default::default()
+    };
+    let h = LlamaModelHandle::load(&model, 999)?;
+    let mut e = h.engine(&ecfg)?;
+    let tokens = e.tokenize(&text, true)?;
+    let cancel = AtomicBool::new(false);
+    let mut step = |d: u32, n: u32| eprint!("\r  window {d}/{n}");
+    let res = match &a.reference {
+        Some(r) => {
+            let rh = LlamaModelHandle::load(&resolve_model(r)?, 999)?;
+            let mut re = rh.engine(&ecfg)?;
+            ppl::perplexity(
+                &mut e,
+                Some(&mut re),
+                &tokens,
+                &entry.sha256,
+                &cfg,
+                &cancel,
+                &mut step,
+            )?
+        }
+        None => ppl::perplexity::<LlamaEngine, LlamaEngine>(
+            &mut e,
+            None,
+            &tokens,
+            &entry.sha256,
+            &cfg,
+            &cancel,
+            &mut step,
+        )?,
+    };
+    eprintln!();
+    let reference = if a.compare {
+        let tool = expand_home(&a.tool);
+        Some(ppl::llama_perplexity_reference(
+            &tool, &model, &text_path, &cfg, threads,
+        )?)
+    } else {
+        None
+    };
+    if a.json {
+        let v = serde_json::json!({ "memwall": res, "llama_perplexity": reference.map(|(p, u)| serde_json::json!({"ppl": p, "unc": u})) });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!(
+        "memwall:          PPL = {:.4} +/- {:.5}  ({} tokens scored: {} windows of {}, second half of each; {} tokens in {} sha256 {}…)",
+        res.ppl,
+        res.ppl_unc,
+        res.n_scored,
+        res.n_chunks,
+        cfg.n_ctx,
+        res.n_tokens_file,
+        entry.file,
+        &entry.sha256[..12]
+    );
+    if let Some(k) = &res.kld {
+        println!(
+            "KLD vs reference: mean {:.6} ± {:.6}, median {:.6}, 99% {:.6}, max {:.6}; same top token {:.3} ± {:.3}%; RMS Δp {:.3}%; PPL(ref) {:.4}",
+            k.mean,
+            k.mean_unc,
+            k.median,
+            k.p99,
+            k.max,
+            k.same_top_pct,
+            k.same_top_unc_pct,
+            k.rms_dp_pct,
+            k.ppl_ref
+        );
+    }
+    if let Some((p, u)) = reference {
+        println!("llama-perplexity: PPL = {p:.4} +/- {u:.5}");
+        println!(
+            "agreement: memwall / llama-perplexity − 1 = {:+.4}%",
+            (res.ppl / p - 1.0) * 100.0
+        );
+    }
+    Ok(())
+}
