@@ -27,12 +27,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 /// What is running now (at most one measuring job).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct RunningJob {
     /// `stream`, `bench` or `chat`.
     pub kind: String,
     /// Its cancel flag.
-    #[serde(skip)]
     pub cancel: Arc<AtomicBool>,
 }
 
@@ -603,7 +602,8 @@ impl AppState {
             }
         };
         let path = views::export_path(&self.exports, name, &ext)?;
-        let text = fmt.exporter().render(&self.rows(run_id).await?);
+        let rows = self.rows(run_id).await?;
+        let text = fmt.exporter().render(&rows);
         std::fs::create_dir_all(&self.exports).map_err(|e| io_err(&self.exports, e))?;
         memwall_core::util::write_atomic(&path, text.as_bytes()).map_err(|e| io_err(&path, e))?;
         exported(&path)

@@ -292,7 +292,7 @@ pub fn frontier_view(rows: &[BenchRecord], cells: &[CellValue]) -> FrontierView 
     measures.sort();
     measures.dedup();
     let mut out: Vec<FrontierViewRow> = Vec::new();
-    let mut get = |model: String, quant: String, out: &mut Vec<FrontierViewRow>| -> usize {
+    let get = |model: String, quant: String, out: &mut Vec<FrontierViewRow>| -> usize {
         if let Some(i) = out
             .iter()
             .position(|r| r.model == model && r.quant == quant)
