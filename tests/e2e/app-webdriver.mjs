@@ -11,7 +11,7 @@ import path from "node:path";
 
 const APP = process.env.MEMWALL_APP_BIN;
 const OUT = process.env.E2E_ARTIFACTS ?? "e2e-artifacts";
-const MODEL = process.env.E2E_MODEL ?? "smollm2-135m";
+const MODEL = process.env.E2E_MODEL ?? "smollm2-135m-q4_1";
 fs.mkdirSync(OUT, { recursive: true });
 const log = (...a) => console.log("[e2e]", ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -26,7 +26,7 @@ done
 DRIVER="$(command -v tauri-driver || echo "$HOME/.cargo/bin/tauri-driver")"
 [ -x "$DRIVER" ] || skip "tauri-driver not installed (cargo install tauri-driver --version ^2 --locked)"
 MODELS="${MEMWALL_MODELS:-$HOME/.cache/memwall/models}"
-ls "$MODELS"/*135M* "$MODELS"/*135m* >/dev/null 2>&1 || skip "SmolLM2-135M not fetched (memwall models fetch smollm2-135m)"
+compgen -G "$MODELS/*[1][3][5][mM]*.gguf" >/dev/null || skip "SmolLM2-135M not fetched in $MODELS (memwall models fetch smollm2-135m-q4_1)"
 
 WORK="$(mktemp -d)"
 pids=()

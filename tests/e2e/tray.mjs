@@ -19,7 +19,7 @@ export function findMenu(pid) {
 
 /** The menu's items: [{ id, label }]. */
 export function layout(menu) {
-  const out = JSON.parse(busctl("call", menu.name, menu.path, "com.canonical.dbusmenu", "GetLayout", "iias", "0", "-1", "1", "label", "--json=short"));
+  const out = JSON.parse(busctl("--json=short", "call", menu.name, menu.path, "com.canonical.dbusmenu", "GetLayout", "iias", "--", "0", "-1", "1", "label"));
   // (u (ia{sv}av)): revision, (id, props, children)
   const root = out.data[1];
   const items = [];
@@ -33,5 +33,5 @@ export function layout(menu) {
 }
 
 export function click(menu, id) {
-  busctl("call", menu.name, menu.path, "com.canonical.dbusmenu", "Event", "isvu", String(id), "clicked", "s", "", "0");
+  busctl("call", menu.name, menu.path, "com.canonical.dbusmenu", "Event", "isvu", "--", String(id), "clicked", "s", "", "0");
 }
