@@ -22,6 +22,7 @@
 pub mod bench;
 pub mod catalog;
 pub mod chart;
+pub mod chat;
 pub mod datasets;
 pub mod engine;
 pub mod evals;
@@ -40,6 +41,7 @@ pub mod stream;
 pub mod testing;
 pub mod units;
 pub mod util;
+pub mod views;
 
 /// memwall's git commit at build time (`-dirty` when the tree had changes).
 pub const BUILD_COMMIT: &str = env!("MEMWALL_GIT_COMMIT");
