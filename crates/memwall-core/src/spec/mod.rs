@@ -29,6 +29,8 @@ pub mod drafter;
 pub mod gate;
 #[cfg(test)]
 mod mock;
+#[cfg(feature = "llama")]
+pub mod pair;
 pub mod prompts;
 pub mod run;
 pub mod sampling;
