@@ -36,6 +36,7 @@ pub mod model;
 pub mod peak;
 pub mod quant;
 pub mod roofline;
+pub mod spec;
 pub mod store;
 pub mod stream;
 pub mod testing;

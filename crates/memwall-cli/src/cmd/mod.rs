@@ -9,6 +9,7 @@ mod model;
 mod models;
 mod quant;
 mod roofline;
+mod spec;
 mod store;
 mod stream;
 
@@ -49,6 +50,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Datasets { cmd } => quant::datasets(cmd),
         Command::Frontier(a) => frontier::frontier(&db, a).await,
         Command::Perplexity(a) => frontier::perplexity(a).await,
+        Command::Spec { cmd } => spec::spec(&db, cmd).await,
         Command::Hw { json } => hw::hw_cmd(json),
     }
 }
