@@ -56,4 +56,11 @@ case "${MEMWALL_SETUP_DATASETS:-all}" in
   none) ;;
   *) cargo run --release --locked -q -p memwall-cli -- datasets fetch ;;
 esac
+# The desktop app (issue 3): its front end's npm packages (vite, vitest, the Tauri CLI,
+# playwright-core) and tauri-driver for the end-to-end test (v2: the 3.x alphas need a
+# newer toolchain).
+npm --prefix ui ci --no-audit --no-fund --loglevel=error
+if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
+  cargo install tauri-driver --version '^2' --locked
+fi
 echo "setup: done"
