@@ -6,6 +6,7 @@ const COMMANDS: &[&str] = &[
     "live",
     "models",
     "measure_bandwidth",
+    "fetch_model",
     "run_bench",
     "cancel_job",
     "chat_start",
