@@ -65,4 +65,11 @@ case "${MEMWALL_SETUP_LLAMA_TOOLS:-all}" in
   *) echo "setup: building llama.cpp reference tools (~6 min cold on 2 cores; cached)"
      ./scripts/build-llama-tools.sh ;;
 esac
+# The desktop app (issue 3): its front end's npm packages (vite, vitest, the Tauri CLI,
+# playwright-core) and tauri-driver for the end-to-end test (v2: the 3.x alphas need a
+# newer toolchain).
+npm --prefix ui ci --no-audit --no-fund --loglevel=error
+if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
+  cargo install tauri-driver --version '^2' --locked
+fi
 echo "setup: done"

@@ -6,6 +6,7 @@ const COMMANDS: &[&str] = &[
     "live",
     "models",
     "measure_bandwidth",
+    "fetch_model",
     "run_bench",
     "cancel_job",
     "chat_start",
@@ -21,7 +22,27 @@ const COMMANDS: &[&str] = &[
     "export_rows",
 ];
 
+/// `tauri::generate_context!` embeds `ui/dist`, which only exists after
+/// `npm --prefix ui run build`. So that `cargo build --workspace` works without Node,
+/// a missing `ui/dist` gets a placeholder page that says how to build the real one.
+fn ensure_frontend() {
+    let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/dist");
+    println!("cargo:rerun-if-changed=../ui/dist");
+    if !dist.join("index.html").exists() {
+        println!(
+            "cargo:warning=ui/dist is missing: embedding a placeholder page; build the UI with `npm --prefix ui ci && npm --prefix ui run build`, then rebuild"
+        );
+        std::fs::create_dir_all(&dist).expect("create ui/dist");
+        std::fs::write(
+            dist.join("index.html"),
+            "<!doctype html><meta charset=utf-8><title>memwall</title><p>The memwall UI was not built: run <code>npm --prefix ui ci &amp;&amp; npm --prefix ui run build</code>, then rebuild the app.</p>",
+        )
+        .expect("write placeholder ui/dist/index.html");
+    }
+}
+
 fn main() {
+    ensure_frontend();
     tauri_build::try_build(
         tauri_build::Attributes::new()
             .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS)),

@@ -45,6 +45,23 @@ pub fn models(state: State<'_, AppState>) -> R<Vec<ModelItem>> {
     state.models()
 }
 
+/// Fetches a catalogue model; progress on `on_progress`.
+#[tauri::command]
+pub async fn fetch_model(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    name: String,
+    on_progress: Channel<memwall_core::catalog::FetchProgress>,
+) -> R<String> {
+    let p = state
+        .fetch_model(&name, move |e| {
+            let _ = on_progress.send(e);
+        })
+        .await?;
+    changed(&app);
+    Ok(p.display().to_string())
+}
+
 /// A quick STREAM triad, stored.
 #[tauri::command]
 pub async fn measure_bandwidth(app: AppHandle, state: State<'_, AppState>) -> R<StreamOutcome> {

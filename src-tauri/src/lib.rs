@@ -28,6 +28,7 @@ pub fn run() {
             commands::live,
             commands::models,
             commands::measure_bandwidth,
+            commands::fetch_model,
             commands::run_bench,
             commands::cancel_job,
             commands::chat_start,

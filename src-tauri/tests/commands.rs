@@ -147,6 +147,8 @@ async fn bad_requests_name_the_problem() {
             .to_string()
             .contains("1+ messages")
     );
+    let e = s.fetch_model("nope", |_| {}).await.unwrap_err().to_string();
+    assert!(e.contains("no model named \"nope\""), "{e}");
     // models lists the catalogue with fetched state
     let models = s.models().unwrap();
     assert!(models.iter().any(|m| m.default));
@@ -234,6 +236,25 @@ async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
     );
     let cmp = s.compare(out.run_id, out.run_id).await.unwrap();
     assert!(cmp.iter().all(|c| c.change_pct == Some(0.0)));
+}
+
+#[tokio::test]
+async fn fetching_a_verified_model_reports_done_without_downloading() {
+    let Some(model) = smollm() else { return };
+    let (_d, s) = state();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let p = s
+        .fetch_model(&model, move |e| s2.lock().unwrap().push(e))
+        .await
+        .unwrap();
+    assert!(p.is_file());
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(matches!(
+        seen[0],
+        memwall_core::catalog::FetchProgress::Done { .. }
+    ));
 }
 
 #[tokio::test]

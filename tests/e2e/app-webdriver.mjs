@@ -54,7 +54,7 @@ try {
   fs.writeFileSync(path.join(OUT, "tray-menu.json"), JSON.stringify(tray.layout(menu), null, 1));
 
   // --- Machine page shows the stored triad (store-changed reloads it)
-  await wd.waitFor("STREAM table", `return !!document.querySelector("#stream-table")`, 15000);
+  await wd.waitFor("STREAM and models tables", `return !!document.querySelector("#stream-table") && document.querySelectorAll("#models-table tbody tr").length >= 1`, 15000);
   await shot("1-machine");
 
   // --- Benchmarks: a small run on SmolLM2, rows arrive live

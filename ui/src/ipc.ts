@@ -8,6 +8,11 @@ export const api = {
   live: () => invoke<T.TrayStatus>("live"),
   models: () => invoke<T.ModelItem[]>("models"),
   measureBandwidth: () => invoke<unknown>("measure_bandwidth"),
+  fetchModel: (name: string, onProgress: (p: T.FetchProgress) => void) => {
+    const ch = new Channel<T.FetchProgress>();
+    ch.onmessage = onProgress;
+    return invoke<string>("fetch_model", { name, onProgress: ch });
+  },
   runBench: (request: T.BenchRequest, onProgress: (p: T.Progress) => void) => {
     const ch = new Channel<T.Progress>();
     ch.onmessage = onProgress;

