@@ -145,8 +145,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Measures the cost model's times at the depth of `prompt`: for `j = 1…k_max+1`,
-/// one target pass over `j` positions with logits and argmax at each (the verify
-/// pass; `j = 1` is target-only decoding), and one draft step (one position plus
+/// the target verify of `j` positions with logits and argmax at each, in passes of
+/// at most `max_rows` rows as the loop runs them (`j = 1` is target-only
+/// decoding), and one draft step (one position plus
 /// argmax). One untimed warm-up, then `reps` timed repetitions, median. Leaves the
 /// engines' caches holding only the prompt prefix (callers must invalidate their
 /// KV mirrors).
@@ -159,6 +160,7 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
     prompt: &[TokenId],
     k_max: usize,
     reps: usize,
+    max_rows: usize,
 ) -> Result<Timings, SpecError> {
     if prompt.len() < 2 {
         return Err(SpecError::Config(
@@ -182,9 +184,11 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
         for r in 0..=reps {
             target.kv_truncate(0, n as u32)?;
             let t0 = Instant::now();
-            target.decode(&items)?;
-            for i in 0..j {
-                std::hint::black_box(argmax(target.logits(i)?));
+            for chunk in items.chunks(max_rows.max(1)) {
+                target.decode(chunk)?;
+                for i in 0..chunk.len() {
+                    std::hint::black_box(argmax(target.logits(i)?));
+                }
             }
             target.synchronize();
             if r > 0 {
@@ -271,6 +275,7 @@ pub fn run_bench<T: Engine, D: Engine>(
             &input.calibration.tokens,
             k_max,
             plan.timing_reps,
+            session.max_rows_per_pass,
         )?;
         session.invalidate();
         if let Some(d) = draft.as_mut() {
