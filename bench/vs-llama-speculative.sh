@@ -62,7 +62,7 @@ for p in json.load(open(os.path.join(work, "chosen.json"))):
     spec, acc = [], []
     for _ in range(int(reps)):
         r = subprocess.run(["flock", lock, f"{tools}/llama-speculative", "-m", tgt, "-md", dft,
-                            "-f", os.path.join(work, p["id"] + ".txt"), "-n", n, "--draft-max", k, "--draft-min", "0",
+                            "-f", os.path.join(work, p["id"] + ".txt"), "-n", n, "--spec-draft-n-max", k, "--spec-draft-n-min", "0",
                             "--temp", "0", "-t", th, "-td", th, "-c", "4096", "-np", "1"],
                            capture_output=True, text=True)
         log = r.stdout + r.stderr
