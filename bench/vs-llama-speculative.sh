@@ -106,4 +106,11 @@ for cat in ("json", "code", "prose"):
     print(f"| {cat} | {la:.1f} | {ls:.3f} | {100*fixed['acceptance_rate']:.1f} | {fixed['speedup_mean']:.3f} ± {fixed['speedup_std']:.3f} | "
           f"{a_sp:.3f} ({'off' if auto and auto['k']==0 else auto['k'] if auto else '—'}) | {fixed['speedup_mean']/ls:.3f} | {a_sp/ls:.3f} |")
 print(f"\nmemwall auto ÷ llama-speculative, mean over categories: {st.mean(ratios):.3f} (goal ≥ 1.1)")
+print("\nllama.cpp raw, per prompt: id, llama-speculative decoded t/s (mean ± std), llama-bench tg t/s at the prompt's depth, accept %")
+for x in ll:
+    print(f"  {x['id']}: {x['spec_tps']:.2f} ± {x['spec_std']:.2f} t/s, tg {x['tg_tps']:.2f} t/s, accept {x['accept_pct']:.1f} %")
+print("memwall raw: target-only and k tok/s per category")
+for r in mw:
+    if not r["k_auto"]:
+        print(f"  {r['category']} {r['drafter_kind']} k={r['k']}: {r['tps_mean']:.2f} ± {r['tps_std']:.2f} tok/s")
 PY
