@@ -270,3 +270,87 @@ fn models_list_shows_the_catalogue() {
             .any(|m| m["default"] == true && m["name"] == "qwen2.5-coder-0.5b-q4_k_m")
     );
 }
+
+#[test]
+fn spec_gate_then_bench_and_the_store_refuses_ungated_speedups() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    // Flags are checked before any model is loaded.
+    let o = memwall(&db, &["spec", "gate", "-k", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("-k 0: draft lengths must be 1..=16"),
+        "{}",
+        text(&o.stderr)
+    );
+    if testing::model("qwen2.5-coder-1.5b-q4_k_m").is_none() {
+        return;
+    }
+    let _lock = testing::engine_lock();
+    let out = d.path().join("spec");
+    let bench = [
+        "spec",
+        "bench",
+        "-k",
+        "1",
+        "--drafters",
+        "ngram",
+        "--categories",
+        "code",
+        "--per-category",
+        "1",
+        "-r",
+        "2",
+        "-n",
+        "4",
+        "--calib-max-new",
+        "8",
+        "--timing-reps",
+        "1",
+        "-t",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    // No gate yet: refused before any timing.
+    let o = memwall(&db, &bench);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("no passed greedy gate"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Gate the n-gram drafter at k = 1 on 3 prompts.
+    let o = memwall(
+        &db,
+        &[
+            "spec",
+            "gate",
+            "-k",
+            "1",
+            "--drafters",
+            "ngram",
+            "--limit",
+            "3",
+            "-n",
+            "4",
+            "--sampling-trials",
+            "0",
+            "-t",
+            "2",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(s.contains("ngram       k=1: 3/3 identical"), "{s}");
+    assert!(s.contains("| json-01 | json | raw |"), "{s}");
+    // Now the bench runs and stores.
+    let o = memwall(&db, &bench);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(
+        s.contains("| code | target only | — |") && s.contains("| code | ngram | 1 |"),
+        "{s}"
+    );
+    assert!(out.join("spec.md").is_file() && out.join("acceptance.png").is_file());
+}

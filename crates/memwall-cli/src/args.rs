@@ -587,7 +587,7 @@ pub struct SpecGateArgs {
     #[arg(long, value_delimiter = ',', default_value = "draft-model,ngram")]
     pub drafters: Vec<String>,
     /// Tokens generated per prompt (short by default for a 2-core CPU; widen for a stronger gate).
-    #[arg(short = 'n', long, default_value_t = 24)]
+    #[arg(short = 'n', long, default_value_t = 16)]
     pub max_new: usize,
     /// Gate only this many prompts, taken round-robin over the categories (default: all).
     #[arg(long)]

@@ -83,6 +83,48 @@ impl LlamaModelHandle {
         })
     }
 
+    /// Loads the model at `path` with every weight in the plain CPU buffer type
+    /// (a tensor buffer-type override matching all tensors), so llama.cpp does **not**
+    /// repack weights into its interleaved layouts. Repacked matmuls compute a row
+    /// differently depending on how many rows share the batch (groups of 4 go
+    /// through a GEMM kernel, the rest through a GEMV kernel), so the logits of a
+    /// position depend on the batch shape; speculative verification then cannot be
+    /// token-identical to one-token decoding. Without repacking every output element
+    /// is one `vec_dot` of a weight row and an activation row, whatever the batch.
+    ///
+    /// # Errors
+    /// [`EngineError::Load`] naming the file.
+    pub fn load_no_repack(path: &Path) -> Result<LlamaModelHandle, EngineError> {
+        let _backend = backend()?;
+        let load_err = |reason: String| EngineError::Load {
+            path: path.display().to_string(),
+            reason,
+        };
+        let cpath = std::ffi::CString::new(path.to_string_lossy().as_bytes())
+            .map_err(|e| load_err(format!("path has a NUL byte: {e}")))?;
+        // llama-cpp-2 0.1.160 has no setter for `use_extra_bufts`: load through the C
+        // API with llama.cpp's defaults plus `use_extra_bufts = false`.
+        // SAFETY: plain C calls; `cpath` outlives the call; the returned pointer is
+        // owned by the `LlamaModel` built below, which frees it on drop.
+        let raw = unsafe {
+            let mut p = llama_cpp_sys_2::llama_model_default_params();
+            p.n_gpu_layers = 0;
+            p.use_extra_bufts = false;
+            llama_cpp_sys_2::llama_model_load_from_file(cpath.as_ptr(), p)
+        };
+        let nn = std::ptr::NonNull::new(raw).ok_or_else(|| {
+            load_err("llama.cpp returned no model (is it a GGUF model llama.cpp supports?)".into())
+        })?;
+        // SAFETY: `LlamaModel` is `#[repr(transparent)]` over `Ptr<llama_model>`, itself
+        // `#[repr(transparent)]` over `NonNull<llama_model>` (llama-cpp-2 0.1.160,
+        // src/model.rs and src/ptr.rs; the version is pinned with `=` in Cargo.toml).
+        let model: LlamaModel = unsafe { std::mem::transmute(nn) };
+        Ok(LlamaModelHandle {
+            model: Arc::new(model),
+            n_gpu_layers: 0,
+        })
+    }
+
     /// Layers offloaded.
     pub fn n_gpu_layers(&self) -> u32 {
         self.n_gpu_layers

@@ -54,27 +54,7 @@ impl KvSeq {
         extra: &[TokenId],
         n_logits: usize,
     ) -> Result<u32, EngineError> {
-        if hist.is_empty() {
-            return Err(EngineError::Decode(
-                "nothing to feed (empty history)".into(),
-            ));
-        }
-        if !self.valid {
-            return Err(EngineError::Kv(
-                "KV mirror not synced (call sync_prefix first)".into(),
-            ));
-        }
-        let common = self
-            .cached
-            .iter()
-            .zip(hist)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let keep = common.min(hist.len() - 1);
-        if self.cached.len() > keep {
-            e.kv_truncate(0, keep as u32)?;
-            self.cached.truncate(keep);
-        }
+        let keep = self.sync_for_feed(e, hist)?;
         let toks: Vec<TokenId> = hist[keep..].iter().chain(extra).copied().collect();
         let nb = e.n_batch().max(1) as usize;
         if n_logits == 0 || n_logits > toks.len() || n_logits > nb {
@@ -103,6 +83,97 @@ impl KvSeq {
             .collect();
         e.decode(&items)?;
         passes += 1;
+        self.cached.extend_from_slice(&toks);
+        Ok(passes)
+    }
+
+    /// Truncates the cache at the first position that disagrees with `hist`
+    /// (keeping at most `hist.len() − 1` positions); returns how many are kept.
+    fn sync_for_feed<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        hist: &[TokenId],
+    ) -> Result<usize, EngineError> {
+        if hist.is_empty() {
+            return Err(EngineError::Decode(
+                "nothing to feed (empty history)".into(),
+            ));
+        }
+        if !self.valid {
+            return Err(EngineError::Kv(
+                "KV mirror not synced (call sync_prefix first)".into(),
+            ));
+        }
+        let common = self
+            .cached
+            .iter()
+            .zip(hist)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let keep = common.min(hist.len() - 1);
+        if self.cached.len() > keep {
+            e.kv_truncate(0, keep as u32)?;
+            self.cached.truncate(keep);
+        }
+        Ok(keep)
+    }
+
+    /// As [`KvSeq::feed`], but the items that keep logits are fed in passes of at
+    /// most `max_rows` rows, and `on_row(engine, j)` is called after each pass for
+    /// each of its logit rows in order (`j` indexes [`Engine::logits`] of that pass).
+    /// Everything before the logit items is prefilled first (in batches of
+    /// [`Engine::n_batch`]). The last pass's logits stay readable afterwards.
+    ///
+    /// Why: llama.cpp's CPU kernels compute a row differently depending on how many
+    /// rows share the pass (see [`super::run`]); bounding the verify pass keeps every
+    /// verified row in the same kernel class as one-token decoding.
+    ///
+    /// # Errors
+    /// As [`KvSeq::feed`]; errors from `on_row`.
+    pub fn feed_chunked<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        hist: &[TokenId],
+        extra: &[TokenId],
+        n_logits: usize,
+        max_rows: usize,
+        on_row: &mut dyn FnMut(&E, usize) -> Result<(), EngineError>,
+    ) -> Result<u32, EngineError> {
+        let keep = self.sync_for_feed(e, hist)?;
+        let toks: Vec<TokenId> = hist[keep..].iter().chain(extra).copied().collect();
+        let nb = e.n_batch().max(1) as usize;
+        let max_rows = max_rows.clamp(1, nb);
+        if n_logits == 0 || n_logits > toks.len() {
+            return Err(EngineError::Decode(format!(
+                "asked for {n_logits} logit rows from {} fed tokens",
+                toks.len()
+            )));
+        }
+        let (head, tail) = toks.split_at(toks.len() - n_logits);
+        let mut passes = 0;
+        if !head.is_empty() {
+            e.prefill(head, keep as u32, 0, false)?;
+            passes += head.len().div_ceil(nb) as u32;
+        }
+        let mut base = (keep + head.len()) as u32;
+        for chunk in tail.chunks(max_rows) {
+            let items: Vec<BatchItem> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| BatchItem {
+                    token: t,
+                    pos: base + i as u32,
+                    seq: 0,
+                    logits: true,
+                })
+                .collect();
+            e.decode(&items)?;
+            passes += 1;
+            for j in 0..chunk.len() {
+                on_row(e, j)?;
+            }
+            base += chunk.len() as u32;
+        }
         self.cached.extend_from_slice(&toks);
         Ok(passes)
     }

@@ -307,8 +307,14 @@ pub fn sampling_check<T: Engine + ?Sized>(
     }
     let n_t = target.n_vocab();
     let n_shared = drafter.n_vocab().map_or(n_t, |d| d.min(n_t));
+    if prefix.is_empty() {
+        return Err(SpecError::Config("empty prefix".into()));
+    }
+    // p as the loop sees it: prefix but the last token prefilled, the last decoded alone.
     target.kv_clear();
-    target.prefill(prefix, 0, 0, true)?;
+    let n = prefix.len();
+    target.prefill(&prefix[..n - 1], 0, 0, false)?;
+    target.decode_one(prefix[n - 1], (n - 1) as u32, 0)?;
     let logits = target.logits(0)?;
     let p = sampling.distribution(&logits[..n_shared.min(logits.len())]);
     let mut counts = vec![0u64; p.len()];

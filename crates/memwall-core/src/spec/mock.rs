@@ -227,6 +227,25 @@ mod tests {
     }
 
     #[test]
+    fn verify_passes_split_into_bounded_chunks_give_the_same_output() {
+        let p: Vec<TokenId> = vec![9, 8, 7, 6];
+        let mut reference = Mock::new(40, 4.0);
+        let (want, _) = target_greedy(&mut reference, &p, 30).unwrap();
+        for rows in [1, 2, 3, 7] {
+            let mut t = Mock::new(40, 4.0);
+            let mut d = draft(0.0);
+            let mut s = SpecSession::new();
+            s.max_rows_per_pass = rows;
+            let got = s.generate(&mut t, &mut d, &p, &greedy(8, 30)).unwrap();
+            assert_eq!(got.tokens, want, "rows {rows}");
+            // 30 tokens, all accepted: iterations verify 9, 9, 9 and 3 rows.
+            let want_passes = 3 * 9u64.div_ceil(rows as u64) + 3u64.div_ceil(rows as u64);
+            assert_eq!(got.stats.n_target_passes, want_passes, "rows {rows}");
+            assert_eq!(got.stats.n_accepted, got.stats.n_drafted, "draft = target");
+        }
+    }
+
+    #[test]
     fn all_accepted_edge_replays_the_last_proposal() {
         // Draft = target: every drafted token is accepted; the draft must replay x_k.
         let p: Vec<TokenId> = vec![3, 1, 4, 1, 5];

@@ -44,7 +44,9 @@ fn sha(p: &Path) -> Result<String, SpecError> {
         .map_err(|e| SpecError::Config(format!("cannot read {}: {e}", p.display())))
 }
 
-/// Loads the target (and the draft when given) and checks that they tokenize
+/// Loads the target (without weight repacking, so that a row's logits do not depend
+/// on how many rows share its pass) and the draft when given (as usual: its
+/// numerics do not affect correctness), and checks that they tokenize
 /// alike: the same ids for a probe text that mixes prose, code, JSON and the chat
 /// markers, and the same bytes for the first 1000 ids.
 ///
@@ -57,7 +59,8 @@ pub fn load(
     n_threads: u32,
 ) -> Result<Pair, SpecError> {
     let cfg = engine_config(n_ctx, n_threads);
-    let th = LlamaModelHandle::load(target, 0)?;
+    // The target without weight repacking: see LlamaModelHandle::load_no_repack.
+    let th = LlamaModelHandle::load_no_repack(target)?;
     let te = th.engine(&cfg)?;
     let (draft_model, draft_sha) = match draft {
         Some(d) => {

@@ -154,10 +154,29 @@ pub struct SpecOutput {
     pub stats: SpecStats,
 }
 
+/// Most rows per target pass by default: llama.cpp's CPU back end computes a row
+/// with different kernels once a pass holds 8 or more rows (measured with
+/// `examples/spec_probe.rs`: on Qwen2.5-Coder-1.5B Q4_K_M without weight repacking,
+/// the logits of one position are bit-identical for passes of 1…7 rows and differ
+/// by up to ≈ 0.5 from passes of ≥ 8 rows). One-token decoding is a 1-row pass, so
+/// verify passes are kept at ≤ 7 rows; `k = 7, 8` then take two passes.
+pub const DEFAULT_MAX_ROWS_PER_PASS: usize = 7;
+
 /// Reusable target-side state of the loop (the target's KV mirror).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SpecSession {
     kv: KvSeq,
+    /// Most rows per target verify pass ([`DEFAULT_MAX_ROWS_PER_PASS`]).
+    pub max_rows_per_pass: usize,
+}
+
+impl Default for SpecSession {
+    fn default() -> Self {
+        SpecSession {
+            kv: KvSeq::default(),
+            max_rows_per_pass: DEFAULT_MAX_ROWS_PER_PASS,
+        }
+    }
 }
 
 impl SpecSession {
@@ -236,25 +255,31 @@ impl SpecSession {
             let tv = Instant::now();
             st.draft_ns += (tv - td).as_nanos() as u64;
             let d = draft.tokens.len();
-            st.n_target_passes += self.kv.feed(target, &hist, &draft.tokens, d + 1)? as u64;
-            let outcome = if cfg.sampling.is_greedy() {
-                let mut am = Vec::with_capacity(d + 1);
-                for i in 0..=d {
-                    let logits = target.logits(i)?;
+            let greedy = cfg.sampling.is_greedy();
+            let temp = cfg.sampling.temperature;
+            let (mut am, mut p) = (Vec::with_capacity(d + 1), Vec::with_capacity(d + 1));
+            let p_mass = &mut st.p_mass;
+            st.n_target_passes += self.kv.feed_chunked(
+                target,
+                &hist,
+                &draft.tokens,
+                d + 1,
+                self.max_rows_per_pass,
+                &mut |e, j| {
+                    let logits = e.logits(j)?;
                     let shared = n_shared.min(logits.len());
-                    st.p_mass.add(discarded_mass(logits, shared, 0.0));
-                    am.push(argmax(&logits[..shared]));
-                }
+                    p_mass.add(discarded_mass(logits, shared, temp));
+                    if greedy {
+                        am.push(argmax(&logits[..shared]));
+                    } else {
+                        p.push(cfg.sampling.distribution(&logits[..shared]));
+                    }
+                    Ok(())
+                },
+            )? as u64;
+            let outcome = if greedy {
                 verify_greedy(&draft.tokens, &am)
             } else {
-                let mut p = Vec::with_capacity(d + 1);
-                for i in 0..=d {
-                    let logits = target.logits(i)?;
-                    let shared = n_shared.min(logits.len());
-                    st.p_mass
-                        .add(discarded_mass(logits, shared, cfg.sampling.temperature));
-                    p.push(cfg.sampling.distribution(&logits[..shared]));
-                }
                 verify_sampled(&draft.tokens, &draft.q, &p, &mut || uniform(&mut rng))
             };
             st.verify_ns += tv.elapsed().as_nanos() as u64;
@@ -289,8 +314,11 @@ impl SpecSession {
 }
 
 /// Plain greedy decoding on the target alone, independent of the speculative code:
-/// prefill the whole prompt, then one `decode_one` per token, argmax over the full
-/// logit row. Also returns the top-1 − top-2 logit margin at each step (how close
+/// prefill all prompt tokens but the last in one batch, then one `decode_one` per
+/// token from the last prompt token on, argmax over the full logit row. (The last
+/// prompt token is decoded alone because llama.cpp's CPU kernels compute a row of a
+/// large batch differently from a one-row pass, see [`DEFAULT_MAX_ROWS_PER_PASS`];
+/// one-token decoding is the reference the speculative loop must reproduce.) Also returns the top-1 − top-2 logit margin at each step (how close
 /// the greedy choice was to a tie). Stops after `max_new` tokens or at an
 /// end-of-generation token (emitted).
 ///
@@ -305,7 +333,9 @@ pub fn target_greedy<E: Engine + ?Sized>(
         return Err(SpecError::Config("empty prompt".into()));
     }
     e.kv_clear();
-    e.prefill(prompt, 0, 0, true)?;
+    let n = prompt.len();
+    e.prefill(&prompt[..n - 1], 0, 0, false)?;
+    e.decode_one(prompt[n - 1], (n - 1) as u32, 0)?;
     let mut out = Vec::with_capacity(max_new);
     let mut margins = Vec::with_capacity(max_new);
     while out.len() < max_new {

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# memwall's speculative decoding vs llama.cpp's own llama-speculative, on the same
+# pair, prompts, k, greedy decoding, threads and tokens per prompt.
+#
+# llama.cpp side: speedup = llama-speculative "decoded … speed" t/s ÷ llama-bench tg
+# t/s of the target alone (-p 0 -n N at a depth equal to the prompt's token count),
+# per prompt, averaged over prompts.
+# memwall side: `memwall spec bench` (its target-only and speculative runs, same
+# prompts), at the same fixed k, and its --k auto choice.
+# Prints memwall's speedup ÷ llama.cpp's. Goal ≥ 1.1 with auto-k.
+#
+# usage: bench/vs-llama-speculative.sh [K] [MAX_NEW] [PER_CATEGORY]
+#   env THREADS (default: physical cores), REPS (default 5), MEMWALL (binary; default: build it),
+#       MEMWALL_DB (a store holding a passed `memwall spec gate` for K; default: a temp db, gated here
+#       on 6 prompts), SKIP_GATE=1 (do not gate again)
+# The llama.cpp tools are built from the llama.cpp sources memwall links (scripts/build-llama-tools.sh).
+# Note: memwall's target is loaded without weight repacking (for output identity, see
+# crates/memwall-core/src/spec/run.rs); llama-speculative runs with llama.cpp's defaults.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+k=${1:-8}
+max_new=${2:-32}
+per_cat=${3:-1}
+reps=${REPS:-5}
+threads=${THREADS:-$(lscpu -p=Core,Socket | grep -v '^#' | sort -u | wc -l)}
+tools=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin
+[ -x "$tools/llama-speculative" ] && [ -x "$tools/llama-bench" ] || "$root/scripts/build-llama-tools.sh" >&2
+if [ -z "${MEMWALL:-}" ]; then
+  cargo build --release --locked -q -p memwall-cli
+  target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+  MEMWALL="$target/release/memwall"
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+db=${MEMWALL_DB:-$work/spec.db}
+lock=/tmp/memwall-engine-tests.lock
+tgt=$("$MEMWALL" models list --json | python3 -c "import json,sys; print(next(m['path'] for m in json.load(sys.stdin) if m['name']=='qwen2.5-coder-1.5b-q4_k_m'))")
+dft=$("$MEMWALL" models list --json | python3 -c "import json,sys; print(next(m['path'] for m in json.load(sys.stdin) if m['name']=='qwen2.5-coder-0.5b-q4_k_m'))")
+echo "pair $dft -> $tgt, k $k, $max_new tokens, $per_cat prompt(s) per category, threads $threads, reps $reps" >&2
+
+# The same prompts as `memwall spec bench --per-category $per_cat`: the first ones of each category, rendered.
+flock "$lock" "$MEMWALL" spec prompts --json >"$work/prompts.json"
+python3 - "$work" "$per_cat" <<'PY'
+import json, sys, os
+work, per = sys.argv[1], int(sys.argv[2])
+ps = json.load(open(os.path.join(work, "prompts.json")))
+chosen = []
+for cat in ("json", "code", "prose"):
+    chosen += [p for p in ps if p["category"] == cat][:per]
+for p in chosen:
+    open(os.path.join(work, p["id"] + ".txt"), "w").write(p["rendered"])
+json.dump(chosen, open(os.path.join(work, "chosen.json"), "w"))
+PY
+
+# llama.cpp: llama-speculative per prompt (reps times), llama-bench tg at the prompt's depth.
+python3 - "$work" "$tools" "$tgt" "$dft" "$k" "$max_new" "$threads" "$reps" "$lock" <<'PY' >"$work/llama.json"
+import json, os, re, subprocess, sys, statistics as st
+work, tools, tgt, dft, k, n, th, reps, lock = sys.argv[1:]
+out = []
+for p in json.load(open(os.path.join(work, "chosen.json"))):
+    spec, acc = [], []
+    for _ in range(int(reps)):
+        r = subprocess.run(["flock", lock, f"{tools}/llama-speculative", "-m", tgt, "-md", dft,
+                            "-f", os.path.join(work, p["id"] + ".txt"), "-n", n, "--spec-draft-n-max", k, "--spec-draft-n-min", "0",
+                            "--temp", "0", "-t", th, "-td", th, "-c", "4096", "-np", "1"],
+                           capture_output=True, text=True)
+        log = r.stdout + r.stderr
+        m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", log)
+        a = re.search(r"accept\s+=\s+([\d.]+)%", log)
+        if not m:
+            sys.exit(f"llama-speculative failed on {p['id']}:\n{log[-2000:]}")
+        spec.append(float(m.group(3)))
+        acc.append(float(a.group(1)) if a else float("nan"))
+    r = subprocess.run(["flock", lock, f"{tools}/llama-bench", "-m", tgt, "-p", "0", "-n", n, "-d", str(p["n_prompt_tokens"]),
+                        "-t", th, "-r", reps, "-o", "json"], capture_output=True, text=True)
+    tg = json.loads(r.stdout)[0]["avg_ts"]
+    out.append({"id": p["id"], "category": p["category"], "spec_tps": st.mean(spec), "spec_std": st.stdev(spec) if len(spec) > 1 else 0.0,
+                "accept_pct": st.mean(acc), "tg_tps": tg, "speedup": st.mean(spec) / tg})
+print(json.dumps(out))
+PY
+
+# memwall: gate k (if this db has no passed gate for it), then bench with k and auto.
+# (SKIP_GATE=1 when MEMWALL_DB already holds a passed gate for k; the bench refuses otherwise.)
+[ "${SKIP_GATE:-0}" = 1 ] || flock "$lock" "$MEMWALL" --db "$db" spec gate -k "$k" --drafters draft-model --limit 6 -n 16 --sampling-trials 0 >&2 || true
+flock "$lock" "$MEMWALL" --db "$db" spec bench -k "$k" --drafters draft-model --per-category "$per_cat" -r "$reps" -n "$max_new" \
+  -t "$threads" --out "$work/mw" --json >"$work/mw.json"
+
+python3 - "$work" "$k" <<'PY'
+import json, sys, os, statistics as st
+work, k = sys.argv[1], int(sys.argv[2])
+ll = json.load(open(os.path.join(work, "llama.json")))
+mw = json.load(open(os.path.join(work, "mw.json")))
+print(f"| category | llama.cpp accept % | llama.cpp speedup (k={k}) | memwall acceptance % | memwall speedup (k={k}) | memwall auto (k) | memwall k={k} ÷ llama.cpp | memwall auto ÷ llama.cpp |")
+print("|---|---|---|---|---|---|---|---|")
+ratios = []
+for cat in ("json", "code", "prose"):
+    l = [x for x in ll if x["category"] == cat]
+    if not l: continue
+    ls = st.mean(x["speedup"] for x in l)
+    la = st.mean(x["accept_pct"] for x in l)
+    fixed = next(r for r in mw if r["category"] == cat and r["k"] == k and not r["k_auto"] and r["drafter_kind"] == "draft-model")
+    auto = next((r for r in mw if r["category"] == cat and r["k_auto"] and r["drafter_kind"] == "draft-model"), None)
+    a_sp = auto["speedup_mean"] if auto else float("nan")
+    ratios.append(a_sp / ls)
+    print(f"| {cat} | {la:.1f} | {ls:.3f} | {100*fixed['acceptance_rate']:.1f} | {fixed['speedup_mean']:.3f} ± {fixed['speedup_std']:.3f} | "
+          f"{a_sp:.3f} ({'off' if auto and auto['k']==0 else auto['k'] if auto else '—'}) | {fixed['speedup_mean']/ls:.3f} | {a_sp/ls:.3f} |")
+print(f"\nmemwall auto ÷ llama-speculative, mean over categories: {st.mean(ratios):.3f} (goal ≥ 1.1)")
+print("\nllama.cpp raw, per prompt: id, llama-speculative decoded t/s (mean ± std), llama-bench tg t/s at the prompt's depth, accept %")
+for x in ll:
+    print(f"  {x['id']}: {x['spec_tps']:.2f} ± {x['spec_std']:.2f} t/s, tg {x['tg_tps']:.2f} t/s, accept {x['accept_pct']:.1f} %")
+print("memwall raw: target-only and k tok/s per category")
+for r in mw:
+    if not r["k_auto"]:
+        print(f"  {r['category']} {r['drafter_kind']} k={r['k']}: {r['tps_mean']:.2f} ± {r['tps_std']:.2f} tok/s")
+PY

@@ -1,0 +1,104 @@
+//! Speculative decoding on real models: both rollback edges (0 accepted, all
+//! accepted) and the real pair, each checked token for token against plain
+//! target-only greedy decoding. Serialized with the engine lock; loud skip when a
+//! model is absent (MEMWALL_REQUIRE_MODELS=1 makes that a failure).
+#![cfg(feature = "llama")]
+
+use memwall_core::engine::llama::LlamaModelHandle;
+use memwall_core::spec::drafter::{DraftModel, Ngram, Pick};
+use memwall_core::spec::pair;
+use memwall_core::spec::run::{SpecConfig, SpecSession, target_greedy};
+use memwall_core::testing;
+
+const PROMPTS: [&str; 2] = [
+    "def fibonacci(n: int) -> int:\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "{\"users\": [{\"id\": 1, \"name\": \"Alice\"}, {\"id\": 2, \"name\": ",
+];
+
+#[test]
+fn rollback_edges_on_a_real_model() {
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let cfg = pair::engine_config(512, 2);
+    let mut target = LlamaModelHandle::load_no_repack(&path)
+        .unwrap()
+        .engine(&cfg)
+        .unwrap();
+    let dh = LlamaModelHandle::load_no_repack(&path).unwrap();
+    for text in PROMPTS {
+        let prompt = memwall_core::engine::Engine::tokenize(&target, text, true).unwrap();
+        let (want, _) = target_greedy(&mut target, &prompt, 24).unwrap();
+        // All accepted: the draft is the target's own model (same kernels).
+        for k in [1, 4, 8] {
+            let mut d = DraftModel::new(dh.engine(&cfg).unwrap(), "draft:self".into());
+            let mut s = SpecSession::new();
+            let out = s
+                .generate(&mut target, &mut d, &prompt, &SpecConfig::greedy(k, 24))
+                .unwrap();
+            assert_eq!(out.tokens, want, "all-accepted edge, k = {k}");
+            let st = &out.stats;
+            assert_eq!(
+                st.n_accepted, st.n_drafted,
+                "k = {k}: every draft token accepted"
+            );
+            assert_eq!(st.n_rejections, 0);
+            assert_eq!(st.n_emitted, st.n_accepted + st.n_iterations);
+        }
+        // None accepted: the draft proposes its least likely token every time.
+        for k in [1, 4, 8] {
+            let mut d = DraftModel::new(dh.engine(&cfg).unwrap(), "draft:worst".into())
+                .with_pick(Pick::Worst);
+            let mut s = SpecSession::new();
+            let out = s
+                .generate(&mut target, &mut d, &prompt, &SpecConfig::greedy(k, 24))
+                .unwrap();
+            assert_eq!(out.tokens, want, "0-accepted edge, k = {k}");
+            assert_eq!(out.stats.n_accepted, 0);
+            assert_eq!(out.stats.n_iterations, 24, "one token per iteration");
+        }
+    }
+}
+
+#[test]
+fn the_real_pair_is_output_identical() {
+    let (Some(t), Some(d)) = (
+        testing::model("qwen2.5-coder-1.5b-q4_k_m"),
+        testing::model("qwen2.5-coder-0.5b-q4_k_m"),
+    ) else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let mut p = pair::load(&t, Some(&d), 512, 2).unwrap();
+    let mut draft = p.draft.take().unwrap();
+    let mut ngram = Ngram::default();
+    let mut s = SpecSession::new();
+    for text in PROMPTS {
+        let prompt = memwall_core::engine::Engine::tokenize(&p.target, text, true).unwrap();
+        let (want, _) = target_greedy(&mut p.target, &prompt, 24).unwrap();
+        s.invalidate();
+        for k in [2, 5, 8] {
+            let out = s
+                .generate(
+                    &mut p.target,
+                    &mut draft,
+                    &prompt,
+                    &SpecConfig::greedy(k, 24),
+                )
+                .unwrap();
+            assert_eq!(out.tokens, want, "draft model, k = {k}");
+            let a = out.stats.acceptance_rate().unwrap();
+            assert!(a > 0.0 && a <= 1.0, "{a}");
+            let out = s
+                .generate(
+                    &mut p.target,
+                    &mut ngram,
+                    &prompt,
+                    &SpecConfig::greedy(k, 24),
+                )
+                .unwrap();
+            assert_eq!(out.tokens, want, "n-gram, k = {k}");
+        }
+    }
+}
