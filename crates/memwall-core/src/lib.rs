@@ -20,9 +20,11 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod calc;
 pub mod catalog;
 pub mod chart;
 pub mod datasets;
+pub mod devices;
 pub mod engine;
 pub mod evals;
 pub mod evidence;
@@ -35,6 +37,7 @@ pub mod model;
 pub mod peak;
 pub mod quant;
 pub mod roofline;
+pub mod shape;
 pub mod store;
 pub mod stream;
 pub mod testing;
