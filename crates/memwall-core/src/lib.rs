@@ -35,6 +35,7 @@ pub mod hw;
 pub mod jobs;
 pub mod model;
 pub mod peak;
+pub mod predict;
 pub mod quant;
 pub mod roofline;
 pub mod shape;

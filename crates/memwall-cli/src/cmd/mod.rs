@@ -2,11 +2,13 @@
 //! print. Shared helpers live here.
 
 mod bench;
+mod calc;
 mod evidence;
 mod frontier;
 mod hw;
 mod model;
 mod models;
+mod predict;
 mod quant;
 mod roofline;
 mod store;
@@ -50,6 +52,8 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Frontier(a) => frontier::frontier(&db, a).await,
         Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Hw { json } => hw::hw_cmd(json),
+        Command::Calc(a) => calc::calc_cmd(&db, a).await,
+        Command::Predict { cmd } => predict::predict(&db, cmd).await,
     }
 }
 
