@@ -580,6 +580,12 @@ pub struct ShapeArgs {
     /// Tied embeddings (no separate output head).
     #[arg(long)]
     pub tied: bool,
+    /// Store a separate output head even if the preset ties it (Qwen's own GGUFs do).
+    #[arg(long)]
+    pub untied: bool,
+    /// Tensors in lexicographic name order (Qwen's own GGUFs): moves the Q4_K_M more-bits layers.
+    #[arg(long)]
+    pub lexicographic: bool,
     /// MoE: routed experts per layer.
     #[arg(long)]
     pub experts: Option<u32>,

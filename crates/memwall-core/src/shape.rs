@@ -129,6 +129,12 @@ pub struct ModelShape {
     pub sliding_window: Option<u32>,
     /// Trained context length.
     pub n_ctx_train: u64,
+    /// Tensors in lexicographic name order (`blk.0`, `blk.1`, `blk.10`, …), as in
+    /// Qwen's own GGUF conversions, instead of `convert_hf_to_gguf.py`'s layer order.
+    /// llama.cpp's quantizer counts attn_v / ffn_down in file order, so the order
+    /// decides which layers of a `_M` mix get more bits.
+    #[serde(default)]
+    pub lexicographic_order: bool,
 }
 
 /// A named public shape and where its numbers come from.
@@ -171,6 +177,7 @@ fn dense(
         n_ff_exp: 0,
         sliding_window: None,
         n_ctx_train,
+        lexicographic_order: false,
     }
 }
 
@@ -262,6 +269,16 @@ pub fn presets() -> Vec<Preset> {
             false,
             "https://huggingface.co/Qwen/Qwen2.5-72B/blob/main/config.json",
         ),
+        Preset {
+            name: "gemma-3-270m",
+            title: "Gemma-3-270M",
+            shape: ModelShape {
+                head_dim: Some(256),
+                sliding_window: Some(512),
+                ..dense(Gemma3, 18, 640, 4, 1, 2048, 262_144, true, 32_768)
+            },
+            source: "https://huggingface.co/google/gemma-3-270m/blob/main/config.json",
+        },
         Preset {
             name: "llama-3.1-8b",
             title: "Llama-3.1-8B",
@@ -554,6 +571,9 @@ impl ModelShape {
         if !self.tied_embeddings {
             t("output.weight".into(), &[e, v]);
         }
+        if self.lexicographic_order {
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         out
     }
 
@@ -838,6 +858,65 @@ mod tests {
             f.class_bytes(TensorClass::TokenEmbedding),
             Bytes(896 * 151_936 / 32 * 34)
         );
+    }
+
+    /// Compares a preset under a recipe with a real GGUF tensor by tensor; returns
+    /// the differences as readable lines.
+    fn diff_with_file(shape: &ModelShape, recipe: &str, file: &std::path::Path) -> Vec<String> {
+        let real = Gguf::open(file).unwrap();
+        let ours = shape.header(&Recipe::parse(recipe).unwrap(), "x").unwrap();
+        let mut out = Vec::new();
+        for t in &real.tensors {
+            match ours.tensor(&t.name) {
+                None => out.push(format!("{} only in the file", t.name)),
+                Some(o) if o.dims != t.dims || o.ggml_type != t.ggml_type => out.push(format!(
+                    "{}: file {:?} {} vs recipe {:?} {}",
+                    t.name, t.dims, t.ggml_type, o.dims, o.ggml_type
+                )),
+                _ => {}
+            }
+        }
+        for o in &ours.tensors {
+            if real.tensor(&o.name).is_none() {
+                out.push(format!("{} only in the recipe", o.name));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn recipes_match_real_files_tensor_by_tensor() {
+        // The catalogue's Qwen2.5-Coder GGUFs (Qwen's own conversions) differ from
+        // convert_hf_to_gguf.py's layout in two known ways: a separate output.weight
+        // although the model ties it (tie_word_embeddings = true), and tensors stored in
+        // lexicographic order (which moves the Q4_K_M "more bits" layers).
+        for (name, p) in [
+            ("qwen2.5-coder-0.5b-q4_k_m", "qwen2.5-0.5b"),
+            ("qwen2.5-coder-1.5b-q4_k_m", "qwen2.5-1.5b"),
+            ("gemma-3-270m-q4_k_m", "gemma-3-270m"),
+        ] {
+            let Some(file) = crate::testing::model(name) else {
+                continue;
+            };
+            let mut shape = preset(p).unwrap().shape;
+            if p.starts_with("qwen") {
+                // Qwen's GGUFs: separate output.weight, tensors in lexicographic order.
+                shape.tied_embeddings = false;
+                shape.lexicographic_order = true;
+            }
+            let d = diff_with_file(&shape, "Q4_K_M", &file);
+            assert!(d.is_empty(), "{name} vs {p} Q4_K_M:\n{}", d.join("\n"));
+            // With the tie as in config.json, streamed bytes differ by exactly one row of
+            // the token embedding (the gather the separate head adds).
+            let tied = preset(p).unwrap().shape;
+            let f_real = ModelFacts::open(&file).unwrap();
+            let f_tied = tied.facts(&Recipe::parse("Q4_K_M").unwrap(), "x").unwrap();
+            assert_eq!(
+                f_real.streamed_bytes.0 - f_tied.streamed_bytes.0,
+                f_real.token_embd_row_bytes.0 * p.starts_with("qwen") as u64,
+                "{name}"
+            );
+        }
     }
 
     #[test]

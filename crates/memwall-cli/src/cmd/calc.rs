@@ -13,9 +13,18 @@ use memwall_core::units::{Bytes, Gbps, Gflops, or_dash};
 /// A shape (with its recipe and name) from preset or flags, if the args give one.
 pub(crate) fn shape_from_args(a: &ShapeArgs) -> Result<Option<(ModelShape, Recipe, String)>> {
     let recipe = Recipe::parse(&a.quant)?;
+    let layout = |mut s: ModelShape| {
+        if a.untied {
+            s.tied_embeddings = false;
+        }
+        if a.lexicographic {
+            s.lexicographic_order = true;
+        }
+        s
+    };
     if let Some(p) = &a.preset {
         let p = shape::preset(p)?;
-        return Ok(Some((p.shape, recipe, p.title.to_string())));
+        return Ok(Some((layout(p.shape), recipe, p.title.to_string())));
     }
     let Some(arch) = &a.arch else {
         return Ok(None);
@@ -40,7 +49,9 @@ pub(crate) fn shape_from_args(a: &ShapeArgs) -> Result<Option<(ModelShape, Recip
         n_ff_exp: a.ffn_expert.unwrap_or(0),
         sliding_window: a.sliding_window,
         n_ctx_train: 32768,
+        lexicographic_order: false,
     };
+    let s = layout(s);
     s.validate()?;
     let name = format!("{} shape {}L {}d", arch.name(), s.n_layer, s.n_embd);
     Ok(Some((s, recipe, name)))
