@@ -41,6 +41,7 @@ pub mod roofline;
 pub mod shape;
 pub mod store;
 pub mod stream;
+pub mod synth;
 pub mod testing;
 pub mod units;
 pub mod util;
