@@ -230,6 +230,25 @@ pub enum ModelCmd {
         #[arg(long = "ctk", default_value = "f16")]
         cache_type: String,
     },
+    /// Write a shape-exact synthetic GGUF (random weights, meaningless text, real speed) from a preset or shape.
+    Synth(SynthArgs),
+}
+
+/// `memwall model synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// The shape (--preset or --arch …) and --quant recipe.
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Output file.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `memwall models ...`.

@@ -452,3 +452,63 @@ fn render_this(t: &jobs::ThisMachine) -> String {
     );
     s
 }
+
+/// `memwall model synth`.
+pub(crate) fn synth_cmd(a: crate::args::SynthArgs) -> Result<()> {
+    if a.shape.model.is_some() || a.shape.params.is_some() {
+        bail!(
+            "model synth takes a shape: --preset NAME or --arch/--layers/… (not --model or --params)"
+        );
+    }
+    let (s, r, name) = shape_from_args(&a.shape)?
+        .context("give --preset NAME (--list-presets on `memwall calc`) or a shape (--arch --layers --hidden --heads --kv-heads --ffn --vocab)")?;
+    if a.out.exists() && !a.force {
+        bail!("{} exists: pass --force to overwrite", a.out.display());
+    }
+    let est = s.facts(&r, &name)?;
+    let avail = memwall_core::hw::available_memory();
+    eprintln!(
+        "writing SYNTHETIC {name} {} to {}: {} of random weights (seed {}); {} free in memory",
+        r.name,
+        a.out.display(),
+        est.tensor_bytes,
+        a.seed,
+        avail
+    );
+    let pb = indicatif::ProgressBar::new(est.file_bytes.0);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
+            .expect("valid template"),
+    );
+    let f = memwall_core::synth::write(
+        &s,
+        &r,
+        &format!("synthetic {name}"),
+        a.seed,
+        &a.out,
+        |w, _| pb.set_position(w),
+    )?;
+    pb.finish_and_clear();
+    println!("wrote {}", a.out.display());
+    println!(
+        "SYNTHETIC: random weights, the text it generates is meaningless; decode speed is real (dense models)."
+    );
+    println!(
+        "tensors {}  params {}  tensor bytes {} B = {}  streamed/step {} B  types {}",
+        f.classes.values().map(|c| c.n_tensors).sum::<u64>(),
+        f.n_params,
+        f.tensor_bytes.0,
+        f.tensor_bytes,
+        f.streamed_bytes.0,
+        f.type_counts
+            .iter()
+            .map(|(t, n)| format!("{t}×{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if f.tensor_bytes != est.tensor_bytes || f.streamed_bytes != est.streamed_bytes {
+        bail!("read-back facts differ from the calculator's: a bug, please report it");
+    }
+    println!("read back with memwall's GGUF reader: equals `memwall calc` for this shape");
+    Ok(())
+}

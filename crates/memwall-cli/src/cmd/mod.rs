@@ -39,6 +39,9 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
                     cache_type,
                 },
         } => model::model_info(&file, json, &cache_type),
+        Command::Model {
+            cmd: ModelCmd::Synth(a),
+        } => calc::synth_cmd(a),
         Command::Models { cmd } => models::models(cmd),
         Command::Roofline(a) => roofline::roofline_cmd(&db, a).await,
         Command::Export(a) => store::export(&db, a).await,
