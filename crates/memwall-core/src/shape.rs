@@ -39,7 +39,7 @@ pub enum ShapeError {
     UnknownArch(String),
     /// No recipe of that name.
     #[error(
-        "unknown precision {0:?}: use F32, F16, BF16, Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q4_K_M, Q4_K_S, Q4_0, mlx-8bit or mlx-4bit"
+        "unknown precision {0:?}: use F32, F16, BF16, Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q4_K_M, Q4_K_S, Q4_1, Q4_0, mlx-8bit or mlx-4bit"
     )]
     UnknownRecipe(String),
     /// A hyperparameter is missing or inconsistent.
@@ -280,6 +280,12 @@ pub fn presets() -> Vec<Preset> {
             source: "https://huggingface.co/google/gemma-3-270m/blob/main/config.json",
         },
         Preset {
+            name: "smollm2-135m",
+            title: "SmolLM2-135M",
+            shape: dense(Llama, 30, 576, 9, 3, 1536, 49_152, true, 8192),
+            source: "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct/blob/main/config.json",
+        },
+        Preset {
             name: "llama-3.1-8b",
             title: "Llama-3.1-8B",
             shape: dense(Llama, 32, 4096, 32, 8, 14336, 128_256, false, 131_072),
@@ -404,6 +410,7 @@ impl Recipe {
             "Q4_K_M" => (Q4_K, Mix::Medium, Some(15), false),
             "Q4_K_S" => (Q4_K, Mix::Small, Some(14), false),
             "Q4_0" => (Q4_0, Mix::Plain, Some(2), false),
+            "Q4_1" => (GgmlType(3), Mix::Plain, Some(3), false),
             // MLX affine g64: 4-bit = 4 + (16 + 16)/64 = 4.5 bpw = Q4_0's 18 B / 32;
             // 8-bit = 8.5 bpw = Q8_0's 34 B / 32.
             "MLX_4BIT" | "MLX4" | "MLX_4" => (Q4_0, Mix::Plain, None, true),
@@ -894,6 +901,7 @@ mod tests {
             ("qwen2.5-coder-0.5b-q4_k_m", "qwen2.5-0.5b"),
             ("qwen2.5-coder-1.5b-q4_k_m", "qwen2.5-1.5b"),
             ("gemma-3-270m-q4_k_m", "gemma-3-270m"),
+            ("smollm2-135m-q4_1", "smollm2-135m"),
         ] {
             let Some(file) = crate::testing::model(name) else {
                 continue;
@@ -904,13 +912,18 @@ mod tests {
                 shape.tied_embeddings = false;
                 shape.lexicographic_order = true;
             }
-            let d = diff_with_file(&shape, "Q4_K_M", &file);
-            assert!(d.is_empty(), "{name} vs {p} Q4_K_M:\n{}", d.join("\n"));
+            let q = if p.starts_with("smollm") {
+                "Q4_1"
+            } else {
+                "Q4_K_M"
+            };
+            let d = diff_with_file(&shape, q, &file);
+            assert!(d.is_empty(), "{name} vs {p} {q}:\n{}", d.join("\n"));
             // With the tie as in config.json, streamed bytes differ by exactly one row of
             // the token embedding (the gather the separate head adds).
             let tied = preset(p).unwrap().shape;
             let f_real = ModelFacts::open(&file).unwrap();
-            let f_tied = tied.facts(&Recipe::parse("Q4_K_M").unwrap(), "x").unwrap();
+            let f_tied = tied.facts(&Recipe::parse(q).unwrap(), "x").unwrap();
             assert_eq!(
                 f_real.streamed_bytes.0 - f_tied.streamed_bytes.0,
                 f_real.token_embd_row_bytes.0 * p.starts_with("qwen") as u64,
