@@ -617,7 +617,7 @@ pub struct ShapeArgs {
     /// Sliding window of local-attention layers (gemma3).
     #[arg(long = "sliding-window")]
     pub sliding_window: Option<u32>,
-    /// Precision recipe for presets and shapes: F16, BF16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, mlx-4bit, mlx-8bit, …
+    /// Precision recipe for presets and shapes: F32, F16, BF16, Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q4_K_M, Q4_K_S, Q4_1, Q4_0, mlx-4bit, mlx-8bit.
     #[arg(long, short = 'q', default_value = "Q4_K_M")]
     pub quant: String,
     /// Bare total parameter count (e.g. 27e9), weights only, with --bits.
