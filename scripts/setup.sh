@@ -7,6 +7,7 @@
 # Safe to re-run: installed packages and verified models are skipped.
 # MEMWALL_SETUP_MODELS=default fetches only the default model; =none skips models.
 # MEMWALL_SETUP_DATASETS=none skips the evaluation data (catalog/datasets.toml).
+# MEMWALL_SETUP_LLAMA_TOOLS=none skips building llama.cpp's reference tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,5 +56,13 @@ esac
 case "${MEMWALL_SETUP_DATASETS:-all}" in
   none) ;;
   *) cargo run --release --locked -q -p memwall-cli -- datasets fetch ;;
+esac
+# llama.cpp's own reference tools (llama-bench, llama-perplexity, llama-quantize, ...), built
+# from the same sources memwall links; the comparison tests and bench/ scripts use them.
+# MEMWALL_SETUP_LLAMA_TOOLS=none skips (those tests then skip loudly).
+case "${MEMWALL_SETUP_LLAMA_TOOLS:-all}" in
+  none) ;;
+  *) echo "setup: building llama.cpp reference tools (~6 min cold on 2 cores; cached)"
+     ./scripts/build-llama-tools.sh ;;
 esac
 echo "setup: done"

@@ -70,6 +70,12 @@ pub enum Command {
     Frontier(FrontierArgs),
     /// Perplexity (and KLD vs a reference) of one model on a fixed text slice, optionally checked against llama-perplexity.
     Perplexity(PerplexityArgs),
+    /// Speculative decoding: prompt set, correctness gate, experiments.
+    Spec {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: SpecCmd,
+    },
     /// Ceiling calculator: what the memory wall allows for a model (file, shape or preset) on a device, before anything runs.
     Calc(CalcArgs),
     /// Predictions in ink: record the calculator's predictions for a planned bench before it runs; score them after.
@@ -560,6 +566,135 @@ pub struct AnalyzeArgs {
     /// Write the chart(s) (PNG + SVG) into this folder.
     #[arg(long)]
     pub chart: Option<PathBuf>,
+}
+
+/// `memwall spec …`.
+#[derive(Debug, Subcommand)]
+pub enum SpecCmd {
+    /// The frozen prompt set with each prompt's exact post-template token count.
+    Prompts(SpecPromptsArgs),
+    /// Correctness gate: speculative greedy output == target-only greedy output (N/N), and a sampling check.
+    Gate(SpecGateArgs),
+    /// Acceptance, speedup vs target-only (N reps), the cost model's prediction and --k auto.
+    Bench(SpecBenchArgs),
+}
+
+/// Model and prompt flags shared by the spec commands.
+#[derive(Debug, Args)]
+pub struct SpecModelArgs {
+    /// Target model (file or catalogue name).
+    #[arg(long, default_value = "qwen2.5-coder-1.5b-q4_k_m")]
+    pub target: String,
+    /// Draft model (file or catalogue name).
+    #[arg(long, default_value = "qwen2.5-coder-0.5b-q4_k_m")]
+    pub draft: String,
+    /// Prompt set (JSON Lines; default: the built-in prompts/spec.jsonl).
+    #[arg(long)]
+    pub prompts: Option<PathBuf>,
+    /// Threads (default: physical cores).
+    #[arg(short = 't', long)]
+    pub threads: Option<u32>,
+}
+
+/// `memwall spec prompts`.
+#[derive(Debug, Args)]
+pub struct SpecPromptsArgs {
+    /// Models, prompts, threads.
+    #[command(flatten)]
+    pub m: SpecModelArgs,
+    /// JSON output (with the rendered text).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall spec gate`.
+#[derive(Debug, Args)]
+pub struct SpecGateArgs {
+    /// Models, prompts, threads.
+    #[command(flatten)]
+    pub m: SpecModelArgs,
+    /// Draft lengths to gate (comma-separated).
+    #[arg(short = 'k', long, value_delimiter = ',', default_value = "1,4,8")]
+    pub k: Vec<usize>,
+    /// Drafters (draft-model, ngram).
+    #[arg(long, value_delimiter = ',', default_value = "draft-model,ngram")]
+    pub drafters: Vec<String>,
+    /// Tokens generated per prompt (short by default for a 2-core CPU; widen for a stronger gate).
+    #[arg(short = 'n', long, default_value_t = 24)]
+    pub max_new: usize,
+    /// Gate only this many prompts, taken round-robin over the categories (default: all).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Runs of the sampling check on the real pair (0 = skip).
+    #[arg(long, default_value_t = 300)]
+    pub sampling_trials: usize,
+    /// Draft length of the sampling check.
+    #[arg(long, default_value_t = 4)]
+    pub sampling_k: usize,
+    /// Temperature of the sampling check.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Seed of the sampling check.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Do not store the result.
+    #[arg(long)]
+    pub no_store: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall spec bench`.
+#[derive(Debug, Args)]
+pub struct SpecBenchArgs {
+    /// Models, prompts, threads.
+    #[command(flatten)]
+    pub m: SpecModelArgs,
+    /// Fixed draft lengths (comma-separated; each needs a passed gate).
+    #[arg(
+        short = 'k',
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,3,4,5,6,7,8"
+    )]
+    pub k: Vec<usize>,
+    /// Skip --k auto (the cost model's choice).
+    #[arg(long)]
+    pub no_auto: bool,
+    /// Drafters (draft-model, ngram).
+    #[arg(long, value_delimiter = ',', default_value = "draft-model,ngram")]
+    pub drafters: Vec<String>,
+    /// Categories (json, code, prose).
+    #[arg(long, value_delimiter = ',', default_value = "json,code,prose")]
+    pub categories: Vec<String>,
+    /// Measured prompts per category (the category's last prompt is held out for calibration).
+    #[arg(long, default_value_t = 2)]
+    pub per_category: usize,
+    /// Timed repetitions.
+    #[arg(short = 'r', long, default_value_t = 5)]
+    pub reps: usize,
+    /// Tokens generated per prompt.
+    #[arg(short = 'n', long, default_value_t = 32)]
+    pub max_new: usize,
+    /// Draft length of the calibration run.
+    #[arg(long, default_value_t = 4)]
+    pub calib_k: usize,
+    /// Tokens of the calibration run.
+    #[arg(long, default_value_t = 48)]
+    pub calib_max_new: usize,
+    /// Repetitions of each cost-model timing (median).
+    #[arg(long, default_value_t = 5)]
+    pub timing_reps: usize,
+    /// Folder for spec.md, spec.json and the charts.
+    #[arg(long, default_value = "results/spec")]
+    pub out: PathBuf,
+    /// Do not store the result.
+    #[arg(long)]
+    pub no_store: bool,
+    /// Print the rows as JSON on stdout (progress stays on stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The model side of `memwall calc` / `memwall model synth`: a file, a preset, a

@@ -2,6 +2,7 @@
 //! chart, generic over the back end, so the PNG and the SVG (and the app's exports)
 //! come from the same code.
 
+pub mod app;
 pub mod evidence;
 
 use crate::bench::record::BenchRecord;

@@ -23,6 +23,7 @@ pub mod bench;
 pub mod calc;
 pub mod catalog;
 pub mod chart;
+pub mod chat;
 pub mod datasets;
 pub mod devices;
 pub mod engine;
@@ -39,12 +40,14 @@ pub mod predict;
 pub mod quant;
 pub mod roofline;
 pub mod shape;
+pub mod spec;
 pub mod store;
 pub mod stream;
 pub mod synth;
 pub mod testing;
 pub mod units;
 pub mod util;
+pub mod views;
 
 /// memwall's git commit at build time (`-dirty` when the tree had changes).
 pub const BUILD_COMMIT: &str = env!("MEMWALL_GIT_COMMIT");

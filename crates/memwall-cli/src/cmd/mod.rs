@@ -11,6 +11,7 @@ mod models;
 mod predict;
 mod quant;
 mod roofline;
+mod spec;
 mod store;
 mod stream;
 
@@ -54,6 +55,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Datasets { cmd } => quant::datasets(cmd),
         Command::Frontier(a) => frontier::frontier(&db, a).await,
         Command::Perplexity(a) => frontier::perplexity(a).await,
+        Command::Spec { cmd } => spec::spec(&db, cmd).await,
         Command::Hw { json } => hw::hw_cmd(json),
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,

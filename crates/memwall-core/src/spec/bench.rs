@@ -1,0 +1,736 @@
+//! The experiments of `memwall spec bench`.
+//!
+//! Per prompt category (JSON, code, prose):
+//!
+//! 1. **Calibration, before any timed run** (on a held-out calibration prompt of the
+//!    category): the cost model's times ([`measure_timings`]: target passes over
+//!    `j = 1…k_max+1` positions, one draft step, one n-gram lookup; medians) and a
+//!    short real speculative run per drafter at `calib_k`, whose α̂ and draft
+//!    fraction feed [`cost::predicted_speedup_with`]. `--k auto` picks the best
+//!    gated `k` (or off) from these predictions.
+//! 2. **Timed runs**: `reps` repetitions; in each, target-only decoding and every
+//!    (drafter, k) configuration run over the category's measured prompts (order
+//!    rotated per repetition). tok/s = emitted tokens ÷ decode wall time (prefill
+//!    excluded, for target-only and speculative alike). Speedup of a repetition =
+//!    its tok/s ÷ the same repetition's target-only tok/s; mean ± sample std over
+//!    repetitions.
+//! 3. Acceptance rate, α̂, accepted length and tokens per target pass are the real
+//!    counters of those timed runs ([`SpecStats`]), and every output is compared
+//!    with the target-only output (`n_output_mismatch`).
+//!
+//! `--k auto`'s cell reuses the measured cell of the `k` it chose (the same
+//! configuration); when it chose off, it is target-only decoding (speedup 1 by
+//! construction).
+
+use super::SpecError;
+use super::cost::{self, Choice, Timings};
+use super::drafter::{DraftModel, Drafter, Ngram, NoDraft};
+use super::gate::{DrafterKind, TokenizedPrompt};
+use super::prompts::Category;
+use super::run::{SpecConfig, SpecSession, SpecStats};
+use super::store::SpecBenchRow;
+use crate::bench::stats::Sample;
+use crate::engine::{BatchItem, Engine, TokenId, argmax};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecBenchPlan {
+    /// Fixed draft lengths to measure.
+    pub ks: Vec<usize>,
+    /// Also report `--k auto`'s choice.
+    pub auto: bool,
+    /// Drafters.
+    pub drafters: Vec<DrafterKind>,
+    /// Timed repetitions (≥ 5 for the numbers).
+    pub reps: usize,
+    /// Tokens generated per prompt.
+    pub max_new: usize,
+    /// Draft length of the calibration run.
+    pub calib_k: usize,
+    /// Tokens of the calibration run.
+    pub calib_max_new: usize,
+    /// Repetitions of each cost-model timing (median taken).
+    pub timing_reps: usize,
+    /// n-gram settings.
+    pub ngram: Ngram,
+    /// `(drafter_key, k)` with a passed gate: auto only picks among these.
+    pub gated: Vec<(String, usize)>,
+}
+
+/// One category's prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryInput {
+    /// Category.
+    pub category: Category,
+    /// Prompts measured.
+    pub measured: Vec<TokenizedPrompt>,
+    /// Held-out prompt for calibration.
+    pub calibration: TokenizedPrompt,
+}
+
+/// A drafter's calibration in one category.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Drafter.
+    pub drafter: DrafterKind,
+    /// Its key.
+    pub drafter_key: String,
+    /// α̂ of the calibration run.
+    pub alpha_hat: Option<f64>,
+    /// Fraction of iterations with a draft.
+    pub draft_fraction: f64,
+    /// The timings used (the drafter's step time differs).
+    pub timings: Timings,
+    /// Predicted speedup per measured `k`.
+    pub predicted: Vec<(usize, f64)>,
+    /// `--k auto`'s choice.
+    pub choice: Choice,
+}
+
+/// A measured configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Category.
+    pub category: Category,
+    /// `None` = target-only.
+    pub drafter: Option<DrafterKind>,
+    /// Drafter key (`none` for target-only).
+    pub drafter_key: String,
+    /// Draft length (0 = target-only).
+    pub k: usize,
+    /// `--k auto`'s cell.
+    pub k_auto: bool,
+    /// tok/s per repetition.
+    pub tps: Vec<f64>,
+    /// Speedup per repetition (speculative cells).
+    pub speedup: Option<Vec<f64>>,
+    /// Cost-model prediction.
+    pub predicted: Option<f64>,
+    /// α̂ of the calibration.
+    pub alpha_calib: Option<f64>,
+    /// Counters summed over repetitions and prompts.
+    pub stats: SpecStats,
+    /// Prompts whose output differed from target-only greedy.
+    pub n_output_mismatch: u64,
+}
+
+/// One category's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryReport {
+    /// Category.
+    pub category: Category,
+    /// Measured prompt ids.
+    pub prompt_ids: Vec<String>,
+    /// Calibration prompt id.
+    pub calibration_id: String,
+    /// Calibrations per drafter.
+    pub calibrations: Vec<Calibration>,
+    /// Cells: target-only first, then per drafter per k, then auto.
+    pub cells: Vec<Cell>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Measures the cost model's times at the depth of `prompt`: for `j = 1…k_max+1`,
+/// one target pass over `j` positions with logits and argmax at each (the verify
+/// pass; `j = 1` is target-only decoding), and one draft step (one position plus
+/// argmax). One untimed warm-up, then `reps` timed repetitions, median. Leaves the
+/// engines' caches holding only the prompt prefix (callers must invalidate their
+/// KV mirrors).
+///
+/// # Errors
+/// Engine errors.
+pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
+    target: &mut T,
+    draft: Option<&mut D>,
+    prompt: &[TokenId],
+    k_max: usize,
+    reps: usize,
+) -> Result<Timings, SpecError> {
+    if prompt.len() < 2 {
+        return Err(SpecError::Config(
+            "timing needs a prompt of ≥ 2 tokens".into(),
+        ));
+    }
+    let n = prompt.len() - 1;
+    target.kv_clear();
+    target.prefill(&prompt[..n], 0, 0, false)?;
+    let mut t_verify_ns = Vec::with_capacity(k_max + 1);
+    for j in 1..=k_max + 1 {
+        let items: Vec<BatchItem> = (0..j)
+            .map(|i| BatchItem {
+                token: prompt[(n + i) % prompt.len()],
+                pos: (n + i) as u32,
+                seq: 0,
+                logits: true,
+            })
+            .collect();
+        let mut xs = Vec::with_capacity(reps);
+        for r in 0..=reps {
+            target.kv_truncate(0, n as u32)?;
+            let t0 = Instant::now();
+            target.decode(&items)?;
+            for i in 0..j {
+                std::hint::black_box(argmax(target.logits(i)?));
+            }
+            target.synchronize();
+            if r > 0 {
+                xs.push(t0.elapsed().as_nanos() as f64);
+            }
+        }
+        t_verify_ns.push(median(xs));
+    }
+    target.kv_truncate(0, n as u32)?;
+    let t_draft_ns = match draft {
+        Some(d) => {
+            d.kv_clear();
+            d.prefill(&prompt[..n], 0, 0, false)?;
+            let mut xs = Vec::with_capacity(reps);
+            for r in 0..=reps {
+                d.kv_truncate(0, n as u32)?;
+                let t0 = Instant::now();
+                d.decode_one(prompt[n], n as u32, 0)?;
+                std::hint::black_box(argmax(d.logits(0)?));
+                d.synchronize();
+                if r > 0 {
+                    xs.push(t0.elapsed().as_nanos() as f64);
+                }
+            }
+            d.kv_truncate(0, n as u32)?;
+            median(xs)
+        }
+        None => 0.0,
+    };
+    Ok(Timings {
+        t_verify_ns,
+        t_draft_ns,
+        depth: n as u32,
+    })
+}
+
+/// Median time of one n-gram lookup over `hist` (draft length `k`), ns.
+pub fn ngram_lookup_ns(g: &Ngram, hist: &[TokenId], k: usize) -> f64 {
+    let xs: Vec<f64> = (0..101)
+        .map(|_| {
+            let t0 = Instant::now();
+            std::hint::black_box(g.lookup(std::hint::black_box(hist), k));
+            t0.elapsed().as_nanos() as f64
+        })
+        .collect();
+    median(xs)
+}
+
+/// Runs the bench. `draft` is needed when the plan has the draft-model drafter.
+///
+/// # Errors
+/// Engine errors; [`SpecError::Config`] for an empty plan.
+pub fn run_bench<T: Engine, D: Engine>(
+    target: &mut T,
+    mut draft: Option<&mut DraftModel<D>>,
+    inputs: &[CategoryInput],
+    plan: &SpecBenchPlan,
+    on_progress: &mut dyn FnMut(&str),
+) -> Result<Vec<CategoryReport>, SpecError> {
+    if plan.reps == 0 || plan.ks.is_empty() || plan.drafters.is_empty() {
+        return Err(SpecError::Config(
+            "need reps ≥ 1, at least one k and one drafter".into(),
+        ));
+    }
+    if plan.drafters.contains(&DrafterKind::DraftModel) && draft.is_none() {
+        return Err(SpecError::Config(
+            "the draft-model drafter needs a draft model".into(),
+        ));
+    }
+    let k_max = plan.ks.iter().copied().max().unwrap_or(1).max(plan.calib_k);
+    let mut ngram = plan.ngram;
+    let mut session = SpecSession::new();
+    let mut reports = Vec::new();
+    for input in inputs {
+        let cat = input.category;
+        on_progress(&format!(
+            "{}: calibrating on {}",
+            cat.name(),
+            input.calibration.id
+        ));
+        let timings = measure_timings(
+            target,
+            draft.as_mut().map(|d| d.engine()),
+            &input.calibration.tokens,
+            k_max,
+            plan.timing_reps,
+        )?;
+        session.invalidate();
+        if let Some(d) = draft.as_mut() {
+            d.invalidate();
+        }
+        let mut calibrations = Vec::new();
+        for &dk in &plan.drafters {
+            let drafter: &mut dyn Drafter = match dk {
+                DrafterKind::DraftModel => *draft.as_mut().expect("checked"),
+                DrafterKind::Ngram => &mut ngram,
+            };
+            let key = drafter.key();
+            let cfg = SpecConfig::greedy(plan.calib_k, plan.calib_max_new);
+            let out = session.generate(target, drafter, &input.calibration.tokens, &cfg)?;
+            let alpha = out.stats.alpha_hat();
+            let f = out.stats.draft_fraction().unwrap_or(1.0);
+            let mut t = timings.clone();
+            if dk == DrafterKind::Ngram {
+                let mut hist = input.calibration.tokens.clone();
+                hist.extend(&out.tokens);
+                t.t_draft_ns = ngram_lookup_ns(&ngram, &hist, k_max);
+            }
+            let predicted: Vec<(usize, f64)> = plan
+                .ks
+                .iter()
+                .filter_map(|&k| {
+                    cost::predicted_speedup_with(&t, alpha.unwrap_or(0.0), k, f).map(|s| (k, s))
+                })
+                .collect();
+            let allowed: Vec<usize> = plan
+                .ks
+                .iter()
+                .copied()
+                .filter(|&k| plan.gated.iter().any(|(dkey, gk)| *dkey == key && *gk == k))
+                .collect();
+            let choice = cost::choose_k(&t, alpha.unwrap_or(0.0), f, &allowed);
+            calibrations.push(Calibration {
+                drafter: dk,
+                drafter_key: key,
+                alpha_hat: alpha,
+                draft_fraction: f,
+                timings: t,
+                predicted,
+                choice,
+            });
+        }
+
+        // Timed repetitions.
+        let configs: Vec<(Option<DrafterKind>, usize)> = std::iter::once((None, 0))
+            .chain(
+                plan.drafters
+                    .iter()
+                    .flat_map(|&d| plan.ks.iter().map(move |&k| (Some(d), k))),
+            )
+            .collect();
+        let mut tps: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        let mut stats: Vec<SpecStats> = vec![SpecStats::default(); configs.len()];
+        let mut mismatch = vec![0u64; configs.len()];
+        let mut reference: Vec<Vec<TokenId>> = Vec::new();
+        let mut no_draft = NoDraft;
+        for rep in 0..plan.reps {
+            on_progress(&format!(
+                "{}: repetition {}/{}",
+                cat.name(),
+                rep + 1,
+                plan.reps
+            ));
+            // Target-only first (it defines the reference outputs), the rest rotated.
+            let mut order: Vec<usize> = (1..configs.len()).collect();
+            if !order.is_empty() {
+                let r = rep % order.len();
+                order.rotate_left(r);
+            }
+            order.insert(0, 0);
+            for ci in order {
+                let (dk, k) = configs[ci];
+                let drafter: &mut dyn Drafter = match dk {
+                    None => &mut no_draft,
+                    Some(DrafterKind::DraftModel) => *draft.as_mut().expect("checked"),
+                    Some(DrafterKind::Ngram) => &mut ngram,
+                };
+                let mut st = SpecStats::default();
+                for (pi, p) in input.measured.iter().enumerate() {
+                    let out = session.generate(
+                        target,
+                        drafter,
+                        &p.tokens,
+                        &SpecConfig::greedy(k, plan.max_new),
+                    )?;
+                    st.merge(&out.stats);
+                    if ci == 0 && rep == 0 {
+                        reference.push(out.tokens);
+                    } else if out.tokens != reference[pi] {
+                        mismatch[ci] += 1;
+                    }
+                }
+                tps[ci].push(st.decode_tps().unwrap_or(0.0));
+                stats[ci].merge(&st);
+            }
+        }
+        let mut cells = Vec::new();
+        for (ci, &(dk, k)) in configs.iter().enumerate() {
+            let key = match dk {
+                None => "none".to_string(),
+                Some(d) => calibrations
+                    .iter()
+                    .find(|c| c.drafter == d)
+                    .map(|c| c.drafter_key.clone())
+                    .unwrap_or_default(),
+            };
+            let cal = dk.and_then(|d| calibrations.iter().find(|c| c.drafter == d));
+            let speedup = dk.map(|_| tps[ci].iter().zip(&tps[0]).map(|(s, b)| s / b).collect());
+            cells.push(Cell {
+                category: cat,
+                drafter: dk,
+                drafter_key: key,
+                k,
+                k_auto: false,
+                tps: tps[ci].clone(),
+                speedup,
+                predicted: cal
+                    .and_then(|c| c.predicted.iter().find(|(pk, _)| *pk == k).map(|x| x.1)),
+                alpha_calib: cal.and_then(|c| c.alpha_hat),
+                stats: stats[ci].clone(),
+                n_output_mismatch: mismatch[ci],
+            });
+        }
+        if plan.auto {
+            for cal in &calibrations {
+                let base = if cal.choice.k == 0 {
+                    let mut c = cells[0].clone();
+                    c.speedup = Some(vec![1.0; c.tps.len()]);
+                    c.drafter = Some(cal.drafter);
+                    c.drafter_key = cal.drafter_key.clone();
+                    c
+                } else {
+                    match cells
+                        .iter()
+                        .find(|c| c.drafter == Some(cal.drafter) && c.k == cal.choice.k)
+                    {
+                        Some(c) => c.clone(),
+                        None => continue,
+                    }
+                };
+                cells.push(Cell {
+                    k_auto: true,
+                    predicted: Some(cal.choice.predicted),
+                    alpha_calib: cal.alpha_hat,
+                    ..base
+                });
+            }
+        }
+        reports.push(CategoryReport {
+            category: cat,
+            prompt_ids: input.measured.iter().map(|p| p.id.clone()).collect(),
+            calibration_id: input.calibration.id.clone(),
+            calibrations,
+            cells,
+        });
+    }
+    Ok(reports)
+}
+
+/// Provenance shared by every row of a bench run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchProvenance {
+    /// Target file name.
+    pub target_file: String,
+    /// Target sha256.
+    pub target_sha256: String,
+    /// Draft file name.
+    pub draft_file: Option<String>,
+    /// Prompt set sha256.
+    pub prompt_set_sha256: String,
+    /// Engine build.
+    pub engine_build: String,
+    /// Threads.
+    pub n_threads: u32,
+    /// Tokens per prompt.
+    pub max_new: usize,
+    /// Repetitions.
+    pub reps: usize,
+    /// When.
+    pub measured_at: String,
+    /// Host.
+    pub hostname: String,
+    /// CPU.
+    pub cpu_info: String,
+}
+
+/// Flattens reports into store rows.
+pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBenchRow> {
+    let mut rows = Vec::new();
+    for r in reports {
+        let timings = r
+            .calibrations
+            .first()
+            .map(|c| serde_json::to_string(&c.timings).expect("serialize"));
+        for c in &r.cells {
+            let tps = Sample::new(c.tps.clone()).ok();
+            let sp = c.speedup.as_ref().and_then(|s| Sample::new(s.clone()).ok());
+            let st = &c.stats;
+            let per_iter =
+                |ns: u64| (st.n_iterations > 0).then(|| ns as f64 / st.n_iterations as f64);
+            rows.push(SpecBenchRow {
+                id: 0,
+                run_id: 0,
+                target_file: prov.target_file.clone(),
+                target_sha256: prov.target_sha256.clone(),
+                draft_file: (c.drafter == Some(DrafterKind::DraftModel))
+                    .then(|| prov.draft_file.clone())
+                    .flatten(),
+                drafter_kind: c.drafter.map_or("none", |d| d.name()).to_string(),
+                drafter_key: c.drafter_key.clone(),
+                k: c.k,
+                k_auto: c.k_auto,
+                category: r.category.name().to_string(),
+                prompt_set_sha256: prov.prompt_set_sha256.clone(),
+                prompt_ids: r.prompt_ids.clone(),
+                max_new: prov.max_new,
+                reps: prov.reps,
+                n_threads: prov.n_threads,
+                tps_samples: c.tps.clone(),
+                tps_mean: tps.as_ref().map_or(f64::NAN, |s| s.mean()),
+                tps_std: tps.as_ref().map_or(f64::NAN, |s| s.std_dev()),
+                speedup_samples: c.speedup.clone(),
+                speedup_mean: sp.as_ref().map(|s| s.mean()),
+                speedup_std: sp.as_ref().map(|s| s.std_dev()),
+                predicted_speedup: c.predicted,
+                alpha_calib: c.alpha_calib,
+                acceptance_rate: st.acceptance_rate(),
+                alpha_hat: st.alpha_hat(),
+                mean_accepted: if c.k > 0 {
+                    st.mean_accepted_per_iteration()
+                } else {
+                    None
+                },
+                tokens_per_target_pass: st.tokens_per_target_pass(),
+                n_drafted: st.n_drafted,
+                n_accepted: st.n_accepted,
+                n_iterations: st.n_iterations,
+                n_emitted: st.n_emitted,
+                n_output_mismatch: c.n_output_mismatch,
+                p_mass_max: st.p_mass.max,
+                p_mass_mean: st.p_mass.mean(),
+                q_mass_max: st.q_mass.max,
+                q_mass_mean: st.q_mass.mean(),
+                draft_ns_per_iteration: per_iter(st.draft_ns),
+                verify_ns_per_iteration: per_iter(st.verify_ns),
+                stats_json: serde_json::to_string(st).expect("serialize"),
+                timings_json: timings.clone(),
+                engine_build: prov.engine_build.clone(),
+                build_commit: crate::BUILD_COMMIT.to_string(),
+                measured_at: prov.measured_at.clone(),
+                hostname: prov.hostname.clone(),
+                cpu_info: prov.cpu_info.clone(),
+            });
+        }
+    }
+    rows
+}
+
+fn or_dash(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or("—".to_string(), f)
+}
+
+/// Markdown table of bench rows (what `memwall spec bench` prints).
+pub fn table_md(rows: &[SpecBenchRow]) -> String {
+    let mut s = String::from(
+        "| category | drafter | k | tok/s (mean ± std) | speedup measured | speedup predicted | acceptance (acc/drafted) | α̂ | mean accepted / iter | tokens / target pass | outputs ≠ target |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let k = if r.k_auto {
+            if r.k == 0 {
+                "auto→off".to_string()
+            } else {
+                format!("auto→{}", r.k)
+            }
+        } else if r.k == 0 {
+            "—".into()
+        } else {
+            r.k.to_string()
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.category,
+            if r.drafter_kind == "none" {
+                "target only"
+            } else {
+                &r.drafter_kind
+            },
+            k,
+            r.tps_mean,
+            r.tps_std,
+            match (r.speedup_mean, r.speedup_std) {
+                (Some(m), Some(sd)) => format!("{m:.3} ± {sd:.3}"),
+                _ => "—".into(),
+            },
+            or_dash(r.predicted_speedup, |x| format!("{x:.3}")),
+            or_dash(r.acceptance_rate, |x| format!(
+                "{:.1} % ({}/{})",
+                x * 100.0,
+                r.n_accepted,
+                r.n_drafted
+            )),
+            or_dash(r.alpha_hat, |x| format!("{x:.3}")),
+            or_dash(r.mean_accepted, |x| format!("{x:.2}")),
+            or_dash(r.tokens_per_target_pass, |x| format!("{x:.2}")),
+            r.n_output_mismatch
+        ));
+    }
+    s
+}
+
+/// Markdown explanation of each category's cost model: the measured times, the
+/// verify-cost ratio `t_verify(k+1) ÷ t_verify(1)` that the paper assumes ≈ 1, and
+/// `--k auto`'s choice.
+pub fn cost_md(reports: &[CategoryReport]) -> String {
+    let mut s = String::new();
+    for r in reports {
+        s.push_str(&format!(
+            "### {} (calibrated on {})\n\n",
+            r.category.name(),
+            r.calibration_id
+        ));
+        if let Some(c) = r.calibrations.first() {
+            let t = &c.timings;
+            let base = t.t_verify_ns[0];
+            s.push_str(&format!(
+                "target decode t_verify(1) = {:.2} ms at depth {}; draft step = {:.2} ms ({:.2}× of a target step)\n\n| positions j | t_verify(j) ms | ÷ t_verify(1) |\n|---|---|---|\n",
+                base / 1e6,
+                t.depth,
+                t.t_draft_ns / 1e6,
+                t.t_draft_ns / base
+            ));
+            for (j, v) in t.t_verify_ns.iter().enumerate() {
+                s.push_str(&format!(
+                    "| {} | {:.2} | {:.2} |\n",
+                    j + 1,
+                    v / 1e6,
+                    v / base
+                ));
+            }
+            s.push('\n');
+        }
+        for c in &r.calibrations {
+            s.push_str(&format!(
+                "- {}: α̂ = {}, draft fraction {:.2}, draft step {:.3} ms; predicted speedup {}; auto → {}\n",
+                c.drafter.name(),
+                or_dash(c.alpha_hat, |x| format!("{x:.3}")),
+                c.draft_fraction,
+                c.timings.t_draft_ns / 1e6,
+                c.predicted
+                    .iter()
+                    .map(|(k, p)| format!("k={k}: {p:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if c.choice.k == 0 {
+                    "off (no gated k is predicted to beat target-only decoding)".to_string()
+                } else {
+                    format!("k = {} (predicted {:.3})", c.choice.k, c.choice.predicted)
+                }
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::mock::Mock;
+    use crate::spec::prompts::Format;
+
+    fn tp(id: &str, n: usize, seed: usize) -> TokenizedPrompt {
+        TokenizedPrompt {
+            id: id.into(),
+            category: Category::Code,
+            format: Format::Raw,
+            tokens: (0..n)
+                .map(|j| ((seed * 13 + j * 7) % 30) as TokenId)
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn bench_on_the_toy_counts_real_acceptance_and_matches_outputs() {
+        let mut t = Mock::new(30, 4.0);
+        let mut dm = DraftModel::new(
+            {
+                let mut m = Mock::new(30, 4.0);
+                m.noise = 1.0;
+                m
+            },
+            "draft:mock".into(),
+        );
+        let plan = SpecBenchPlan {
+            ks: vec![1, 4],
+            auto: true,
+            drafters: vec![DrafterKind::DraftModel, DrafterKind::Ngram],
+            reps: 3,
+            max_new: 20,
+            calib_k: 4,
+            calib_max_new: 16,
+            timing_reps: 2,
+            ngram: Ngram::default(),
+            gated: vec![("draft:mock".into(), 1), ("draft:mock".into(), 4)],
+        };
+        let input = CategoryInput {
+            category: Category::Code,
+            measured: vec![tp("a", 5, 1), tp("b", 7, 2)],
+            calibration: tp("c", 6, 3),
+        };
+        let reps = run_bench(&mut t, Some(&mut dm), &[input], &plan, &mut |_| {}).unwrap();
+        let r = &reps[0];
+        // target-only + 2 drafters × 2 k + auto for each drafter.
+        assert_eq!(r.cells.len(), 1 + 4 + 2);
+        for c in &r.cells {
+            assert_eq!(c.n_output_mismatch, 0, "{c:?}");
+            assert_eq!(c.tps.len(), 3);
+            // 2 prompts × 20 tokens × 3 reps.
+            assert_eq!(c.stats.n_emitted, 120);
+        }
+        // The draft-model k=4 cell: acceptance is accepted/drafted of the real runs.
+        let c = r
+            .cells
+            .iter()
+            .find(|c| c.drafter == Some(DrafterKind::DraftModel) && c.k == 4 && !c.k_auto)
+            .unwrap();
+        let st = &c.stats;
+        assert_eq!(st.n_emitted, st.n_accepted + st.n_iterations);
+        assert!(st.n_drafted > 0);
+        // n-gram auto only picks gated k: none gated → off.
+        let auto_ng = r
+            .cells
+            .iter()
+            .find(|c| c.k_auto && c.drafter == Some(DrafterKind::Ngram))
+            .unwrap();
+        assert_eq!(auto_ng.k, 0);
+        let rows = to_rows(
+            &reps,
+            &BenchProvenance {
+                target_file: "t".into(),
+                target_sha256: "s".into(),
+                draft_file: Some("d".into()),
+                prompt_set_sha256: "p".into(),
+                engine_build: "mock".into(),
+                n_threads: 1,
+                max_new: 20,
+                reps: 3,
+                measured_at: "now".into(),
+                hostname: "h".into(),
+                cpu_info: "c".into(),
+            },
+        );
+        assert_eq!(rows.len(), 7);
+        let md = table_md(&rows);
+        assert!(md.contains("| code | target only | — |"), "{md}");
+        assert!(md.contains("auto→off"), "{md}");
+        assert!(cost_md(&reps).contains("t_verify(1)"));
+    }
+}

@@ -1,0 +1,251 @@
+//! Charts of `memwall spec bench` (plotters, PNG + SVG from one drawing function):
+//! acceptance rate vs k per category, and speedup vs k, measured (mean ± 1 std over
+//! repetitions) beside the cost model's prediction, one chart per drafter.
+
+use super::store::SpecBenchRow;
+use crate::chart::{ChartError, DrawResult, PALETTE, render_both};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+const CATS: [&str; 3] = ["json", "code", "prose"];
+
+fn fixed(rows: &[SpecBenchRow], drafter: &str) -> Vec<SpecBenchRow> {
+    rows.iter()
+        .filter(|r| !r.k_auto && r.k > 0 && r.drafter_kind == drafter)
+        .cloned()
+        .collect()
+}
+
+fn k_range(rows: &[SpecBenchRow]) -> (f64, f64) {
+    let kmax = rows.iter().map(|r| r.k).max().unwrap_or(1) as f64;
+    (0.5, kmax + 0.5)
+}
+
+/// Acceptance rate (%) vs k; one color per category, solid = draft model,
+/// dashed = n-gram.
+pub fn draw_acceptance<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rows: &[SpecBenchRow],
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let all: Vec<SpecBenchRow> = ["draft-model", "ngram"]
+        .iter()
+        .flat_map(|d| fixed(rows, d))
+        .collect();
+    let (x0, x1) = k_range(&all);
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Acceptance rate (accepted ÷ drafted) vs draft length k",
+            ("sans-serif", 22),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0.0..100.0)?;
+    chart
+        .configure_mesh()
+        .x_desc("draft length k")
+        .y_desc("acceptance rate, %")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (di, drafter) in ["draft-model", "ngram"].iter().enumerate() {
+        let rs = fixed(rows, drafter);
+        for (ci, cat) in CATS.iter().enumerate() {
+            let mut pts: Vec<(f64, f64)> = rs
+                .iter()
+                .filter(|r| r.category == *cat)
+                .filter_map(|r| r.acceptance_rate.map(|a| (r.k as f64, a * 100.0)))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let color = PALETTE[ci % PALETTE.len()];
+            let style = ShapeStyle::from(&color).stroke_width(2);
+            let label = format!("{cat}, {drafter}");
+            if di == 0 {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), style))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+            } else {
+                chart
+                    .draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))?
+                    .label(label)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                chart.draw_series(
+                    pts.iter()
+                        .map(|&p| TriangleMarker::new(p, 5, color.filled())),
+                )?;
+            }
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Speedup vs k for one drafter: measured (solid, ±1 std error bars) and predicted
+/// (dashed), one color per category, with the break-even line at 1.
+pub fn draw_speedup<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rows: &[SpecBenchRow],
+    drafter: &str,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let rs = fixed(rows, drafter);
+    let (x0, x1) = k_range(&rs);
+    let mut ymax: f64 = 1.2;
+    for r in &rs {
+        if let (Some(m), Some(s)) = (r.speedup_mean, r.speedup_std) {
+            ymax = ymax.max(m + s);
+        }
+        if let Some(p) = r.predicted_speedup {
+            ymax = ymax.max(p);
+        }
+    }
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("Speedup vs target-only decoding, {drafter}: measured (solid) vs cost model (dashed)"),
+            ("sans-serif", 20),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0.0..ymax * 1.1)?;
+    chart
+        .configure_mesh()
+        .x_desc("draft length k")
+        .y_desc("speedup (× target-only tok/s)")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    chart.draw_series(DashedLineSeries::new(
+        vec![(x0, 1.0), (x1, 1.0)],
+        3,
+        3,
+        ShapeStyle::from(&BLACK),
+    ))?;
+    for (ci, cat) in CATS.iter().enumerate() {
+        let mut pts: Vec<&SpecBenchRow> = rs.iter().filter(|r| r.category == *cat).collect();
+        if pts.is_empty() {
+            continue;
+        }
+        pts.sort_by_key(|r| r.k);
+        let color = PALETTE[ci % PALETTE.len()];
+        let style = ShapeStyle::from(&color).stroke_width(2);
+        let meas: Vec<(f64, f64)> = pts
+            .iter()
+            .filter_map(|r| r.speedup_mean.map(|m| (r.k as f64, m)))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(meas.clone(), style))?
+            .label(format!("{cat}: measured"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        chart.draw_series(pts.iter().filter_map(|r| {
+            let (m, s) = (r.speedup_mean?, r.speedup_std?);
+            Some(ErrorBar::new_vertical(
+                r.k as f64,
+                m - s,
+                m,
+                m + s,
+                color.filled(),
+                8,
+            ))
+        }))?;
+        let pred: Vec<(f64, f64)> = pts
+            .iter()
+            .filter_map(|r| r.predicted_speedup.map(|p| (r.k as f64, p)))
+            .collect();
+        if !pred.is_empty() {
+            chart
+                .draw_series(DashedLineSeries::new(pred, 6, 4, style))?
+                .label(format!("{cat}: predicted"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Writes `acceptance.{png,svg}` and `speedup-<drafter>.{png,svg}` (for each drafter
+/// with rows) into `dir`; returns the paths.
+///
+/// # Errors
+/// [`ChartError::Empty`] without speculative rows; drawing errors.
+pub fn write_charts(dir: &Path, rows: &[SpecBenchRow]) -> Result<Vec<PathBuf>, ChartError> {
+    if !rows.iter().any(|r| r.k > 0 && !r.k_auto) {
+        return Err(ChartError::Empty("spec"));
+    }
+    let mut out = Vec::new();
+    let (a, b) = render_both(
+        &dir.join("acceptance"),
+        |r| draw_acceptance(r, rows),
+        |r| draw_acceptance(r, rows),
+    )?;
+    out.extend([a, b]);
+    for d in ["draft-model", "ngram"] {
+        if fixed(rows, d).is_empty() {
+            continue;
+        }
+        let (a, b) = render_both(
+            &dir.join(format!("speedup-{d}")),
+            |r| draw_speedup(r, rows, d),
+            |r| draw_speedup(r, rows, d),
+        )?;
+        out.extend([a, b]);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charts_are_written() {
+        let mut rows = Vec::new();
+        for cat in CATS {
+            for k in 1..=4 {
+                rows.push(SpecBenchRow {
+                    category: cat.into(),
+                    k,
+                    acceptance_rate: Some(0.9 - 0.05 * k as f64),
+                    speedup_mean: Some(1.0 - 0.05 * k as f64),
+                    predicted_speedup: Some(1.02 - 0.05 * k as f64),
+                    ..SpecBenchRow::example()
+                });
+            }
+        }
+        let d = tempfile::tempdir().unwrap();
+        let files = write_charts(d.path(), &rows).unwrap();
+        assert_eq!(
+            files.len(),
+            4,
+            "acceptance + draft-model speedup, png and svg"
+        );
+        let svg = std::fs::read_to_string(d.path().join("speedup-draft-model.svg")).unwrap();
+        assert!(svg.contains("code: predicted") && svg.contains("json: measured"));
+        assert!(write_charts(d.path(), &[]).is_err());
+    }
+}

@@ -1,0 +1,166 @@
+//! Tauri commands: adapters that deserialize the arguments, call [`AppState`] (and
+//! through it memwall-core) and return serializable records. Long work streams its
+//! progress over a typed [`Channel`] passed to each call; a global `store-changed`
+//! event tells every page to reload after a write.
+
+use crate::error::AppError;
+use crate::state::{
+    AppState, BenchRequest, ChatRequest, Exported, HistoryFilter, MachineView, ModelItem,
+};
+use memwall_core::bench::Progress;
+use memwall_core::bench::record::BenchRecord;
+use memwall_core::chart::app::AppChart;
+use memwall_core::chat::{ChatEvent, ChatStats};
+use memwall_core::jobs::{BenchOutcome, StreamOutcome};
+use memwall_core::store::RunSummary;
+use memwall_core::views::{CompareRow, FrontierView, RooflineView, TrayStatus};
+use tauri::ipc::Channel;
+use tauri::{AppHandle, Emitter, State};
+
+type R<T> = Result<T, AppError>;
+
+/// Name of the broadcast event sent after the store changes.
+pub const STORE_CHANGED: &str = "store-changed";
+
+fn changed(app: &AppHandle) {
+    let _ = app.emit(STORE_CHANGED, ());
+    crate::tray::refresh_soon(app);
+}
+
+/// The Machine page.
+#[tauri::command]
+pub async fn machine(state: State<'_, AppState>) -> R<MachineView> {
+    state.machine().await
+}
+
+/// Live status lines (also the tray's).
+#[tauri::command]
+pub async fn live(state: State<'_, AppState>) -> R<TrayStatus> {
+    state.tray_status().await
+}
+
+/// Catalogue models.
+#[tauri::command]
+pub fn models(state: State<'_, AppState>) -> R<Vec<ModelItem>> {
+    state.models()
+}
+
+/// A quick STREAM triad, stored.
+#[tauri::command]
+pub async fn measure_bandwidth(app: AppHandle, state: State<'_, AppState>) -> R<StreamOutcome> {
+    let out = state.measure_bandwidth().await?;
+    changed(&app);
+    Ok(out)
+}
+
+/// Runs a benchmark; progress on `on_progress`.
+#[tauri::command]
+pub async fn run_bench(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: BenchRequest,
+    on_progress: Channel<Progress>,
+) -> R<BenchOutcome> {
+    let out = state
+        .run_bench(request, move |p| {
+            let _ = on_progress.send(p);
+        })
+        .await?;
+    changed(&app);
+    Ok(out)
+}
+
+/// Cancels the running job of `kind` (`bench`, `stream`, `chat`).
+#[tauri::command]
+pub fn cancel_job(state: State<'_, AppState>, kind: String) -> bool {
+    state.cancel(&kind)
+}
+
+/// One chat turn; tokens and live figures on `on_event`.
+#[tauri::command]
+pub async fn chat_start(
+    state: State<'_, AppState>,
+    request: ChatRequest,
+    on_event: Channel<ChatEvent>,
+) -> R<ChatStats> {
+    state
+        .chat(request, move |e| {
+            let _ = on_event.send(e);
+        })
+        .await
+}
+
+/// Stops the chat turn (within one token).
+#[tauri::command]
+pub fn chat_stop(state: State<'_, AppState>) -> bool {
+    state.cancel("chat")
+}
+
+/// Stored runs, filtered.
+#[tauri::command]
+pub async fn runs(state: State<'_, AppState>, filter: HistoryFilter) -> R<Vec<RunSummary>> {
+    state.runs(&filter).await
+}
+
+/// Rows of a run (all when `run_id` is null).
+#[tauri::command]
+pub async fn run_rows(state: State<'_, AppState>, run_id: Option<i64>) -> R<Vec<BenchRecord>> {
+    state.rows(run_id).await
+}
+
+/// Two runs side by side.
+#[tauri::command]
+pub async fn compare_runs(state: State<'_, AppState>, a: i64, b: i64) -> R<Vec<CompareRow>> {
+    state.compare(a, b).await
+}
+
+/// Deletes a run (the UI asks for confirmation first).
+#[tauri::command]
+pub async fn delete_run(app: AppHandle, state: State<'_, AppState>, id: i64) -> R<()> {
+    state.delete_run(id).await?;
+    changed(&app);
+    Ok(())
+}
+
+/// The Roofline page's data.
+#[tauri::command]
+pub async fn roofline_view(state: State<'_, AppState>, run_id: Option<i64>) -> R<RooflineView> {
+    state.roofline(run_id).await
+}
+
+/// The Frontier page's data.
+#[tauri::command]
+pub async fn frontier_view(state: State<'_, AppState>) -> R<FrontierView> {
+    state.frontier().await
+}
+
+/// A plotters chart as SVG text.
+#[tauri::command]
+pub async fn chart_svg(
+    state: State<'_, AppState>,
+    chart: AppChart,
+    run_id: Option<i64>,
+) -> R<String> {
+    state.chart_svg(chart, run_id).await
+}
+
+/// Exports a chart (PNG/SVG by extension) into the exports folder.
+#[tauri::command]
+pub async fn export_chart(
+    state: State<'_, AppState>,
+    chart: AppChart,
+    run_id: Option<i64>,
+    name: String,
+) -> R<Exported> {
+    state.export_chart(chart, run_id, &name).await
+}
+
+/// Exports rows (CSV/JSON/Markdown by extension) into the exports folder.
+#[tauri::command]
+pub async fn export_rows(
+    state: State<'_, AppState>,
+    run_id: Option<i64>,
+    name: String,
+) -> R<Exported> {
+    state.export_rows(run_id, &name).await
+}

@@ -1,0 +1,44 @@
+//! The app's command error: a thiserror enum serialized as its message, so the UI
+//! shows the same text the CLI would print.
+
+use serde::{Serialize, Serializer};
+
+/// Errors of the app's commands.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// A measuring job is already running.
+    #[error("{running} is running: wait for it to finish or cancel it before starting {asked}")]
+    Busy {
+        /// What runs.
+        running: String,
+        /// What was asked.
+        asked: String,
+    },
+    /// A job failed.
+    #[error(transparent)]
+    Job(#[from] memwall_core::jobs::JobError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] memwall_core::store::StoreError),
+    /// A chart failed.
+    #[error(transparent)]
+    Chart(#[from] memwall_core::chart::ChartError),
+    /// A bad export name.
+    #[error(transparent)]
+    Export(#[from] memwall_core::views::ExportPathError),
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] memwall_core::engine::EngineError),
+    /// The catalogue failed.
+    #[error(transparent)]
+    Catalog(#[from] memwall_core::catalog::CatalogError),
+    /// Bad input from the UI.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Serialize for AppError {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}

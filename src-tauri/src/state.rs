@@ -1,0 +1,634 @@
+//! The app's state and its operations. Every Tauri command in `commands.rs` is a
+//! one-line adapter over a method here, so tests call these methods directly on an
+//! [`AppState`] with a temporary store.
+//!
+//! Measuring work (STREAM, benchmarks, chat generation) runs one at a time: two
+//! measurements at once would corrupt each other's numbers, and a second click on
+//! "Run" or "Measure" is refused with [`AppError::Busy`] instead of starting twice.
+
+use crate::error::AppError;
+use memwall_core::bench::record::BenchRecord;
+use memwall_core::bench::{BenchPlan, Progress};
+use memwall_core::catalog::{Catalog, Status};
+use memwall_core::chart::app::{self as charts, AppChart};
+use memwall_core::chat::{self, ChatConfig, ChatEvent, ChatStats};
+use memwall_core::engine::ChatMessage;
+use memwall_core::export::Format;
+use memwall_core::hw::{self, HostInfo, LiveState};
+use memwall_core::jobs::{self, BenchJobOptions, BenchOutcome, StreamOutcome};
+use memwall_core::model::{CacheType, ModelFacts};
+use memwall_core::store::{RowFilter, RunSummary, Store, StoredPeak, StoredStream};
+use memwall_core::units::Gbps;
+use memwall_core::views::{self, CompareRow, FrontierView, RooflineView, TrayStatus};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::OnceCell;
+
+/// What is running now (at most one measuring job).
+#[derive(Debug, Clone)]
+pub struct RunningJob {
+    /// `stream`, `bench` or `chat`.
+    pub kind: String,
+    /// Its cancel flag.
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// Clears the running job when dropped (also on error or panic).
+pub struct JobGuard<'a> {
+    slot: &'a Mutex<Option<RunningJob>>,
+    /// The job's cancel flag.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Drop for JobGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.slot.lock() {
+            *s = None;
+        }
+    }
+}
+
+/// The loaded chat engine, kept between turns.
+type ChatEngine = (PathBuf, memwall_core::engine::llama::LlamaEngine);
+
+/// The app's state, registered once with `.manage()`.
+pub struct AppState {
+    db: PathBuf,
+    exports: PathBuf,
+    store: OnceCell<Store>,
+    job: Mutex<Option<RunningJob>>,
+    host: OnceCell<HostInfo>,
+    chat_engine: Mutex<Option<ChatEngine>>,
+}
+
+/// The Machine page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineView {
+    /// Static facts.
+    pub host: HostInfo,
+    /// Live state.
+    pub live: LiveState,
+    /// The tray's lines (same text as the tray menu).
+    pub tray: TrayStatus,
+    /// The latest STREAM measurement (all kernels and thread counts of that run).
+    pub streams: Vec<StoredStream>,
+    /// Latest compute peaks.
+    pub peaks: Vec<StoredPeak>,
+    /// The catalogue's spec bandwidth for this machine, GB/s (`None`: no catalogue entry).
+    pub spec_gbps: Option<f64>,
+}
+
+/// A catalogue model as the pickers show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelItem {
+    /// Catalogue name.
+    pub name: String,
+    /// Title.
+    pub title: String,
+    /// File size, bytes.
+    pub bytes: u64,
+    /// Fetched (size matches)?
+    pub present: bool,
+    /// The default model.
+    pub default: bool,
+}
+
+/// A benchmark request from the Benchmarks page (validated here, like the CLI's args).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRequest {
+    /// Catalogue model names.
+    pub models: Vec<String>,
+    /// Prompt lengths.
+    pub n_prompt: Vec<u32>,
+    /// Generation lengths.
+    pub n_gen: Vec<u32>,
+    /// Depths.
+    pub n_depth: Vec<u32>,
+    /// Thread counts.
+    pub n_threads: Vec<u32>,
+    /// Repetitions.
+    pub reps: u32,
+    /// Reuse the stored STREAM instead of measuring it first.
+    pub reuse_stream: bool,
+}
+
+/// A chat request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// Catalogue model name.
+    pub model: String,
+    /// The conversation so far, ending with the user's message.
+    pub messages: Vec<ChatMessage>,
+    /// Most tokens to generate.
+    pub max_tokens: u32,
+}
+
+/// History filters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistoryFilter {
+    /// Model file name contains.
+    pub model: Option<String>,
+    /// Engine equals.
+    pub engine: Option<String>,
+    /// At or after (RFC 3339 or `YYYY-MM-DD`).
+    pub since: Option<String>,
+}
+
+/// A file written by an export.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exported {
+    /// Full path.
+    pub path: PathBuf,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+fn nonempty(s: &Option<String>) -> Option<String> {
+    s.as_ref()
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+}
+
+impl AppState {
+    /// State over the database at `db`, writing exports into `exports`.
+    pub fn new(db: PathBuf, exports: PathBuf) -> AppState {
+        AppState {
+            db,
+            exports,
+            store: OnceCell::new(),
+            job: Mutex::new(None),
+            host: OnceCell::new(),
+            chat_engine: Mutex::new(None),
+        }
+    }
+
+    /// The store, opened (and migrated) on first use.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn store(&self) -> Result<&Store, AppError> {
+        Ok(self.store.get_or_try_init(|| Store::open(&self.db)).await?)
+    }
+
+    async fn host(&self) -> HostInfo {
+        self.host
+            .get_or_init(|| async {
+                tokio::task::spawn_blocking(hw::host_info)
+                    .await
+                    .expect("probe")
+            })
+            .await
+            .clone()
+    }
+
+    /// Claims the single measuring slot for `kind`.
+    ///
+    /// # Errors
+    /// [`AppError::Busy`] naming what is running.
+    pub fn start_job(&self, kind: &str) -> Result<JobGuard<'_>, AppError> {
+        let mut s = self
+            .job
+            .lock()
+            .map_err(|_| AppError::Invalid("job lock poisoned".into()))?;
+        if let Some(r) = s.as_ref() {
+            return Err(AppError::Busy {
+                running: r.kind.clone(),
+                asked: kind.to_string(),
+            });
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        *s = Some(RunningJob {
+            kind: kind.to_string(),
+            cancel: cancel.clone(),
+        });
+        Ok(JobGuard {
+            slot: &self.job,
+            cancel,
+        })
+    }
+
+    /// The running job's kind, if any.
+    pub fn running(&self) -> Option<String> {
+        self.job
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(|r| r.kind.clone()))
+    }
+
+    /// Asks the running job of `kind` to stop; `true` when one was running.
+    pub fn cancel(&self, kind: &str) -> bool {
+        match self.job.lock().ok().as_ref().and_then(|s| s.as_ref()) {
+            Some(r) if r.kind == kind => {
+                r.cancel.store(true, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The tray's lines now: latest stored triad of this host + a live sample.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn tray_status(&self) -> Result<TrayStatus, AppError> {
+        let host = self.host().await;
+        let last = self
+            .store()
+            .await?
+            .latest_triad(&host.hostname, None)
+            .await?;
+        let live = hw::live_state();
+        Ok(TrayStatus::new(last.as_ref(), &live, chrono_now()))
+    }
+
+    /// The Machine page.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn machine(&self) -> Result<MachineView, AppError> {
+        let host = self.host().await;
+        let store = self.store().await?;
+        let last = store.latest_triad(&host.hostname, None).await?;
+        let streams = match &last {
+            Some(s) => store.stream_siblings(s.id).await?,
+            None => vec![],
+        };
+        let mut peaks = Vec::new();
+        for k in ["f32 FMA", "int8 dot"] {
+            if let Some(p) = store.latest_peak(&host.hostname, k).await? {
+                peaks.push(p);
+            }
+        }
+        let live = hw::live_state();
+        Ok(MachineView {
+            tray: TrayStatus::new(last.as_ref(), &live, chrono_now()),
+            host,
+            live,
+            streams,
+            peaks,
+            spec_gbps: None,
+        })
+    }
+
+    /// Catalogue models and whether each is fetched.
+    ///
+    /// # Errors
+    /// [`AppError::Catalog`].
+    pub fn models(&self) -> Result<Vec<ModelItem>, AppError> {
+        let cat = Catalog::builtin()?;
+        Ok(cat
+            .models
+            .iter()
+            .map(|m| ModelItem {
+                name: m.name.clone(),
+                title: m.title.clone(),
+                bytes: m.bytes,
+                present: matches!(m.status(false), Status::Present | Status::Verified),
+                default: m.default,
+            })
+            .collect())
+    }
+
+    /// Resolves a catalogue name to its fetched file (the UI never sends paths).
+    ///
+    /// # Errors
+    /// [`AppError::Catalog`] for an unknown name, [`AppError::Invalid`] when not fetched.
+    pub fn model_path(&self, name: &str) -> Result<PathBuf, AppError> {
+        let cat = Catalog::builtin()?;
+        let m = cat.get(name)?;
+        match m.status(false) {
+            Status::Present | Status::Verified => Ok(m.path()),
+            _ => Err(AppError::Invalid(format!(
+                "model {name} is not fetched (or its size is wrong): run `memwall models fetch {name}`"
+            ))),
+        }
+    }
+
+    /// "Measure bandwidth now": a quick STREAM (≤ 2 s) at all logical CPUs, stored.
+    ///
+    /// # Errors
+    /// [`AppError::Busy`], [`AppError::Job`].
+    pub async fn measure_bandwidth(&self) -> Result<StreamOutcome, AppError> {
+        let _g = self.start_job("stream")?;
+        let host = self.host().await;
+        let store = self.store().await?;
+        let t = host.cores_logical.max(1);
+        Ok(jobs::stream_job(
+            store,
+            &host,
+            vec![t],
+            true,
+            false,
+            "app: measure bandwidth now",
+        )
+        .await?)
+    }
+
+    /// Validates a [`BenchRequest`] into a plan (the app's defaults for the rest).
+    ///
+    /// # Errors
+    /// [`AppError::Invalid`] naming the field, catalogue errors.
+    pub fn plan(&self, r: &BenchRequest) -> Result<BenchPlan, AppError> {
+        if r.models.is_empty() {
+            return Err(AppError::Invalid("pick at least one model".into()));
+        }
+        let models = r
+            .models
+            .iter()
+            .map(|m| self.model_path(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let plan = BenchPlan {
+            models,
+            n_prompt: r.n_prompt.clone(),
+            n_gen: r.n_gen.clone(),
+            n_depth: if r.n_depth.is_empty() {
+                vec![0]
+            } else {
+                r.n_depth.clone()
+            },
+            n_seqs: vec![1],
+            n_threads: r.n_threads.clone(),
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_gpu_layers: 999,
+            type_k: CacheType::F16,
+            type_v: CacheType::F16,
+            flash_attn: None,
+            reps: r.reps,
+            seed: 42,
+            allow_battery: false,
+        };
+        plan.validate()
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
+        Ok(plan)
+    }
+
+    /// Runs a benchmark on a background task, reporting [`Progress`] to `progress`;
+    /// stored in one transaction, results folder under the exports folder.
+    ///
+    /// # Errors
+    /// [`AppError::Busy`], [`AppError::Job`] (`cancelled` when stopped).
+    pub async fn run_bench(
+        &self,
+        r: BenchRequest,
+        progress: impl FnMut(Progress) + Send + 'static,
+    ) -> Result<BenchOutcome, AppError> {
+        let plan = self.plan(&r)?;
+        let g = self.start_job("bench")?;
+        let store = self.store().await?;
+        let command = format!(
+            "app: bench {} -p {:?} -n {:?} -d {:?} -t {:?} -r {}",
+            r.models.join(","),
+            r.n_prompt,
+            r.n_gen,
+            plan.n_depth,
+            r.n_threads,
+            r.reps
+        );
+        let opts = BenchJobOptions {
+            reuse_stream: r.reuse_stream,
+            results_dir: Some(self.exports.join("results")),
+            command,
+        };
+        Ok(jobs::bench_job(store, plan, opts, progress, g.cancel.clone()).await?)
+    }
+
+    /// One chat turn on a background thread; events to `on_event`.
+    ///
+    /// # Errors
+    /// [`AppError::Busy`], [`AppError::Engine`].
+    pub async fn chat(
+        &self,
+        r: ChatRequest,
+        on_event: impl FnMut(ChatEvent) + Send + 'static,
+    ) -> Result<ChatStats, AppError> {
+        use memwall_core::engine::EngineConfig;
+        use memwall_core::engine::llama::LlamaModelHandle;
+        if r.messages.is_empty() || r.messages.iter().any(|m| m.content.len() > 100_000) {
+            return Err(AppError::Invalid(
+                "chat needs 1+ messages of at most 100 kB".into(),
+            ));
+        }
+        let path = self.model_path(&r.model)?;
+        let g = self.start_job("chat")?;
+        let host = self.host().await;
+        let bw = self
+            .store()
+            .await?
+            .latest_triad(&host.hostname, None)
+            .await?
+            .map(|s| Gbps(s.best_gbps));
+        let facts = ModelFacts::open(&path).map_err(|e| AppError::Invalid(e.to_string()))?;
+        let mut engine = {
+            let mut slot = self
+                .chat_engine
+                .lock()
+                .map_err(|_| AppError::Invalid("engine lock".into()))?;
+            match slot.take() {
+                Some((p, e)) if p == path => Some(e),
+                _ => None,
+            }
+        };
+        let cancel = g.cancel.clone();
+        let cfg = ChatConfig {
+            max_tokens: r.max_tokens.clamp(1, 4096),
+        };
+        let p2 = path.clone();
+        let (engine, out) = tokio::task::spawn_blocking(move || {
+            let mut on_event = on_event;
+            let mut e = match engine.take() {
+                Some(e) => e,
+                None => {
+                    let cfg = EngineConfig {
+                        n_ctx: 4096,
+                        n_batch: 512,
+                        ..EngineConfig::default()
+                    };
+                    let h = LlamaModelHandle::load(&p2, 0)?;
+                    h.engine(&cfg)?
+                }
+            };
+            let ceiling = |ctx: u32| chat::chat_ceiling_tps(&facts, bw, ctx as u64);
+            let out = chat::generate(&mut e, &r.messages, &cfg, &ceiling, &cancel, &mut on_event);
+            Ok::<_, memwall_core::engine::EngineError>((Some(e), out))
+        })
+        .await
+        .map_err(|e| AppError::Invalid(format!("chat task failed: {e}")))??;
+        if let (Some(e), Ok(mut slot)) = (engine, self.chat_engine.lock()) {
+            *slot = Some((path, e));
+        }
+        Ok(out?)
+    }
+
+    /// Stored runs, newest first, optionally only those with bench rows matching `f`.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn runs(&self, f: &HistoryFilter) -> Result<Vec<RunSummary>, AppError> {
+        let store = self.store().await?;
+        let runs = store.runs().await?;
+        let (model, engine, since) = (nonempty(&f.model), nonempty(&f.engine), nonempty(&f.since));
+        if model.is_none() && engine.is_none() && since.is_none() {
+            return Ok(runs);
+        }
+        let rows = store
+            .bench_rows(&RowFilter {
+                run_id: None,
+                model,
+                engine,
+                since: since.clone(),
+            })
+            .await?;
+        let mut ids: Vec<i64> = rows.iter().map(|r| r.run_id).collect();
+        ids.sort();
+        ids.dedup();
+        Ok(runs
+            .into_iter()
+            .filter(|r| ids.binary_search(&r.id).is_ok())
+            .collect())
+    }
+
+    /// Bench rows of one run (all runs when `None`).
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn rows(&self, run_id: Option<i64>) -> Result<Vec<BenchRecord>, AppError> {
+        Ok(self
+            .store()
+            .await?
+            .bench_rows(&RowFilter {
+                run_id,
+                ..Default::default()
+            })
+            .await?)
+    }
+
+    /// Two runs side by side.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn compare(&self, a: i64, b: i64) -> Result<Vec<CompareRow>, AppError> {
+        Ok(views::compare_runs(
+            &self.rows(Some(a)).await?,
+            &self.rows(Some(b)).await?,
+        ))
+    }
+
+    /// Deletes a run (one transaction; rows cascade).
+    ///
+    /// # Errors
+    /// [`AppError::Busy`] while something runs; [`AppError::Store`].
+    pub async fn delete_run(&self, id: i64) -> Result<(), AppError> {
+        if let Some(r) = self.running() {
+            return Err(AppError::Busy {
+                running: r,
+                asked: "delete".into(),
+            });
+        }
+        Ok(self.store().await?.delete_run(id).await?)
+    }
+
+    /// The Roofline page.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn roofline(&self, run_id: Option<i64>) -> Result<RooflineView, AppError> {
+        Ok(views::roofline_view(&self.rows(run_id).await?))
+    }
+
+    /// The Frontier page.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn frontier(&self) -> Result<FrontierView, AppError> {
+        let store = self.store().await?;
+        let cells = views::frontier_cells(store).await?;
+        Ok(views::frontier_view(&self.rows(None).await?, &cells))
+    }
+
+    /// A chart as SVG text (for the window).
+    ///
+    /// # Errors
+    /// [`AppError::Chart`] (e.g. nothing to draw).
+    pub async fn chart_svg(
+        &self,
+        chart: AppChart,
+        run_id: Option<i64>,
+    ) -> Result<String, AppError> {
+        Ok(charts::svg(chart, &self.rows(run_id).await?)?)
+    }
+
+    /// Exports a chart as PNG or SVG (by `name`'s extension) into the exports folder.
+    ///
+    /// # Errors
+    /// [`AppError::Export`] for a bad name, [`AppError::Chart`].
+    pub async fn export_chart(
+        &self,
+        chart: AppChart,
+        run_id: Option<i64>,
+        name: &str,
+    ) -> Result<Exported, AppError> {
+        let ext = ext_of(name);
+        let path = views::export_path(&self.exports, name, &ext)?;
+        let rows = self.rows(run_id).await?;
+        match ext.as_str() {
+            "png" => charts::png(&path, chart, &rows)?,
+            "svg" => charts::svg_file(&path, chart, &rows)?,
+            _ => {
+                return Err(AppError::Invalid(format!(
+                    "export {name}: charts export as .png or .svg"
+                )));
+            }
+        }
+        exported(&path)
+    }
+
+    /// Exports the rows behind a chart/table as CSV or JSON (by extension).
+    ///
+    /// # Errors
+    /// [`AppError::Export`], [`AppError::Invalid`] for other extensions.
+    pub async fn export_rows(&self, run_id: Option<i64>, name: &str) -> Result<Exported, AppError> {
+        let ext = ext_of(name);
+        let fmt = match ext.as_str() {
+            "csv" => Format::Csv,
+            "json" => Format::Json,
+            "md" => Format::Md,
+            _ => {
+                return Err(AppError::Invalid(format!(
+                    "export {name}: rows export as .csv, .json or .md"
+                )));
+            }
+        };
+        let path = views::export_path(&self.exports, name, &ext)?;
+        let rows = self.rows(run_id).await?;
+        let text = fmt.exporter().render(&rows);
+        std::fs::create_dir_all(&self.exports).map_err(|e| io_err(&self.exports, e))?;
+        memwall_core::util::write_atomic(&path, text.as_bytes()).map_err(|e| io_err(&path, e))?;
+        exported(&path)
+    }
+}
+
+fn ext_of(name: &str) -> String {
+    Path::new(name)
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+fn io_err(p: &Path, e: std::io::Error) -> AppError {
+    AppError::Invalid(format!("{}: {e}", p.display()))
+}
+
+fn exported(p: &Path) -> Result<Exported, AppError> {
+    let bytes = std::fs::metadata(p).map_err(|e| io_err(p, e))?.len();
+    Ok(Exported {
+        path: p.to_path_buf(),
+        bytes,
+    })
+}
+
+fn chrono_now() -> memwall_core::views::Now {
+    memwall_core::views::now()
+}

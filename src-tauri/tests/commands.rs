@@ -1,0 +1,292 @@
+//! Tests of every command's operation, called directly on an `AppState` over a
+//! temporary store (the `#[tauri::command]` functions are one-line adapters to these).
+//! The engine tests (bench, chat) need the SmolLM2 model: they skip loudly when it is
+//! absent (fail under MEMWALL_REQUIRE_MODELS=1) and hold the engine lock.
+
+use memwall_app::error::AppError;
+use memwall_app::state::{AppState, BenchRequest, ChatRequest, HistoryFilter};
+use memwall_core::bench::Progress;
+use memwall_core::chart::app::AppChart;
+use memwall_core::chat::{ChatEvent, StopReason};
+use memwall_core::engine::ChatMessage;
+use std::sync::{Arc, Mutex};
+
+fn state() -> (tempfile::TempDir, AppState) {
+    let d = tempfile::tempdir().unwrap();
+    let s = AppState::new(d.path().join("t.db"), d.path().join("exports"));
+    (d, s)
+}
+
+#[tokio::test]
+async fn an_empty_store_shows_dashes_not_numbers() {
+    let (_d, s) = state();
+    let m = s.machine().await.unwrap();
+    assert!(m.streams.is_empty() && m.peaks.is_empty());
+    assert_eq!(m.tray.bandwidth, "Bandwidth: — (never measured)");
+    assert_eq!(m.spec_gbps, None);
+    assert!(m.host.cores_logical >= 1);
+    assert_eq!(
+        s.tray_status().await.unwrap().bandwidth,
+        "Bandwidth: — (never measured)"
+    );
+    assert!(s.runs(&HistoryFilter::default()).await.unwrap().is_empty());
+    let r = s.roofline(None).await.unwrap();
+    assert!(r.points.is_empty() && r.bandwidth_gbps.is_none());
+    assert!(s.frontier().await.unwrap().rows.is_empty());
+    let e = s
+        .chart_svg(AppChart::Roofline, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no rows to draw"), "{e}");
+}
+
+#[tokio::test]
+async fn a_second_measuring_job_is_refused_and_cancel_reaches_the_running_one() {
+    let (_d, s) = state();
+    let g = s.start_job("bench").unwrap();
+    let e = s.start_job("bench").err().unwrap();
+    assert!(matches!(e, AppError::Busy { .. }));
+    assert_eq!(
+        e.to_string(),
+        "bench is running: wait for it to finish or cancel it before starting bench"
+    );
+    assert!(s.measure_bandwidth().await.is_err());
+    assert!(s.delete_run(1).await.is_err());
+    assert!(!s.cancel("chat"));
+    assert!(s.cancel("bench"));
+    assert!(g.cancel.load(std::sync::atomic::Ordering::Relaxed));
+    drop(g);
+    assert_eq!(s.running(), None);
+    assert!(s.start_job("chat").is_ok());
+}
+
+#[tokio::test]
+async fn measure_now_stores_a_triad_the_tray_shows_and_history_deletes() {
+    let (_d, s) = state();
+    let out = s.measure_bandwidth().await.unwrap();
+    let triad = out.results[0]
+        .kernels
+        .iter()
+        .find(|k| k.kernel == memwall_core::stream::Kernel::Triad)
+        .unwrap();
+    let shown = s.tray_status().await.unwrap().bandwidth;
+    assert!(
+        shown.starts_with(&format!("Bandwidth: {:.1} GB/s (triad", triad.best_gbps.0)),
+        "{shown}"
+    );
+    assert!(shown.ends_with("s ago)"), "{shown}");
+    let m = s.machine().await.unwrap();
+    assert!(
+        m.streams
+            .iter()
+            .any(|x| x.kernel == "triad" && x.run_id == out.run_id)
+    );
+    let runs = s.runs(&HistoryFilter::default()).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].kind, "stream");
+    // a model filter keeps only runs with matching bench rows
+    let f = HistoryFilter {
+        model: Some("smollm".into()),
+        ..Default::default()
+    };
+    assert!(s.runs(&f).await.unwrap().is_empty());
+    s.delete_run(out.run_id).await.unwrap();
+    assert!(s.runs(&HistoryFilter::default()).await.unwrap().is_empty());
+    let e = s.delete_run(out.run_id).await.unwrap_err().to_string();
+    assert!(e.contains("no run with id"), "{e}");
+}
+
+#[tokio::test]
+async fn bad_requests_name_the_problem() {
+    let (_d, s) = state();
+    let req = BenchRequest {
+        models: vec![],
+        n_prompt: vec![16],
+        n_gen: vec![],
+        n_depth: vec![],
+        n_threads: vec![1],
+        reps: 1,
+        reuse_stream: true,
+    };
+    assert_eq!(
+        s.plan(&req).unwrap_err().to_string(),
+        "pick at least one model"
+    );
+    let e = s
+        .plan(&BenchRequest {
+            models: vec!["nope".into()],
+            ..req.clone()
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("no model named \"nope\""), "{e}");
+    for bad in ["../x.csv", "a/b.csv", ".csv"] {
+        let e = s.export_rows(None, bad).await.unwrap_err().to_string();
+        assert!(
+            e.contains("is not allowed") || e.contains("must end in"),
+            "{bad}: {e}"
+        );
+    }
+    let e = s.export_rows(None, "x.exe").await.unwrap_err().to_string();
+    assert!(e.contains("rows export as .csv, .json or .md"), "{e}");
+    let e = s
+        .export_chart(AppChart::Roofline, None, "x.csv")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("charts export as .png or .svg"), "{e}");
+    let chat = ChatRequest {
+        model: "smollm2-135m".into(),
+        messages: vec![],
+        max_tokens: 4,
+    };
+    assert!(
+        s.chat(chat, |_| {})
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("1+ messages")
+    );
+    // models lists the catalogue with fetched state
+    let models = s.models().unwrap();
+    assert!(models.iter().any(|m| m.default));
+}
+
+fn smollm() -> Option<String> {
+    let s = AppState::new("unused.db".into(), "unused".into());
+    let m = s
+        .models()
+        .ok()?
+        .into_iter()
+        .find(|m| m.name.contains("135m"))?;
+    if m.present {
+        Some(m.name)
+    } else if std::env::var("MEMWALL_REQUIRE_MODELS").as_deref() == Ok("1") {
+        panic!(
+            "model {} is required (MEMWALL_REQUIRE_MODELS=1) but not fetched",
+            m.name
+        )
+    } else {
+        eprintln!(
+            "SKIPPED: model {} not fetched (run `memwall models fetch {}`)",
+            m.name, m.name
+        );
+        None
+    }
+}
+
+#[tokio::test]
+async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
+    let Some(model) = smollm() else { return };
+    let _lock = memwall_core::testing::engine_lock();
+    let (d, s) = state();
+    s.measure_bandwidth().await.unwrap();
+    let req = BenchRequest {
+        models: vec![model],
+        n_prompt: vec![32],
+        n_gen: vec![8],
+        n_depth: vec![0],
+        n_threads: vec![2],
+        reps: 2,
+        reuse_stream: true,
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let out = s
+        .run_bench(req, move |p| s2.lock().unwrap().push(p))
+        .await
+        .unwrap();
+    assert_eq!(out.records.len(), 2);
+    let done = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| matches!(p, Progress::TestDone { .. }))
+        .count();
+    assert_eq!(done, 2);
+    let tg = out.records.iter().find(|r| r.is_decode()).unwrap();
+    assert!(tg.avg_ts > 0.0 && tg.ceiling_ts > 0.0);
+    let e = s
+        .export_chart(AppChart::DecodeVsDepth, Some(out.run_id), "dvd.png")
+        .await
+        .unwrap();
+    let b = std::fs::read(&e.path).unwrap();
+    assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(
+        u32::from_be_bytes(b[16..20].try_into().unwrap()),
+        memwall_core::chart::WIDTH
+    );
+    assert_eq!(
+        u32::from_be_bytes(b[20..24].try_into().unwrap()),
+        memwall_core::chart::HEIGHT
+    );
+    assert!(e.path.starts_with(d.path().join("exports")));
+    let csv = s.export_rows(Some(out.run_id), "rows.csv").await.unwrap();
+    let text = std::fs::read_to_string(csv.path).unwrap();
+    assert_eq!(text.lines().count(), 3, "header + 2 rows");
+    let v = s.roofline(Some(out.run_id)).await.unwrap();
+    assert_eq!(v.points.len(), 2);
+    assert!(
+        s.chart_svg(AppChart::Roofline, Some(out.run_id))
+            .await
+            .unwrap()
+            .contains("<svg")
+    );
+    let cmp = s.compare(out.run_id, out.run_id).await.unwrap();
+    assert!(cmp.iter().all(|c| c.change_pct == Some(0.0)));
+}
+
+#[tokio::test]
+async fn chat_streams_tokens_with_ttft_and_stops_within_one_token() {
+    let Some(model) = smollm() else { return };
+    let _lock = memwall_core::testing::engine_lock();
+    let (_d, s) = state();
+    let s = Arc::new(s);
+    let msg = vec![ChatMessage {
+        role: "user".into(),
+        content: "Count from 1 to 50.".into(),
+    }];
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let ev2 = events.clone();
+    let req = ChatRequest {
+        model: model.clone(),
+        messages: msg.clone(),
+        max_tokens: 12,
+    };
+    let st = s
+        .chat(req, move |e| ev2.lock().unwrap().push(e))
+        .await
+        .unwrap();
+    assert!(st.n_gen >= 1 && st.ttft_ms.unwrap() > 0.0 && st.prefill_tps.unwrap() > 0.0);
+    // no STREAM stored in this fresh store: the % of ceiling is unknown, not invented
+    assert_eq!(st.pct_of_ceiling, None);
+    let text: String = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::Token { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!text.trim().is_empty(), "no text streamed");
+    // stop after the 3rd token: the turn ends with exactly 3 tokens
+    let s2 = s.clone();
+    let req = ChatRequest {
+        model,
+        messages: msg,
+        max_tokens: 200,
+    };
+    let st = s
+        .chat(req, move |e| {
+            if let ChatEvent::Token { stats, .. } = &e {
+                if stats.n_gen == 3 {
+                    assert!(s2.cancel("chat"));
+                }
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(st.n_gen, 3);
+    let _ = StopReason::Cancelled;
+}

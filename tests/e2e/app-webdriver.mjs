@@ -1,0 +1,143 @@
+// End-to-end test of the real app: tauri-driver (with Debian's WebKitWebDriver)
+// starts the built memwall-app; the test drives every page, runs a small benchmark
+// on SmolLM2, chats with streamed tokens and a TTFT readout, exports a PNG, checks
+// the tray menu over D-Bus, and saves screenshots into $E2E_ARTIFACTS.
+// Run through tests/e2e/run.sh (it starts Xvfb, a session bus and tauri-driver).
+import { WebDriver, pngSize } from "./wd.mjs";
+import * as tray from "./tray.mjs";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+
+const APP = process.env.MEMWALL_APP_BIN;
+const OUT = process.env.E2E_ARTIFACTS ?? "e2e-artifacts";
+const MODEL = process.env.E2E_MODEL ?? "smollm2-135m-q4_1";
+fs.mkdirSync(OUT, { recursive: true });
+const log = (...a) => console.log("[e2e]", ...a);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const wd = new WebDriver(process.env.TAURI_DRIVER_URL ?? "http://127.0.0.1:4444");
+let ok = false;
+async function shot(name) {
+  const png = await wd.screenshot();
+  fs.writeFileSync(path.join(OUT, `${name}.png`), png);
+  log(`screenshot ${name}.png ${pngSize(png).join("x")}`);
+}
+const go = async (page, ready) => {
+  await wd.exec(`location.hash = "#${page}"`);
+  await wd.waitFor(`${page} page`, `return !!document.querySelector(${JSON.stringify(ready)})`, 30000);
+};
+const textOf = (css) => wd.exec(`const e = document.querySelector(${JSON.stringify(css)}); return e ? e.textContent : null`);
+
+try {
+  await wd.start({ browserName: "wry", "tauri:options": { application: APP } });
+  log("session started");
+  await go("machine", "#page-machine h1");
+
+  // --- tray: bandwidth line changes after "Measure bandwidth now"
+  const pid = Number(execFileSync("pgrep", ["-n", "-f", path.basename(APP)], { encoding: "utf8" }).trim());
+  let menu = null;
+  for (let i = 0; i < 40 && !menu; i++) { menu = tray.findMenu(pid); if (!menu) await sleep(250); }
+  if (!menu) throw new Error("tray menu not found on the session bus");
+  const before = tray.layout(menu);
+  const bw0 = before.find((x) => x.label.startsWith("Bandwidth"))?.label;
+  log("tray before:", JSON.stringify(before.map((x) => x.label)));
+  const measure = before.find((x) => x.label === "Measure bandwidth now");
+  tray.click(menu, measure.id);
+  let bw1 = bw0;
+  for (let i = 0; i < 60 && (bw1 === bw0 || bw1.includes("measuring")); i++) {
+    await sleep(250);
+    bw1 = tray.layout(menu).find((x) => x.label.startsWith("Bandwidth"))?.label;
+  }
+  log("tray bandwidth:", JSON.stringify(bw0), "->", JSON.stringify(bw1));
+  if (!/^Bandwidth: \d+\.\d GB\/s \(triad/.test(bw1) || bw1 === bw0) throw new Error(`tray bandwidth did not change to a measured value: ${bw1}`);
+  fs.writeFileSync(path.join(OUT, "tray-menu.json"), JSON.stringify(tray.layout(menu), null, 1));
+
+  // --- Machine page shows the stored triad (store-changed reloads it)
+  await wd.waitFor("STREAM table", `return !!document.querySelector("#stream-table")`, 15000);
+  await shot("1-machine");
+
+  // --- Benchmarks: a small run on SmolLM2, rows arrive live
+  await go("benchmarks", "#page-benchmarks #run");
+  await wd.exec(`
+    const s = document.querySelector("#models");
+    for (const o of s.options) o.selected = o.value === ${JSON.stringify(MODEL)};
+    document.querySelector("#p").value = "64"; document.querySelector("#n").value = "16";
+    document.querySelector("#d").value = "0,256"; document.querySelector("#r").value = "3";
+    document.querySelector("#reuse").checked = false;`);
+  await wd.click(await wd.find("#run"));
+  // second click while running is refused (button disabled; core would refuse too)
+  const disabled = await wd.exec(`return document.querySelector("#run").disabled`);
+  if (!disabled) throw new Error("Run button still enabled while a run is in progress");
+  await wd.waitFor("4 result rows", `return document.querySelectorAll("#results tbody tr").length === 4 && document.querySelector("#plabel").textContent === "done"`, 300000);
+  const rows = await wd.exec(`return [...document.querySelectorAll("#results tbody tr")].map(r => r.textContent)`);
+  log("bench rows:", JSON.stringify(rows));
+  await wd.waitFor("decode chart", `return !!document.querySelector("#chart svg")`, 15000);
+  await shot("2-benchmarks");
+
+  // --- Export PNG from the chart, check it is a valid PNG of the chart size
+  await wd.exec(`document.querySelector('#page-benchmarks .exports button[data-x="png"]').click()`);
+  const exported = await wd.waitFor("export path", `const e = document.querySelector("#page-benchmarks .exported"); return e && e.textContent`, 20000);
+  const [w, h] = pngSize(fs.readFileSync(exported));
+  log(`exported ${exported}: ${w}x${h}`);
+  if (w !== 1000 || h !== 600) throw new Error(`exported PNG is ${w}x${h}, expected 1000x600`);
+  fs.copyFileSync(exported, path.join(OUT, "export-decode_vs_depth.png"));
+
+  // --- Roofline: hover a point → provenance row
+  await go("roofline", "#page-roofline svg.plot");
+  await wd.exec(`document.querySelector("#page-roofline .pt").dispatchEvent(new Event("mouseenter"))`);
+  const prov = await textOf("#prov");
+  log("roofline provenance:", prov);
+  if (!/run \d+ row \d+/.test(prov)) throw new Error("no provenance row on hover");
+  await wd.waitFor("decode chart", `return !!document.querySelector("#dvd svg")`, 15000);
+  await shot("3-roofline");
+
+  // --- Frontier: measured speed, dashes for unmeasured quality
+  await go("frontier", "#page-frontier h1");
+  const ftext = await textOf("#page-frontier");
+  if (!ftext.includes("—")) throw new Error("frontier shows no dash for unmeasured cells");
+  await shot("4-frontier");
+
+  // --- Chat: streamed tokens, TTFT readout; then stop within one token
+  await go("chat", "#page-chat #send");
+  await wd.exec(`
+    const s = document.querySelector("#cmodel"); s.value = ${JSON.stringify(MODEL)};
+    document.querySelector("#maxt").value = "48";
+    document.querySelector("#msg").value = "What is memory bandwidth? Answer in two sentences.";`);
+  await wd.click(await wd.find("#send"));
+  await wd.waitFor("chat to finish", `const w = document.querySelector("#why").textContent; return w === "finished" || w === "stopped at the token limit"`, 120000);
+  const ttft = await textOf("#ttft"), dec = await textOf("#dec"), pct = await textOf("#pct"), reply = await textOf(".msg.assistant");
+  log(`chat: TTFT ${ttft} ms, decode ${dec} tok/s, ${pct} of ceiling; reply: ${JSON.stringify(reply)}`);
+  if (!/^\d+$/.test(ttft) || Number(ttft) <= 0) throw new Error(`TTFT readout is ${ttft}`);
+  if (reply.replace("assistant:", "").trim().length === 0) throw new Error("no streamed text");
+  await shot("5-chat");
+  await wd.exec(`document.querySelector("#maxt").value = "400"; document.querySelector("#msg").value = "Count from 1 to 200, one number per line.";`);
+  await wd.click(await wd.find("#send"));
+  await wd.waitFor("first tokens", `return Number(document.querySelector("#ntok").textContent) >= 2`, 60000);
+  await wd.click(await wd.find("#stop"));
+  await wd.waitFor("stop", `return document.querySelector("#why").textContent === "stopped by you"`, 10000);
+  log("chat stop:", await textOf("#ntok"), "tokens,", await textOf("#why"));
+
+  // --- History: compare two runs, delete one with confirmation
+  await go("history", "#page-history #runs tbody tr[data-id]");
+  const ids = await wd.exec(`return [...document.querySelectorAll("#runs tbody tr[data-id]")].map(r => Number(r.dataset.id))`);
+  log("runs:", JSON.stringify(ids));
+  await wd.exec(`for (const c of [...document.querySelectorAll(".pick")].slice(0, 2)) c.click();`);
+  await wd.click(await wd.find("#compare"));
+  await wd.waitFor("compare table", `return !!document.querySelector("#cmp-table")`, 10000);
+  await shot("6-history-compare");
+  const victim = ids[ids.length - 1];
+  await wd.exec(`document.querySelector('.del[data-id="${victim}"]').click()`);
+  await wd.exec(`document.querySelector('.yes[data-id="${victim}"]').click()`);
+  await wd.waitFor("row deleted", `return !document.querySelector('#runs tr[data-id="${victim}"]')`, 10000);
+  log(`deleted run ${victim} after confirmation`);
+  await shot("7-history-deleted");
+  ok = true;
+} catch (e) {
+  console.error("[e2e] FAILED:", e.message);
+  try { await shot("failure"); } catch {}
+} finally {
+  try { await wd.quit(); } catch {}
+}
+log(ok ? "PASS" : "FAIL");
+process.exit(ok ? 0 : 1);

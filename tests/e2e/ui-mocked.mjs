@@ -1,0 +1,179 @@
+// Front-end end-to-end test without the Rust side: Debian's chromium (through
+// playwright-core) loads the built ui/dist with Tauri's IPC replaced by canned
+// replies shaped like memwall-core's records. It checks page wiring, live progress
+// rows, streamed chat readouts, the double-start guard and the delete confirmation.
+// The real-app test is app-webdriver.mjs; this one needs no display stack or model.
+// Skips loudly when chromium or playwright-core is absent (MEMWALL_REQUIRE_E2E=1 fails).
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../..");
+const dist = path.join(root, "ui/dist");
+const OUT = process.env.E2E_ARTIFACTS ?? path.join(root, "target/e2e");
+fs.mkdirSync(OUT, { recursive: true });
+const skip = (why) => {
+  console.error(`!!!!!!!! SKIPPED mocked UI test: ${why} !!!!!!!!`);
+  process.exit(process.env.MEMWALL_REQUIRE_E2E === "1" ? 1 : 0);
+};
+let chromium;
+try { ({ chromium } = createRequire(path.join(root, "ui/package.json"))("playwright-core")); } catch { skip("playwright-core not installed (npm --prefix ui ci)"); }
+const exe = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"].find((p) => fs.existsSync(p));
+if (!exe) skip("no chromium");
+if (!fs.existsSync(path.join(dist, "index.html"))) skip("ui/dist not built (npm --prefix ui run build)");
+
+const types = { ".html": "text/html", ".js": "text/javascript", ".css": "text/css" };
+const server = http.createServer((req, res) => {
+  const p = path.join(dist, decodeURIComponent(new URL(req.url, "http://x").pathname));
+  const f = p.endsWith("/") ? path.join(p, "index.html") : p;
+  if (!f.startsWith(dist) || !fs.existsSync(f)) { res.writeHead(404); res.end(); return; }
+  res.writeHead(200, { "content-type": types[path.extname(f)] ?? "application/octet-stream" });
+  fs.createReadStream(f).pipe(res);
+});
+await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const url = `http://127.0.0.1:${server.address().port}/index.html`;
+
+// Runs in the page before the app's script: a fake __TAURI_INTERNALS__.
+function installMock() {
+  const cbs = new Map();
+  let next = 1;
+  const calls = (window.__calls = []);
+  const row = (id, tg, depth, ts) => ({ id, run_id: 2, build_commit: "abc1234", engine: "llama.cpp", model_filename: "/m/SmolLM2-135M-Instruct-Q4_1.gguf",
+    model_type: "llama 135M Q4_1", quant: "Q4_1", n_threads: 2, n_prompt: tg ? 0 : 64, n_gen: tg ? 16 : 0, n_depth: depth, n_seqs: 1,
+    test_time: "2026-11-30T23:00:00Z", avg_ts: ts, stddev_ts: 1.5, samples_ts: [ts], bandwidth_gbps: 44.0, ceiling_ts: tg ? 400.0 : 2000.0,
+    achieved: tg ? ts / 400 : ts / 2000, power_source: "ac", thermal_before: "unknown", thermal_after: "unknown", swap_out_pages: 0, warnings: "", hostname: "h" });
+  const stats = (n) => ({ prompt_tokens: 20, n_gen: n, ttft_ms: 42.4, prefill_tps: 470.0, decode_tps: n > 1 ? 150.0 : null, ceiling_tps: 400.0, pct_of_ceiling: n > 1 ? 37.5 : null });
+  const send = (ch, i, message) => cbs.get(ch.id)?.({ index: i, message });
+  const replies = {
+    machine: () => ({ host: { cpu_model: "Mock CPU", cores_physical: 2, cores_logical: 2, ram: 24e9, os: "Debian 12", kernel: "6.1", arch: "x86_64", llc: 32e6, gpus: [], hostname: "h" },
+      live: { power: { kind: "ac" }, thermal: { state: "unknown", max_celsius: null }, mem: { total: 24e9, available: 20e9, swap_total: 0, swap_used: 0 }, swap_out_pages: null },
+      tray: { bandwidth: "Bandwidth: 44.0 GB/s (triad, 2 threads, 1 min ago)", thermal: "Thermal: unknown", power: "Power: AC", memory: "Memory: 3.7 / 22.4 GiB used · swap 0.0 / 0.0 GiB" },
+      streams: [{ id: 1, run_id: 1, measured_at: "2026-11-30T22:59:00Z", kernel: "triad", threads: 2, array_bytes: 8e8, best_gbps: 44.0, avg_gbps: 43.0, hostname: "h" }],
+      peaks: [], spec_gbps: null }),
+    live: () => ({ bandwidth: "Bandwidth: 44.0 GB/s (triad, 2 threads, 1 min ago)", thermal: "Thermal: unknown", power: "Power: AC", memory: "Memory: 3.7 / 22.4 GiB used" }),
+    models: () => [{ name: "smollm2-135m", title: "SmolLM2 135M", bytes: 1e8, present: true, default: false }, { name: "qwen-7b", title: "Qwen 7B", bytes: 5e9, present: false, default: true }],
+    runs: () => [{ id: 2, kind: "bench", started_at: "2026-11-30T23:00:00Z", build_commit: "abc", command: "app: bench", hostname: "h", cpu_info: "Mock CPU", n_bench_rows: 2, models: "SmolLM2-135M-Instruct-Q4_1.gguf" },
+      { id: 1, kind: "stream", started_at: "2026-11-30T22:59:00Z", build_commit: "abc", command: "app: measure", hostname: "h", cpu_info: "Mock CPU", n_bench_rows: 0, models: "" }],
+    run_rows: () => [row(10, false, 0, 480.0), row(11, true, 0, 150.0)],
+    compare_runs: () => [{ model: "llama 135M Q4_1", test: "tg16", n_threads: 2, a: [150, 1.5], b: null, change_pct: null }],
+    delete_run: () => null,
+    roofline_view: () => ({ bandwidth_gbps: 44, peak_gflops: 400, peak_kind: "int8 dot", ridge: 9.09, roof: [[0.1, 4.4], [9.09, 400], [100, 400]],
+      points: [{ row_id: 11, run_id: 2, intensity: 1.2, achieved_gflops: 40, attainable_gflops: 52.8, phase: "tg", series: "llama 135M Q4_1", provenance: "llama 135M Q4_1 · tg16 · run 2 row 11" },
+        { row_id: 10, run_id: 2, intensity: 60, achieved_gflops: 130, attainable_gflops: 400, phase: "pp", series: "llama 135M Q4_1", provenance: "llama 135M Q4_1 · pp64 · run 2 row 10" }],
+      decode_vs_depth: [] }),
+    frontier_view: () => ({ measures: [], rows: [{ model: "SmolLM2-135M-Instruct-Q4_1.gguf", quant: "Q4_1", decode_tps: 150, decode_ceiling_tps: 400, prefill_tps: null, quality: [] }] }),
+    chart_svg: () => `<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="600"><text x="20" y="40">mock decode vs depth</text></svg>`,
+    export_chart: (a) => ({ path: `/exports/${a.name}`, bytes: 1234 }),
+    export_rows: (a) => ({ path: `/exports/${a.name}`, bytes: 99 }),
+    cancel_job: () => true,
+    chat_stop: () => { window.__stop = true; return true; },
+    "plugin:event|listen": () => 1,
+    run_bench: async (a) => {
+      const ch = a.onProgress;
+      send(ch, 0, { event: "test_started", index: 0, total: 2, label: "pp64" });
+      await new Promise((r) => setTimeout(r, 300));
+      send(ch, 1, { event: "test_done", record: row(10, false, 0, 480.0) });
+      send(ch, 2, { event: "test_started", index: 1, total: 2, label: "tg16" });
+      await new Promise((r) => setTimeout(r, 300));
+      send(ch, 3, { event: "test_done", record: row(11, true, 0, 150.0) });
+      return { run_id: 2, records: [row(10, false, 0, 480.0), row(11, true, 0, 150.0)], results_dir: "/exports/results/run-0002", files: [] };
+    },
+    chat_start: async (a) => {
+      const ch = a.onEvent;
+      window.__stop = false;
+      send(ch, 0, { event: "started", prompt_tokens: 20 });
+      const words = ["Memory ", "bandwidth ", "is ", "the ", "rate ", "…"];
+      let i = 0;
+      for (; i < words.length && !window.__stop; i++) {
+        await new Promise((r) => setTimeout(r, 120));
+        send(ch, i + 1, { event: "token", text: words[i], stats: stats(i + 1) });
+      }
+      send(ch, i + 1, { event: "done", reason: window.__stop ? "cancelled" : "end_of_generation", stats: stats(i) });
+      return stats(i);
+    },
+  };
+  window.__TAURI_INTERNALS__ = {
+    transformCallback: (cb) => { const id = next++; cbs.set(id, cb); return id; },
+    unregisterCallback: (id) => cbs.delete(id),
+    invoke: async (cmd, args) => {
+      calls.push(cmd);
+      const f = replies[cmd];
+      if (!f) throw `mock: no reply for ${cmd}`;
+      return f(args ?? {});
+    },
+  };
+  window.__TAURI_EVENT_PLUGIN_INTERNALS__ = { unregisterListener: () => {} };
+}
+
+const browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox"] });
+let ok = false;
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.addInitScript(installMock);
+  const check = (c, what) => { if (!c) throw new Error(what); console.log("[ui-mocked] ok:", what); };
+  await page.goto(url + "#machine");
+  await page.waitForSelector("#page-machine #stream-table");
+  check((await page.textContent("#bw")).includes("44.0 GB/s"), "machine shows the stored triad");
+  check((await page.textContent("#status")).includes("Bandwidth: 44.0 GB/s"), "status lines from core");
+
+  await page.goto(url + "#benchmarks");
+  await page.waitForSelector("#page-benchmarks #run");
+  check(await page.$eval("#models", (s) => s.value) === "smollm2-135m", "smallest fetched model preselected");
+  await page.click("#run");
+  await page.click("#run", { force: true }).catch(() => {});
+  await page.waitForFunction(() => document.querySelector("#plabel").textContent === "done");
+  const benchCalls = await page.evaluate(() => window.__calls.filter((c) => c === "run_bench").length);
+  check(benchCalls === 1, "a double click starts one run");
+  check((await page.$$("#results tbody tr")).length === 2, "rows shown");
+  check((await page.textContent("#results")).includes("150.00 ± 1.50"), "mean ± std");
+  await page.click('#page-benchmarks .exports button[data-x="png"]');
+  await page.waitForSelector("#page-benchmarks .exported");
+  check((await page.textContent("#page-benchmarks .exported")).endsWith(".png"), "export reports the file");
+  await page.screenshot({ path: path.join(OUT, "mocked-benchmarks.png") });
+
+  await page.goto(url + "#roofline");
+  await page.waitForSelector("#page-roofline svg.plot");
+  await page.hover("#page-roofline .pt >> nth=0");
+  check((await page.textContent("#prov")).includes("run 2 row 11"), "hover shows provenance");
+  await page.screenshot({ path: path.join(OUT, "mocked-roofline.png") });
+
+  await page.goto(url + "#frontier");
+  await page.waitForSelector("#frontier");
+  check((await page.textContent("#frontier")).includes("—"), "frontier prints — for unmeasured");
+
+  await page.goto(url + "#chat");
+  await page.waitForSelector("#page-chat #send");
+  await page.fill("#msg", "hi");
+  await page.click("#send");
+  await page.waitForFunction(() => document.querySelector("#why").textContent === "finished");
+  check((await page.textContent("#ttft")) === "42", "TTFT readout");
+  check((await page.textContent("#pct")) === "38%", "% of ceiling readout");
+  check((await page.textContent(".msg.assistant")).includes("Memory bandwidth is the rate"), "streamed text");
+  await page.fill("#msg", "again");
+  await page.click("#send");
+  await page.waitForFunction(() => Number(document.querySelector("#ntok").textContent) >= 2);
+  await page.click("#stop");
+  await page.waitForFunction(() => document.querySelector("#why").textContent === "stopped by you");
+  check(true, "stop ends the turn");
+  await page.screenshot({ path: path.join(OUT, "mocked-chat.png") });
+
+  await page.goto(url + "#history");
+  await page.waitForSelector("#runs tbody tr[data-id]");
+  await page.click('.del[data-id="1"]');
+  check(!(await page.evaluate(() => window.__calls.includes("delete_run"))), "delete waits for confirmation");
+  await page.click('.yes[data-id="1"]');
+  await page.waitForFunction(() => window.__calls.includes("delete_run"));
+  check(true, "confirmed delete calls delete_run");
+  check(errors.length === 0, `no page errors ${errors.join("; ")}`);
+  ok = true;
+} catch (e) {
+  console.error("[ui-mocked] FAILED:", e.message);
+} finally {
+  await browser.close();
+  server.close();
+}
+console.log(ok ? "[ui-mocked] PASS" : "[ui-mocked] FAIL");
+process.exit(ok ? 0 : 1);

@@ -1,0 +1,54 @@
+// The Chat page's state machine: applies core's ChatEvents to the transcript.
+import type { ChatEvent, ChatMessage, ChatStats, StopReason } from "./types";
+
+export interface ChatState {
+  messages: ChatMessage[];
+  streaming: boolean;
+  stats: ChatStats | null;
+  stop: StopReason | null;
+  error: string | null;
+}
+
+export const emptyChat = (): ChatState => ({ messages: [], streaming: false, stats: null, stop: null, error: null });
+
+/** Adds the user's message and an empty assistant message; refuses while streaming. */
+export function send(s: ChatState, text: string): ChatState | string {
+  if (s.streaming) return "a reply is still streaming: stop it first";
+  if (text.trim().length === 0) return "type a message";
+  return {
+    messages: [...s.messages, { role: "user", content: text }, { role: "assistant", content: "" }],
+    streaming: true, stats: null, stop: null, error: null,
+  };
+}
+
+/** The messages to send to core: everything but the empty assistant placeholder. */
+export function request(s: ChatState): ChatMessage[] {
+  const m = s.messages;
+  return m.length > 0 && m[m.length - 1].role === "assistant" && m[m.length - 1].content === "" ? m.slice(0, -1) : m;
+}
+
+export function apply(s: ChatState, e: ChatEvent): ChatState {
+  switch (e.event) {
+    case "started":
+      return s;
+    case "token": {
+      const m = s.messages.slice();
+      const last = m[m.length - 1];
+      m[m.length - 1] = { ...last, content: last.content + e.text };
+      return { ...s, messages: m, stats: e.stats };
+    }
+    case "done":
+      return { ...s, streaming: false, stats: e.stats, stop: e.reason };
+  }
+}
+
+export function failed(s: ChatState, err: string): ChatState {
+  return { ...s, streaming: false, error: err };
+}
+
+export const stopText: Record<StopReason, string> = {
+  end_of_generation: "finished",
+  max_tokens: "stopped at the token limit",
+  cancelled: "stopped by you",
+  context_full: "stopped: the context is full",
+};

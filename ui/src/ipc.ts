@@ -1,0 +1,38 @@
+// The only bridge to Rust: typed wrappers over the app's own commands.
+import { Channel, invoke } from "@tauri-apps/api/core";
+import { listen } from "@tauri-apps/api/event";
+import type * as T from "./types";
+
+export const api = {
+  machine: () => invoke<T.MachineView>("machine"),
+  live: () => invoke<T.TrayStatus>("live"),
+  models: () => invoke<T.ModelItem[]>("models"),
+  measureBandwidth: () => invoke<unknown>("measure_bandwidth"),
+  runBench: (request: T.BenchRequest, onProgress: (p: T.Progress) => void) => {
+    const ch = new Channel<T.Progress>();
+    ch.onmessage = onProgress;
+    return invoke<T.BenchOutcome>("run_bench", { request, onProgress: ch });
+  },
+  cancel: (kind: string) => invoke<boolean>("cancel_job", { kind }),
+  chat: (request: { model: string; messages: T.ChatMessage[]; max_tokens: number }, onEvent: (e: T.ChatEvent) => void) => {
+    const ch = new Channel<T.ChatEvent>();
+    ch.onmessage = onEvent;
+    return invoke<T.ChatStats>("chat_start", { request, onEvent: ch });
+  },
+  chatStop: () => invoke<boolean>("chat_stop"),
+  runs: (filter: { model?: string; engine?: string; since?: string }) => invoke<T.RunSummary[]>("runs", { filter }),
+  rows: (runId: number | null) => invoke<T.BenchRecord[]>("run_rows", { runId }),
+  compare: (a: number, b: number) => invoke<T.CompareRow[]>("compare_runs", { a, b }),
+  deleteRun: (id: number) => invoke<void>("delete_run", { id }),
+  roofline: (runId: number | null) => invoke<T.RooflineView>("roofline_view", { runId }),
+  frontier: () => invoke<T.FrontierView>("frontier_view"),
+  chartSvg: (chart: T.AppChart, runId: number | null) => invoke<string>("chart_svg", { chart, runId }),
+  exportChart: (chart: T.AppChart, runId: number | null, name: string) =>
+    invoke<T.Exported>("export_chart", { chart, runId, name }),
+  exportRows: (runId: number | null, name: string) => invoke<T.Exported>("export_rows", { runId, name }),
+  onStoreChanged: (f: () => void) => listen("store-changed", f),
+};
+
+export function errText(e: unknown): string {
+  return typeof e === "string" ? e : e instanceof Error ? e.message : JSON.stringify(e);
+}

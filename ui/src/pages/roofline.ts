@@ -1,0 +1,45 @@
+import { api } from "../ipc";
+import { esc, num } from "../format";
+import { rooflineSvg } from "../plot";
+import { chartInto, exportBar } from "./common";
+
+export async function rooflinePage(root: HTMLElement) {
+  const runs = (await api.runs({})).filter((r) => r.n_bench_rows > 0);
+  root.innerHTML = `
+    <h1>Roofline</h1>
+    <div class="row"><label>Rows from <select id="run"><option value="">all stored runs</option>
+      ${runs.map((r) => `<option value="${r.id}">run ${r.id} · ${esc(r.models)} · ${esc(r.started_at)}</option>`).join("")}</select></label></div>
+    <div id="summary" class="muted"></div>
+    <div id="plot"></div>
+    <div id="prov" class="prov muted">Hover or focus a point to see its provenance row.</div>
+    <div id="rexp"></div>
+    <h2>Decode vs depth, with its ceiling</h2>
+    <div id="dvd" class="chart-img"></div>
+    <div id="dexp"></div>`;
+  const sel = root.querySelector("#run") as HTMLSelectElement;
+  const runId = () => (sel.value === "" ? null : Number(sel.value));
+  exportBar(root.querySelector("#rexp") as HTMLElement, "roofline", runId, "roofline");
+  exportBar(root.querySelector("#dexp") as HTMLElement, "decode_vs_depth", runId, "decode_vs_depth");
+  const draw = async () => {
+    const v = await api.roofline(runId());
+    (root.querySelector("#summary") as HTMLElement).textContent = v.bandwidth_gbps === null ? "No bandwidth stored: — " :
+      `roof: STREAM ${num(v.bandwidth_gbps)} GB/s · ${v.peak_kind || "compute"} peak ${num(v.peak_gflops, 0)} GFLOP/s · ridge ${num(v.ridge)} FLOP/byte · ${v.points.length} points (● tg, ▲ pp)`;
+    const plot = root.querySelector("#plot") as HTMLElement;
+    plot.innerHTML = rooflineSvg(v);
+    const prov = root.querySelector("#prov") as HTMLElement;
+    plot.querySelectorAll(".pt").forEach((g) => {
+      const showProv = () => {
+        plot.querySelectorAll(".pt.sel").forEach((x) => x.classList.remove("sel"));
+        g.classList.add("sel");
+        const p = v.points[Number((g as HTMLElement).dataset.i)];
+        prov.classList.remove("muted");
+        prov.textContent = `${p.provenance} · achieved ${num(p.achieved_gflops)} of ${num(p.attainable_gflops)} GFLOP/s attainable at ${num(p.intensity, 2)} FLOP/byte`;
+      };
+      g.addEventListener("mouseenter", showProv);
+      g.addEventListener("focus", showProv);
+    });
+    await chartInto(root.querySelector("#dvd") as HTMLElement, "decode_vs_depth", runId());
+  };
+  sel.addEventListener("change", draw);
+  await draw();
+}
