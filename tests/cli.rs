@@ -354,3 +354,119 @@ fn spec_gate_then_bench_and_the_store_refuses_ungated_speedups() {
     );
     assert!(out.join("spec.md").is_file() && out.join("acceptance.png").is_file());
 }
+
+#[test]
+fn calc_and_synth_agree_with_gguf_py_facts_of_the_real_file() {
+    // Reference: tests/fixtures/model_facts.json, computed by llama.cpp's gguf-py from
+    // the real SmolLM2-135M Q4_1 file; the preset + recipe must reproduce it exactly.
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let r = &fixture()["SmolLM2-135M-Instruct.Q4_1.gguf"];
+    let o = memwall(
+        &db,
+        &[
+            "calc",
+            "--preset",
+            "smollm2-135m",
+            "-q",
+            "Q4_1",
+            "--bandwidth",
+            "100",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["weight_bytes"], r["tensor_bytes"]);
+    assert_eq!(v["model"]["streamed_bytes"], r["streamed_bytes"]);
+    assert_eq!(v["kv_bytes_per_token"], r["kv_bytes_per_token_f16"]);
+    // Closed form: 100 GB/s ÷ streamed bytes.
+    let want = 100e9 / r["streamed_bytes"].as_f64().unwrap();
+    let got = v["decode_b1_tps"].as_f64().unwrap();
+    assert!((got - want).abs() / want < 1e-12, "{got} vs {want}");
+
+    let out = d.path().join("synth.gguf");
+    let o = memwall(
+        &db,
+        &[
+            "model",
+            "synth",
+            "--preset",
+            "smollm2-135m",
+            "-q",
+            "Q4_1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("SYNTHETIC"), "{}", text(&o.stdout));
+    let o = memwall(&db, &["model", "info", "--json", out.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in [
+        "streamed_bytes",
+        "tensor_bytes",
+        "n_params",
+        "tied_embeddings",
+    ] {
+        assert_eq!(v[k], r[k], "{k}");
+    }
+    assert_eq!(v["kv_bytes_per_token"], r["kv_bytes_per_token_f16"]);
+    assert_eq!(v["synthetic"], true);
+    // Refuses to overwrite without --force.
+    let o = memwall(
+        &db,
+        &[
+            "model",
+            "synth",
+            "--preset",
+            "smollm2-135m",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--force"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn calc_devices_and_predict_errors_are_clear() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let o = memwall(
+        &db,
+        &["calc", "--preset", "qwen2.5-7b", "--device", "M4 Pro"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    // 273 GB/s ÷ the recipe's streamed bytes; the memory sizes of the M4 Pro.
+    assert!(s.contains("273.0 GB/s") && s.contains("24.0 GiB"), "{s}");
+    assert!(s.contains("ESTIMATE"), "{s}");
+    let o = memwall(
+        &db,
+        &["calc", "--preset", "qwen2.5-7b", "--device", "M9 Mega"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("M4 Pro"), "{}", text(&o.stderr));
+    let o = memwall(&db, &["calc", "--preset", "qwen2.5-7b", "--device", "this"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("not measured"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = memwall(&db, &["predict", "score", "9", "--run", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("no prediction sheet 9"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = memwall(&db, &["calc", "--preset", "qwen2.5-7b", "--params", "1e9"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("exactly one model"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -76,6 +76,14 @@ pub enum Command {
         #[command(subcommand)]
         cmd: SpecCmd,
     },
+    /// Ceiling calculator: what the memory wall allows for a model (file, shape or preset) on a device, before anything runs.
+    Calc(CalcArgs),
+    /// Predictions in ink: record the calculator's predictions for a planned bench before it runs; score them after.
+    Predict {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: PredictCmd,
+    },
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -85,7 +93,7 @@ pub enum Command {
 }
 
 /// `memwall bench`.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct BenchArgs {
     /// Model file or catalogue name (repeatable; default: the catalogue's default model).
     #[arg(long, short = 'm')]
@@ -167,6 +175,12 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Predictions in ink: store the calculator's predictions (from the *stored* STREAM/peaks) with a hash before the run, score them after.
+    #[arg(long)]
+    pub predict: bool,
+    /// With --predict: the fraction of each ceiling you expect to reach (1 = the ceiling).
+    #[arg(long, default_value_t = 1.0)]
+    pub efficiency: f64,
 }
 
 /// On, off, or the engine's choice.
@@ -222,6 +236,25 @@ pub enum ModelCmd {
         #[arg(long = "ctk", default_value = "f16")]
         cache_type: String,
     },
+    /// Write a shape-exact synthetic GGUF (random weights, meaningless text, real speed) from a preset or shape.
+    Synth(SynthArgs),
+}
+
+/// `memwall model synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// The shape (--preset or --arch …) and --quant recipe.
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Output file.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `memwall models ...`.
@@ -662,4 +695,141 @@ pub struct SpecBenchArgs {
     /// Print the rows as JSON on stdout (progress stays on stderr).
     #[arg(long)]
     pub json: bool,
+}
+
+/// The model side of `memwall calc` / `memwall model synth`: a file, a preset, a
+/// shape, or a bare parameter count.
+#[derive(Debug, Args, Clone)]
+pub struct ShapeArgs {
+    /// A GGUF file or catalogue name (exact bytes: beats any recipe estimate).
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// A named public shape (`--list-presets`).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Architecture of a shape given by flags: llama, qwen2, qwen3, qwen3moe, gemma3.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Transformer blocks.
+    #[arg(long)]
+    pub layers: Option<u32>,
+    /// Hidden size.
+    #[arg(long)]
+    pub hidden: Option<u32>,
+    /// Query heads.
+    #[arg(long)]
+    pub heads: Option<u32>,
+    /// KV heads (default: --heads).
+    #[arg(long = "kv-heads")]
+    pub kv_heads: Option<u32>,
+    /// Head dimension (default: hidden ÷ heads).
+    #[arg(long = "head-dim")]
+    pub head_dim: Option<u32>,
+    /// Dense FFN width.
+    #[arg(long)]
+    pub ffn: Option<u32>,
+    /// Vocabulary size.
+    #[arg(long)]
+    pub vocab: Option<u64>,
+    /// Tied embeddings (no separate output head).
+    #[arg(long)]
+    pub tied: bool,
+    /// Store a separate output head even if the preset ties it (Qwen's own GGUFs do).
+    #[arg(long)]
+    pub untied: bool,
+    /// Tensors in lexicographic name order (Qwen's own GGUFs): moves the Q4_K_M more-bits layers.
+    #[arg(long)]
+    pub lexicographic: bool,
+    /// MoE: routed experts per layer.
+    #[arg(long)]
+    pub experts: Option<u32>,
+    /// MoE: experts per token.
+    #[arg(long = "experts-used")]
+    pub experts_used: Option<u32>,
+    /// MoE: one expert's FFN width.
+    #[arg(long = "ffn-expert")]
+    pub ffn_expert: Option<u32>,
+    /// Sliding window of local-attention layers (gemma3).
+    #[arg(long = "sliding-window")]
+    pub sliding_window: Option<u32>,
+    /// Precision recipe for presets and shapes: F32, F16, BF16, Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q4_K_M, Q4_K_S, Q4_1, Q4_0, mlx-4bit, mlx-8bit.
+    #[arg(long, short = 'q', default_value = "Q4_K_M")]
+    pub quant: String,
+    /// Bare total parameter count (e.g. 27e9), weights only, with --bits.
+    #[arg(long)]
+    pub params: Option<f64>,
+    /// Bare active parameter count for MoE (default: --params).
+    #[arg(long)]
+    pub active: Option<f64>,
+    /// Bits per weight for --params (include scale overhead yourself: Q4_K = 4.5).
+    #[arg(long)]
+    pub bits: Option<f64>,
+}
+
+/// `memwall calc`.
+#[derive(Debug, Args)]
+pub struct CalcArgs {
+    /// The model.
+    #[command(flatten)]
+    pub shape: ShapeArgs,
+    /// Catalogue device (`"M4 Pro"`, `"RTX 4090"`, `--list-devices`), or `this` for this machine's stored measurements.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Bandwidth in GB/s (10^9 B/s), overriding the device's.
+    #[arg(long)]
+    pub bandwidth: Option<f64>,
+    /// Peak compute in GFLOP/s, overriding the device's.
+    #[arg(long)]
+    pub peak: Option<f64>,
+    /// Memory size(s) to check the fit against, GiB (default: the device's configurations).
+    #[arg(long = "memory-gib", value_delimiter = ',')]
+    pub memory_gib: Vec<f64>,
+    /// Context depth per sequence (tokens already in the KV cache).
+    #[arg(short = 'd', long, default_value_t = 0)]
+    pub depth: u64,
+    /// Sequences decoded together (they share each weight read).
+    #[arg(short = 'b', long, default_value_t = 1)]
+    pub batch: u64,
+    /// KV cache type (f16, q8_0, …).
+    #[arg(long = "ctk", default_value = "f16")]
+    pub cache_type: String,
+    /// Prompt length for the prefill ceiling.
+    #[arg(short = 'p', long, default_value_t = 512)]
+    pub n_prompt: u64,
+    /// List the device catalogue and exit.
+    #[arg(long)]
+    pub list_devices: bool,
+    /// List the model presets and exit.
+    #[arg(long)]
+    pub list_presets: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall predict ...`.
+#[derive(Debug, Subcommand)]
+pub enum PredictCmd {
+    /// Record predictions for a bench plan (same flags as `memwall bench`) from this machine's stored STREAM/peaks.
+    Make {
+        /// The plan, exactly as `memwall bench` takes it.
+        #[command(flatten)]
+        bench: BenchArgs,
+    },
+    /// Score a stored sheet against a stored bench run.
+    Score {
+        /// Sheet id.
+        sheet: i64,
+        /// Bench run id (`memwall history`).
+        #[arg(long)]
+        run: i64,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one sheet (verifying its hash) or list all.
+    Show {
+        /// Sheet id (omit to list).
+        sheet: Option<i64>,
+    },
 }

@@ -378,3 +378,78 @@ pub fn write_results(
     }
     Ok(files)
 }
+
+/// This machine as a calculator device: the latest stored STREAM triad and peaks
+/// (absent ones stay `None`, printed `—`), plus the catalogue's spec for the CPU/GPU
+/// brand when it names a catalogued part, for the spec-vs-measured comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThisMachine {
+    /// Host facts.
+    pub host: HostInfo,
+    /// Latest STREAM triad (best, most threads) on this host.
+    pub triad: Option<StoredStream>,
+    /// Latest f32 FMA peak.
+    pub peak_f32: Option<crate::store::StoredPeak>,
+    /// Latest int8 dot peak.
+    pub peak_int8: Option<crate::store::StoredPeak>,
+    /// Catalogue entry matching the CPU/GPU brand, if any.
+    pub spec: Option<crate::devices::Device>,
+}
+
+impl ThisMachine {
+    /// The calculator roof from the measurements; the compute peak is the one
+    /// llama.cpp's CPU path uses for `facts` (int8 dot for block-quantized weights,
+    /// f32 FMA otherwise; see [`MachineRoof::peak_for`]).
+    pub fn roof(&self, facts: Option<&crate::model::ModelFacts>) -> crate::calc::Roof {
+        use crate::calc::Sourced;
+        let quantized = facts
+            .and_then(|f| f.dominant_type())
+            .is_some_and(|t| t.traits().is_some_and(|(_, b, _)| b > 1));
+        let pk = if quantized {
+            self.peak_int8.as_ref()
+        } else {
+            self.peak_f32.as_ref()
+        };
+        crate::calc::Roof {
+            label: format!("this machine ({})", self.host.cpu_model),
+            bandwidth: self.triad.as_ref().map(|s| Sourced {
+                value: Gbps(s.best_gbps),
+                source: format!(
+                    "measured: STREAM triad #{} ({} threads) at {}",
+                    s.id, s.threads, s.measured_at
+                ),
+            }),
+            peak: pk.map(|p| Sourced {
+                value: Gflops(p.gflops),
+                source: format!(
+                    "measured: {} peak #{} ({} threads, {}) at {}",
+                    p.kind, p.id, p.threads, p.isa, p.measured_at
+                ),
+            }),
+            memory: vec![self.host.ram],
+        }
+    }
+}
+
+/// Reads [`ThisMachine`] from the store. Measures nothing.
+///
+/// # Errors
+/// [`JobError`] when the store cannot be read.
+pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine, JobError> {
+    let spec = crate::devices::Devices::builtin().ok().and_then(|d| {
+        std::iter::once(host.cpu_model.as_str())
+            .chain(host.gpus.iter().map(String::as_str))
+            .find_map(|b| d.find_in(b).cloned())
+    });
+    Ok(ThisMachine {
+        host: host.clone(),
+        triad: store.latest_triad(&host.hostname, None).await?,
+        peak_f32: store
+            .latest_peak(&host.hostname, PeakKind::F32Fma.label())
+            .await?,
+        peak_int8: store
+            .latest_peak(&host.hostname, PeakKind::Int8Dot.label())
+            .await?,
+        spec,
+    })
+}

@@ -20,10 +20,12 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod calc;
 pub mod catalog;
 pub mod chart;
 pub mod chat;
 pub mod datasets;
+pub mod devices;
 pub mod engine;
 pub mod evals;
 pub mod evidence;
@@ -34,11 +36,14 @@ pub mod hw;
 pub mod jobs;
 pub mod model;
 pub mod peak;
+pub mod predict;
 pub mod quant;
 pub mod roofline;
+pub mod shape;
 pub mod spec;
 pub mod store;
 pub mod stream;
+pub mod synth;
 pub mod testing;
 pub mod units;
 pub mod util;

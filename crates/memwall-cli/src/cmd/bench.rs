@@ -12,7 +12,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
+/// The plan `memwall bench` (and `memwall predict make`) runs.
+pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
+    let a = a.clone();
     let models = if a.model.is_empty() {
         vec![default_model()?]
     } else {
@@ -21,8 +23,6 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
             .map(|m| resolve_model(m))
             .collect::<Result<Vec<_>>>()?
     };
-    let format = Format::parse(&a.output)
-        .with_context(|| format!("-o {}: use md, csv, json, jsonl or sql", a.output))?;
     let plan = BenchPlan {
         models,
         n_prompt: a.n_prompt.into_iter().filter(|&p| p > 0).collect(),
@@ -49,7 +49,20 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         allow_battery: a.allow_battery,
     };
     plan.validate()?;
+    Ok(plan)
+}
+
+pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
+    let format = Format::parse(&a.output)
+        .with_context(|| format!("-o {}: use md, csv, json, jsonl or sql", a.output))?;
+    let plan = plan_from_args(&a)?;
     let store = open_store(db).await?;
+    // Predictions in ink: written (and hashed) before anything is measured.
+    let sheet = if a.predict {
+        Some(super::predict::make_sheet(&store, &plan, a.efficiency).await?)
+    } else {
+        None
+    };
     let total = plan.instances().len() as u64;
     let reps = plan.reps as u64;
     let pb = if a.quiet {
@@ -105,6 +118,15 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         write!(stdout, "{info}")?;
     } else {
         eprint!("{info}");
+    }
+    if let Some(sheet) = sheet {
+        let card = memwall_core::predict::score_run(&store, sheet.id, out.run_id).await?;
+        let t = memwall_core::predict::table(&card);
+        if format == Format::Md {
+            write!(stdout, "\n{t}")?;
+        } else {
+            eprint!("\n{t}");
+        }
     }
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! print. Shared helpers live here.
 
 mod bench;
+mod calc;
 mod evidence;
 mod frontier;
 mod hw;
 mod model;
 mod models;
+mod predict;
 mod quant;
 mod roofline;
 mod spec;
@@ -38,6 +40,9 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
                     cache_type,
                 },
         } => model::model_info(&file, json, &cache_type),
+        Command::Model {
+            cmd: ModelCmd::Synth(a),
+        } => calc::synth_cmd(a),
         Command::Models { cmd } => models::models(cmd),
         Command::Roofline(a) => roofline::roofline_cmd(&db, a).await,
         Command::Export(a) => store::export(&db, a).await,
@@ -52,6 +57,8 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Spec { cmd } => spec::spec(&db, cmd).await,
         Command::Hw { json } => hw::hw_cmd(json),
+        Command::Calc(a) => calc::calc_cmd(&db, a).await,
+        Command::Predict { cmd } => predict::predict(&db, cmd).await,
     }
 }
 

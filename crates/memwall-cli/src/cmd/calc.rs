@@ -1,0 +1,514 @@
+//! `memwall calc`: the ceiling calculator.
+
+use super::{open_store, parse_cache, resolve_model};
+use crate::args::{CalcArgs, ShapeArgs};
+use anyhow::{Context, Result, bail};
+use memwall_core::calc::{self, CalcModel, CalcParams, CalcReport, Roof, Sourced, WeightBasis};
+use memwall_core::devices::Devices;
+use memwall_core::jobs;
+use memwall_core::model::ModelFacts;
+use memwall_core::shape::{self, Arch, ModelShape, Recipe};
+use memwall_core::units::{Bytes, Gbps, Gflops, or_dash};
+
+/// A shape (with its recipe and name) from preset or flags, if the args give one.
+pub(crate) fn shape_from_args(a: &ShapeArgs) -> Result<Option<(ModelShape, Recipe, String)>> {
+    let recipe = Recipe::parse(&a.quant)?;
+    let layout = |mut s: ModelShape| {
+        if a.untied {
+            s.tied_embeddings = false;
+        }
+        if a.lexicographic {
+            s.lexicographic_order = true;
+        }
+        s
+    };
+    if let Some(p) = &a.preset {
+        let p = shape::preset(p)?;
+        return Ok(Some((layout(p.shape), recipe, p.title.to_string())));
+    }
+    let Some(arch) = &a.arch else {
+        return Ok(None);
+    };
+    let arch = Arch::parse(arch)?;
+    let need = |v: Option<u32>, flag: &str| {
+        v.with_context(|| format!("a shape given by flags needs {flag} (or use --preset NAME)"))
+    };
+    let heads = need(a.heads, "--heads")?;
+    let s = ModelShape {
+        arch,
+        n_layer: need(a.layers, "--layers")?,
+        n_embd: need(a.hidden, "--hidden")?,
+        n_head: heads,
+        n_head_kv: a.kv_heads.unwrap_or(heads),
+        head_dim: a.head_dim,
+        n_ff: a.ffn.unwrap_or(0),
+        n_vocab: a.vocab.context("a shape given by flags needs --vocab")?,
+        tied_embeddings: a.tied,
+        n_expert: a.experts.unwrap_or(0),
+        n_expert_used: a.experts_used.unwrap_or(0),
+        n_ff_exp: a.ffn_expert.unwrap_or(0),
+        sliding_window: a.sliding_window,
+        n_ctx_train: 32768,
+        lexicographic_order: false,
+    };
+    let s = layout(s);
+    s.validate()?;
+    let name = format!("{} shape {}L {}d", arch.name(), s.n_layer, s.n_embd);
+    Ok(Some((s, recipe, name)))
+}
+
+/// The calculator's model from the args: file, preset/shape, or bare parameters.
+pub(crate) fn model_from_args(a: &ShapeArgs) -> Result<CalcModel> {
+    let given = [
+        a.model.is_some(),
+        a.preset.is_some(),
+        a.arch.is_some(),
+        a.params.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if given != 1 {
+        bail!(
+            "give exactly one model: --model FILE, --preset NAME (--list-presets), a shape (--arch --layers --hidden --heads --kv-heads --ffn --vocab), or --params N --bits B"
+        );
+    }
+    if let Some(m) = &a.model {
+        let path = resolve_model(m)?;
+        let f = ModelFacts::open(&path)?;
+        let label = f.label();
+        return Ok(CalcModel::from_facts(f, WeightBasis::File, &label));
+    }
+    if let Some(p) = a.params {
+        let bits = a
+            .bits
+            .context("--params needs --bits (bits per weight, incl. scales: Q4_K = 4.5)")?;
+        if p <= 0.0 || bits <= 0.0 {
+            bail!("--params and --bits must be > 0");
+        }
+        return Ok(CalcModel::from_params(p, a.active.unwrap_or(p), bits));
+    }
+    let (s, r, name) = shape_from_args(a)?.expect("one of preset/arch given");
+    let f = s.facts(&r, &name)?;
+    Ok(CalcModel::from_facts(f, WeightBasis::Recipe, &name))
+}
+
+pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
+    let devices = Devices::builtin()?;
+    if a.list_devices {
+        println!(
+            "| device | family | bandwidth GB/s | memory GiB | fp16 matrix TFLOP/s | fp32 TFLOP/s | basis | source |"
+        );
+        println!("| --- | --- | ---: | --- | ---: | ---: | --- | --- |");
+        for d in &devices.devices {
+            let mem: Vec<String> = d.memory_gib.iter().map(|m| format!("{m}")).collect();
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                d.name,
+                d.family,
+                d.bandwidth_gbps,
+                mem.join("/"),
+                or_dash(d.fp16_tflops, 1),
+                or_dash(d.fp32_tflops, 1),
+                d.basis,
+                d.source
+            );
+        }
+        return Ok(());
+    }
+    if a.list_presets {
+        println!(
+            "| preset | model | arch | layers | hidden | heads/kv | ffn | vocab | experts | source |"
+        );
+        println!("| --- | --- | --- | ---: | ---: | --- | ---: | ---: | --- | --- |");
+        for p in shape::presets() {
+            let s = &p.shape;
+            println!(
+                "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} |",
+                p.name,
+                p.title,
+                s.arch.name(),
+                s.n_layer,
+                s.n_embd,
+                s.n_head,
+                s.n_head_kv,
+                if s.n_expert > 0 { s.n_ff_exp } else { s.n_ff },
+                s.n_vocab,
+                if s.n_expert > 0 {
+                    format!("{} of {}", s.n_expert_used, s.n_expert)
+                } else {
+                    "—".into()
+                },
+                p.source
+            );
+        }
+        return Ok(());
+    }
+    let model = model_from_args(&a.shape)?;
+    let cache = parse_cache(&a.cache_type)?;
+    let mut this = None;
+    let mut roof = match a.device.as_deref() {
+        Some(d) if d.eq_ignore_ascii_case("this") => {
+            let store = open_store(db).await?;
+            let host = memwall_core::hw::host_info();
+            let t = jobs::this_machine(&store, &host).await?;
+            let r = t.roof(model.facts.as_ref());
+            this = Some(t);
+            r
+        }
+        Some(d) => {
+            let dev = devices.get(d)?;
+            Roof {
+                label: dev.name.clone(),
+                bandwidth: Some(Sourced {
+                    value: dev.bandwidth(),
+                    source: format!("{}: {}", dev.basis, dev.source),
+                }),
+                peak: dev.peak().map(|(p, what)| Sourced {
+                    value: p,
+                    source: format!("{what}, {}: {}", dev.basis, dev.source),
+                }),
+                memory: dev.memory(),
+            }
+        }
+        None => {
+            if a.bandwidth.is_none() {
+                bail!(
+                    "give --device NAME (--list-devices), --device this, or --bandwidth GBPS [--peak GFLOPS]"
+                );
+            }
+            Roof {
+                label: "given".into(),
+                bandwidth: None,
+                peak: None,
+                memory: vec![],
+            }
+        }
+    };
+    if let Some(b) = a.bandwidth {
+        roof.bandwidth = Some(Sourced {
+            value: Gbps(b),
+            source: "given on the command line".into(),
+        });
+    }
+    if let Some(p) = a.peak {
+        roof.peak = Some(Sourced {
+            value: Gflops(p),
+            source: "given on the command line".into(),
+        });
+    }
+    if !a.memory_gib.is_empty() {
+        roof.memory = a
+            .memory_gib
+            .iter()
+            .map(|g| Bytes((g * memwall_core::units::GIB) as u64))
+            .collect();
+    }
+    let p = CalcParams {
+        depth: a.depth,
+        batch: a.batch.max(1),
+        cache,
+        n_prompt: a.n_prompt,
+    };
+    let r = calc::calc(&model, &roof, &p);
+    if a.json {
+        let mut v = serde_json::to_value(&r)?;
+        if let Some(f) = v.get_mut("model").and_then(|m| m.get_mut("facts")) {
+            // The per-class tables are in `memwall model info --json`; keep calc's JSON short.
+            *f = serde_json::Value::Null;
+        }
+        if let Some(t) = &this {
+            v["this_machine"] = serde_json::to_value(t)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    print!("{}", render(&r));
+    if let Some(t) = &this {
+        print!("{}", render_this(t));
+    }
+    Ok(())
+}
+
+fn tps(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.1} tok/s"),
+        _ => "—".into(),
+    }
+}
+
+/// The text report.
+pub(crate) fn render(r: &CalcReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let m = &r.model;
+    let p = &r.params;
+    let _ = writeln!(s, "model      {} — {}", m.label, m.precision);
+    let basis = match m.basis {
+        WeightBasis::File => "exact: tensor bytes of the GGUF file",
+        WeightBasis::Recipe => {
+            "ESTIMATE from the shape and llama.cpp's quantization recipe (a real file's bytes beat it: pass --model FILE)"
+        }
+        WeightBasis::Params => {
+            "params × bits ÷ 8, weights only (no per-tensor recipe, no KV without a shape)"
+        }
+    };
+    let _ = writeln!(s, "           {basis}");
+    if m.facts.as_ref().is_some_and(|f| f.synthetic) {
+        let _ = writeln!(
+            s,
+            "           SYNTHETIC model: random weights, meaningless text, real speed"
+        );
+    }
+    let _ = writeln!(s, "device     {}", r.roof.label);
+    match &r.roof.bandwidth {
+        Some(b) => {
+            let _ = writeln!(s, "bandwidth  {} — {}", b.value, b.source);
+        }
+        None => {
+            let _ = writeln!(s, "bandwidth  — (not measured / not given)");
+        }
+    }
+    match &r.roof.peak {
+        Some(b) => {
+            let _ = writeln!(s, "peak       {} — {}", b.value, b.source);
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "peak       — (no stated or measured peak: pass --peak GFLOPS)"
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "weights            {} ({} params, {:.3} bits/weight incl. scales)",
+        r.weight_bytes,
+        human_params(m.n_params),
+        r.bits_per_weight
+    );
+    let _ = writeln!(
+        s,
+        "streamed per step  {} (weights read by one batch-1 decode step)",
+        m.streamed_bytes
+    );
+    if m.facts.is_some() {
+        let _ = writeln!(
+            s,
+            "KV cache ({})     {} B/token; at depth {} × batch {}: {}",
+            p.cache.name(),
+            r.kv_bytes_per_token.0,
+            p.depth,
+            p.batch,
+            r.kv_bytes
+        );
+    } else {
+        let _ = writeln!(s, "KV cache           — (no shape given: weights only)");
+    }
+    let _ = writeln!(
+        s,
+        "resident           {} (weights + KV); + headroom {} (1 GiB + 10 % of weights)",
+        r.resident_bytes, r.headroom_bytes
+    );
+    for f in &r.fits {
+        let spare = f.spare_bytes;
+        let _ = writeln!(
+            s,
+            "  in {:>6.1} GiB    {} — {} {:.2} GiB",
+            f.memory.gib(),
+            if f.fits {
+                "fits        "
+            } else {
+                "DOES NOT FIT"
+            },
+            if spare >= 0 { "spare" } else { "short by" },
+            spare.unsigned_abs() as f64 / memwall_core::units::GIB
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "decode ceiling, batch 1, depth {:<6} {}",
+        p.depth,
+        tps(r.decode_b1_tps)
+    );
+    if p.depth > 0 {
+        let frac = match (r.decode_b1_tps, r.decode_b1_depth0_tps) {
+            (Some(a), Some(b)) => format!("{:.1} %", 100.0 * a / b),
+            _ => "—".into(),
+        };
+        let _ = writeln!(
+            s,
+            "  (depth 0: {}; at depth {} decode falls to {frac} of that)",
+            tps(r.decode_b1_depth0_tps),
+            p.depth
+        );
+    }
+    if p.batch > 1 {
+        let per = r.decode_aggregate_tps.map(|x| x / p.batch as f64);
+        let _ = writeln!(
+            s,
+            "decode ceiling, batch {:<3} aggregate {} ({} per sequence)",
+            p.batch,
+            tps(r.decode_aggregate_tps),
+            tps(per)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "prefill ceiling (compute, pp{})  {} ({:.2} GFLOP per token)",
+        p.n_prompt,
+        tps(r.prefill_tps),
+        r.prefill_flops_per_token / 1e9
+    );
+    let _ = writeln!(
+        s,
+        "decode intensity   {:.2} FLOP/byte at batch {} vs ridge {} FLOP/byte → {}",
+        r.decode_intensity,
+        p.batch,
+        or_dash(r.ridge, 1),
+        match r.ridge {
+            Some(x) if r.decode_intensity < x => "memory-bound",
+            Some(_) => "compute-bound",
+            None => "—",
+        }
+    );
+    let _ = writeln!(
+        s,
+        "\nCeilings are upper bounds (bandwidth ÷ bytes, peak ÷ FLOPs), not forecasts; GB = 10^9 B, GiB = 2^30 B."
+    );
+    s
+}
+
+fn human_params(n: u64) -> String {
+    let b = n as f64 / 1e9;
+    if b >= 1.0 {
+        format!("{b:.2} B")
+    } else {
+        format!("{:.0} M", b * 1000.0)
+    }
+}
+
+fn render_this(t: &jobs::ThisMachine) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let spec = t.spec.as_ref();
+    let _ = writeln!(
+        s,
+        "\nthis machine: spec vs measured ({}; spec from {})",
+        t.host.cpu_model,
+        spec.map_or(
+            "— (CPU/GPU not in catalog/devices.toml)".to_string(),
+            |d| format!("catalogue entry {:?}", d.name)
+        )
+    );
+    let _ = writeln!(s, "| quantity | spec | measured | measured ÷ spec |");
+    let _ = writeln!(s, "| --- | ---: | ---: | ---: |");
+    let ratio = |m: Option<f64>, sp: Option<f64>| match (m, sp) {
+        (Some(m), Some(sp)) if sp > 0.0 => format!("{:.2}", m / sp),
+        _ => "—".into(),
+    };
+    let bw_m = t.triad.as_ref().map(|x| x.best_gbps);
+    let bw_s = spec.map(|d| d.bandwidth_gbps);
+    let _ = writeln!(
+        s,
+        "| memory bandwidth GB/s | {} | {} | {} |",
+        or_dash(bw_s, 1),
+        or_dash(bw_m, 1),
+        ratio(bw_m, bw_s)
+    );
+    let f32_m = t.peak_f32.as_ref().map(|x| x.gflops);
+    let f32_s = spec.and_then(|d| d.fp32_tflops).map(|x| x * 1000.0);
+    let _ = writeln!(
+        s,
+        "| fp32 GFLOP/s | {} | {} | {} |",
+        or_dash(f32_s, 0),
+        or_dash(f32_m, 0),
+        ratio(f32_m, f32_s)
+    );
+    let i8_m = t.peak_int8.as_ref().map(|x| x.gflops);
+    let _ = writeln!(s, "| int8 dot GOP/s | — | {} | — |", or_dash(i8_m, 0));
+    let _ = writeln!(
+        s,
+        "| memory GiB | {} | {:.1} (installed) | — |",
+        spec.map_or("—".to_string(), |d| d
+            .memory_gib
+            .iter()
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+            .join("/")),
+        t.host.ram.gib()
+    );
+    if t.triad.is_none() || t.peak_f32.is_none() {
+        let _ = writeln!(
+            s,
+            "— = not measured on this host yet: run `memwall stream` (STREAM + compute peaks) first."
+        );
+    }
+    let _ = writeln!(
+        s,
+        "A spec sheet is not the bandwidth a program gets: the ratio is itself a measurement."
+    );
+    s
+}
+
+/// `memwall model synth`.
+pub(crate) fn synth_cmd(a: crate::args::SynthArgs) -> Result<()> {
+    if a.shape.model.is_some() || a.shape.params.is_some() {
+        bail!(
+            "model synth takes a shape: --preset NAME or --arch/--layers/… (not --model or --params)"
+        );
+    }
+    let (s, r, name) = shape_from_args(&a.shape)?
+        .context("give --preset NAME (--list-presets on `memwall calc`) or a shape (--arch --layers --hidden --heads --kv-heads --ffn --vocab)")?;
+    if a.out.exists() && !a.force {
+        bail!("{} exists: pass --force to overwrite", a.out.display());
+    }
+    let est = s.facts(&r, &name)?;
+    let avail = memwall_core::hw::available_memory();
+    eprintln!(
+        "writing SYNTHETIC {name} {} to {}: {} of random weights (seed {}); {} free in memory",
+        r.name,
+        a.out.display(),
+        est.tensor_bytes,
+        a.seed,
+        avail
+    );
+    let pb = indicatif::ProgressBar::new(est.file_bytes.0);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
+            .expect("valid template"),
+    );
+    let f = memwall_core::synth::write(
+        &s,
+        &r,
+        &format!("synthetic {name}"),
+        a.seed,
+        &a.out,
+        |w, _| pb.set_position(w),
+    )?;
+    pb.finish_and_clear();
+    println!("wrote {}", a.out.display());
+    println!(
+        "SYNTHETIC: random weights, the text it generates is meaningless; decode speed is real (dense models)."
+    );
+    println!(
+        "tensors {}  params {}  tensor bytes {} B = {}  streamed/step {} B  types {}",
+        f.classes.values().map(|c| c.n_tensors).sum::<u64>(),
+        f.n_params,
+        f.tensor_bytes.0,
+        f.tensor_bytes,
+        f.streamed_bytes.0,
+        f.type_counts
+            .iter()
+            .map(|(t, n)| format!("{t}×{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if f.tensor_bytes != est.tensor_bytes || f.streamed_bytes != est.streamed_bytes {
+        bail!("read-back facts differ from the calculator's: a bug, please report it");
+    }
+    println!("read back with memwall's GGUF reader: equals `memwall calc` for this shape");
+    Ok(())
+}
