@@ -120,27 +120,7 @@ impl DatasetEntry {
 
     /// Checks the file on disk; hashes it only when `hash` is set.
     pub fn status(&self, hash: bool) -> Status {
-        let p = self.path();
-        let Ok(meta) = std::fs::metadata(&p) else {
-            return Status::Missing;
-        };
-        if meta.len() != self.bytes {
-            return Status::Corrupt {
-                reason: format!("size {} B, expected {} B", meta.len(), self.bytes),
-            };
-        }
-        if !hash {
-            return Status::Present;
-        }
-        match crate::util::sha256_file(&p) {
-            Ok(h) if h == self.sha256 => Status::Verified,
-            Ok(h) => Status::Corrupt {
-                reason: format!("sha256 {h}, expected {}", self.sha256),
-            },
-            Err(e) => Status::Corrupt {
-                reason: e.to_string(),
-            },
-        }
+        crate::catalog::file_status(&self.path(), self.bytes, &self.sha256, hash)
     }
 
     /// The path when the file is present with the right size.
