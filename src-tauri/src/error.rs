@@ -32,6 +32,9 @@ pub enum AppError {
     /// The catalogue failed.
     #[error(transparent)]
     Catalog(#[from] memwall_core::catalog::CatalogError),
+    /// The device catalogue (`catalog/devices.toml`) failed to parse.
+    #[error(transparent)]
+    Devices(#[from] memwall_core::devices::DeviceError),
     /// Bad input from the UI.
     #[error("{0}")]
     Invalid(String),

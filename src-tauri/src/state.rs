@@ -78,6 +78,10 @@ pub struct MachineView {
     pub peaks: Vec<StoredPeak>,
     /// The catalogue's spec bandwidth for this machine, GB/s (`None`: no catalogue entry).
     pub spec_gbps: Option<f64>,
+    /// The catalogue entry (`catalog/devices.toml`) the spec figure comes from.
+    pub spec_device: Option<String>,
+    /// Source URL of the spec figure.
+    pub spec_source: Option<String>,
 }
 
 /// A catalogue model as the pickers show it.
@@ -262,13 +266,17 @@ impl AppState {
             }
         }
         let live = hw::live_state();
+        let devices = memwall_core::devices::Devices::builtin()?;
+        let spec = devices.for_host(&host);
         Ok(MachineView {
             tray: TrayStatus::new(last.as_ref(), &live, chrono_now()),
+            spec_gbps: spec.map(|d| d.bandwidth_gbps),
+            spec_device: spec.map(|d| d.name.clone()),
+            spec_source: spec.map(|d| d.source.clone()),
             host,
             live,
             streams,
             peaks,
-            spec_gbps: None,
         })
     }
 
@@ -318,12 +326,15 @@ impl AppState {
         progress: impl FnMut(memwall_core::catalog::FetchProgress) + Send + 'static,
     ) -> Result<PathBuf, AppError> {
         let entry = Catalog::builtin()?.get(name)?.clone();
-        let _g = self.start_job("fetch")?;
+        let g = self.start_job("fetch")?;
+        let cancel = g.cancel.clone();
         let mut progress = progress;
-        tokio::task::spawn_blocking(move || memwall_core::catalog::fetch(&entry, &mut progress))
-            .await
-            .map_err(|e| AppError::Invalid(format!("fetch task failed: {e}")))?
-            .map_err(AppError::from)
+        tokio::task::spawn_blocking(move || {
+            memwall_core::catalog::fetch_cancellable(&entry, &mut progress, &cancel)
+        })
+        .await
+        .map_err(|e| AppError::Invalid(format!("fetch task failed: {e}")))?
+        .map_err(AppError::from)
     }
 
     /// "Measure bandwidth now": a quick STREAM (≤ 2 s) at all logical CPUs, stored.

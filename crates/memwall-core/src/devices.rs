@@ -166,6 +166,15 @@ impl Devices {
             })
     }
 
+    /// The catalogue entry of this host: the first of its CPU brand, then its GPUs, that
+    /// [`Devices::find_in`] recognises (`None` for a CPU/GPU the catalogue does not list,
+    /// e.g. a server CPU).
+    pub fn for_host(&self, host: &crate::hw::HostInfo) -> Option<&Device> {
+        std::iter::once(host.cpu_model.as_str())
+            .chain(host.gpus.iter().map(String::as_str))
+            .find_map(|b| self.find_in(b))
+    }
+
     /// The entry whose name or alias occurs in a CPU/GPU brand string
     /// (`Apple M4 Pro` → `M4 Pro`), preferring the longest match.
     pub fn find_in(&self, brand: &str) -> Option<&Device> {
@@ -223,6 +232,32 @@ mod tests {
             "RTX 4090"
         );
         assert!(c.find_in("AMD EPYC 9654 96-Core Processor").is_none());
+    }
+
+    #[test]
+    fn a_host_is_matched_by_its_cpu_then_its_gpus() {
+        let c = Devices::builtin().unwrap();
+        let host = |cpu: &str, gpus: &[&str]| crate::hw::HostInfo {
+            cpu_model: cpu.into(),
+            cores_physical: 1,
+            cores_logical: 1,
+            ram: Bytes(1),
+            os: String::new(),
+            kernel: String::new(),
+            arch: String::new(),
+            llc: None,
+            gpus: gpus.iter().map(|g| g.to_string()).collect(),
+            hostname: String::new(),
+        };
+        let mac = host("Apple M4 Pro", &[]);
+        assert_eq!(c.for_host(&mac).unwrap().name, "M4 Pro");
+        let rig = host(
+            "AMD EPYC 9654 96-Core Processor",
+            &["NVIDIA GeForce RTX 4090"],
+        );
+        assert_eq!(c.for_host(&rig).unwrap().name, "RTX 4090");
+        let bare = host("AMD EPYC 9654 96-Core Processor", &[]);
+        assert!(c.for_host(&bare).is_none());
     }
 
     #[test]

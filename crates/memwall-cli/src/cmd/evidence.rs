@@ -87,9 +87,11 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
              {} B of cell metadata (pos, seq count, seq id) per cached token per KV cache, subtracted above. Sliding-window \
              layers keep only their window, so past it only full-attention layers grow (the prediction accounts for that).\n\
              The wrong method: peak process RSS from creating a context for n tokens to the end of their prefill, ÷ n. \
-             It also counts the compute (activation) buffers, which scale with the prompt length, so it overstates the \
-             cache — do not measure the KV cache from RSS.",
-            memwall_core::evidence::kv::STATE_META_BYTES_PER_CELL
+             It also counts the compute (activation) buffers, which scale with the prompt length (overstating), and \
+             misses memory the allocator hands back from earlier work in the same process (understating){} — do not \
+             measure the KV cache from RSS.",
+            memwall_core::evidence::kv::STATE_META_BYTES_PER_CELL,
+            rss_range(&rows)
         );
     }
     if let Some(dir) = a.chart {
@@ -98,6 +100,18 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
     }
     eprintln!("stored: run {run_id} in {}", store.path().display());
     Ok(())
+}
+
+/// ": here it gave 0.60× to 11.50× the cache", from the rows' RSS ratios (empty when none).
+fn rss_range(rows: &[KvVerify]) -> String {
+    let ratios: Vec<f64> = rows.iter().filter_map(|r| r.rss_ratio).collect();
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if ratios.is_empty() {
+        String::new()
+    } else {
+        format!(": here it gave {lo:.2}× to {hi:.2}× the cache")
+    }
 }
 
 pub(crate) async fn analyze(db: &std::path::Path, a: AnalyzeArgs) -> Result<()> {

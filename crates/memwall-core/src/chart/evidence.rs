@@ -114,6 +114,34 @@ where
     Ok(())
 }
 
+/// Batch rows grouped into one series per (model, depth, threads), in order of first
+/// appearance, each sorted by b, labelled "model @ dD" (and "tT" when threads vary), so
+/// that a sweep over several depths draws one line per depth instead of one zig-zag.
+fn batch_groups(rows: &[BatchRow]) -> Vec<(String, Vec<&BatchRow>)> {
+    let mut keys: Vec<(&str, i64, i64)> = Vec::new();
+    for r in rows {
+        let k = (r.model_type.as_str(), r.n_depth, r.n_threads);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let many_threads = keys.iter().any(|k| k.2 != keys[0].2);
+    keys.into_iter()
+        .map(|(m, d, t)| {
+            let mut pts: Vec<&BatchRow> = rows
+                .iter()
+                .filter(|r| r.model_type == m && r.n_depth == d && r.n_threads == t)
+                .collect();
+            pts.sort_by_key(|r| r.n_seqs);
+            let mut label = format!("{m} @ d{d}");
+            if many_threads {
+                label.push_str(&format!(" t{t}"));
+            }
+            (label, pts)
+        })
+        .collect()
+}
+
 /// Batching: aggregate tok/s and per-token-read bandwidth vs b, with STREAM as a
 /// horizontal line on the bandwidth axis.
 pub fn draw_batch<DB: DrawingBackend>(
@@ -136,9 +164,7 @@ where
         .flat_map(|r| [r.per_token_read_gbps, r.stream_gbps])
         .fold(1.0, f64::max)
         * 1.15;
-    let mut models: Vec<String> = rows.iter().map(|r| r.model_type.clone()).collect();
-    models.sort();
-    models.dedup();
+    let groups = batch_groups(rows);
     let mut c1 = ChartBuilder::on(&left)
         .caption("aggregate decode tok/s vs batch", ("sans-serif", 20))
         .margin(12)
@@ -159,9 +185,8 @@ where
         .x_desc("parallel sequences b")
         .y_desc("GB/s")
         .draw()?;
-    for (mi, m) in models.iter().enumerate() {
+    for (mi, (m, pts)) in groups.iter().enumerate() {
         let color = PALETTE[mi % PALETTE.len()];
-        let pts: Vec<&BatchRow> = rows.iter().filter(|r| &r.model_type == m).collect();
         c1.draw_series(LineSeries::new(
             pts.iter().map(|r| (r.n_seqs as f64, r.aggregate_tps)),
             color.stroke_width(2),
@@ -253,14 +278,12 @@ where
             "min(peak, AI × bandwidth); ridge {ridge:.1} FLOP/B"
         ))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
-    let mut models: Vec<String> = rows.iter().map(|r| r.model_type.clone()).collect();
-    models.sort();
-    models.dedup();
-    for (mi, m) in models.iter().enumerate() {
+    for (mi, (m, pts)) in batch_groups(rows).iter().enumerate() {
         let color = PALETTE[mi % PALETTE.len()];
-        let pts: Vec<&BatchRow> = rows
+        let pts: Vec<&BatchRow> = pts
             .iter()
-            .filter(|r| &r.model_type == m && r.intensity.is_finite())
+            .copied()
+            .filter(|r| r.intensity.is_finite())
             .collect();
         chart
             .draw_series(
@@ -327,13 +350,9 @@ where
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n.max(1))
-        .x_label_formatter(&|x| {
-            tg.get(x.floor() as usize).map_or(String::new(), |r| {
-                format!("{} d{}", r.model_type, r.n_depth)
-            })
-        })
-        .x_label_style(("sans-serif", 11))
+        // Float ticks do not land on bar centres: each bar names its depth above it.
+        .x_label_formatter(&|_| String::new())
+        .x_desc("one bar per model and depth (labelled above the bar)")
         .y_desc("slowdown vs depth 0 (%)")
         .draw()?;
     let kv_color = PALETTE[0];
@@ -359,9 +378,14 @@ where
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], rest_color.filled()));
     chart.draw_series(tg.iter().enumerate().map(|(i, r)| {
         Text::new(
-            format!("{:.1}%", r.slowdown * 100.0),
+            format!(
+                "{} d{}: {:.1}%",
+                r.model_type,
+                r.n_depth,
+                r.slowdown * 100.0
+            ),
             (
-                i as f64 + 0.3,
+                i as f64 + 0.2,
                 r.slowdown.max(r.explained) * 100.0 + max * 0.03,
             ),
             ("sans-serif", 12).into_font(),
@@ -406,7 +430,14 @@ where
         .configure_mesh()
         .x_desc("threads")
         .y_desc("GB/s")
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        // Thread counts are integers: label only the ticks that are.
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 {
+                format!("{x:.0}")
+            } else {
+                String::new()
+            }
+        })
         .draw()?;
     let mut models: Vec<String> = rows.iter().map(|r| r.model_type.clone()).collect();
     models.sort();

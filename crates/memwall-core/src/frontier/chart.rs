@@ -114,6 +114,28 @@ fn pareto(pts: &[(f64, f64)], higher_better: bool) -> Vec<usize> {
         .collect()
 }
 
+/// The corner whose legend-sized box (the outer 45 % of the width × 30 % of the
+/// height) covers the fewest points and error bars, so the legend hides no arm.
+fn emptiest_corner(pts: &[Pt], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> SeriesLabelPosition {
+    let (w, h) = (0.45 * (x1 - x0), 0.30 * (y1 - y0));
+    let covered = |left: bool, top: bool| {
+        let (xa, xb) = if left { (x0, x0 + w) } else { (x1 - w, x1) };
+        let (ya, yb) = if top { (y1 - h, y1) } else { (y0, y0 + h) };
+        pts.iter()
+            .filter(|p| p.x + p.xs >= xa && p.x - p.xs <= xb && p.y.2 >= ya && p.y.1 <= yb)
+            .count()
+    };
+    [
+        (covered(false, true), SeriesLabelPosition::UpperRight),
+        (covered(true, true), SeriesLabelPosition::UpperLeft),
+        (covered(false, false), SeriesLabelPosition::LowerRight),
+        (covered(true, false), SeriesLabelPosition::LowerLeft),
+    ]
+    .into_iter()
+    .min_by_key(|(n, _)| *n)
+    .map_or(SeriesLabelPosition::UpperRight, |(_, p)| p)
+}
+
 /// Draws the frontier for `quality`.
 pub fn draw_frontier<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -248,7 +270,7 @@ where
         .legend(move |(x, y)| Circle::new((x + 10, y), 6, blue.stroke_width(2)));
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(emptiest_corner(&pts, (x0, x1), (y0, y1)))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 13))
