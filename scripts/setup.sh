@@ -44,6 +44,19 @@ if ! command -v cargo >/dev/null; then
   exit 1
 fi
 
+# llama-cpp-sys-2 configures CMake once per target dir and never again, so a target
+# cache configured before .cargo/config.toml set LLAMA_LIB_PROFILE=Release keeps
+# building llama.cpp at -O2 (RelWithDebInfo). Drop such stale configurations once.
+target_dir="${CARGO_TARGET_DIR:-target}"
+for cache in "$target_dir"/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.txt; do
+  [ -f "$cache" ] || continue
+  if ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$cache"; then
+    echo "setup: $cache is not a Release configuration: cleaning llama-cpp-sys-2 so llama.cpp is rebuilt at -O3 (once)"
+    cargo clean --release -p llama-cpp-sys-2
+    break
+  fi
+done
+
 echo "setup: building memwall (release; a cold build takes ~8 min on 2 cores)"
 cargo build --release --locked -p memwall-cli
 
