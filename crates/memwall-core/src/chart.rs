@@ -46,6 +46,28 @@ pub enum ChartError {
 
 pub(crate) type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// The legend every memwall chart draws: translucent white box, black border,
+/// sans-serif labels of `font_px`, at `pos`.
+pub(crate) fn draw_legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+    font_px: u32,
+) -> DrawResult<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", font_px))
+        .draw()?;
+    Ok(())
+}
+
 pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -157,13 +179,7 @@ where
                 });
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft, 14)?;
     root.present()?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! [`AppChart`] names them; [`svg`] renders one to a string for the window,
 //! [`png`] and [`svg_file`] write the export files.
 
-use super::{ChartError, DrawResult, HEIGHT, PALETTE, WIDTH, ensure_font};
+use super::{ChartError, DrawResult, HEIGHT, PALETTE, WIDTH, draw_legend, ensure_font};
 use crate::bench::record::BenchRecord;
 use crate::views::{RooflineView, roofline_view};
 use plotters::coord::Shift;
@@ -99,13 +99,7 @@ where
             .label(format!("{s} (● tg, ▲ pp)"))
             .legend(move |(x, y)| Circle::new((x + 10, y), 5, c.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     root.present()?;
     Ok(())
 }

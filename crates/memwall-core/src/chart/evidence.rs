@@ -1,6 +1,6 @@
 //! Charts of the roofline-evidence experiments (issue 4), from stored/analysed rows.
 
-use super::{DrawResult, PALETTE, render_both};
+use super::{DrawResult, PALETTE, draw_legend, render_both};
 use crate::evidence::batch::BatchRow;
 use crate::evidence::depth::DepthRow;
 use crate::evidence::kv::KvVerify;
@@ -103,13 +103,7 @@ where
             .label(*label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     root.present()?;
     Ok(())
 }
@@ -225,12 +219,7 @@ where
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
     }
     for c in [&mut c1, &mut c2] {
-        c.configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()?;
+        draw_legend(c, SeriesLabelPosition::UpperLeft, 12)?;
     }
     root.present()?;
     Ok(())
@@ -306,13 +295,7 @@ where
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 12))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 12)?;
     root.present()?;
     Ok(())
 }
@@ -391,13 +374,7 @@ where
             ("sans-serif", 12).into_font(),
         )
     }))?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     root.present()?;
     Ok(())
 }
@@ -473,13 +450,7 @@ where
         .label("STREAM triad at the same threads")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
     chart.draw_series(s.iter().map(|p| Circle::new(*p, 4, BLACK.filled())))?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
     root.present()?;
     Ok(())
 }

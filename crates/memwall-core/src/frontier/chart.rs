@@ -7,7 +7,7 @@
 //! ([`crate::chart::render_both`]).
 
 use super::table::FrontierRow;
-use crate::chart::{ChartError, HEIGHT, WIDTH, ensure_font, render_both};
+use crate::chart::{ChartError, HEIGHT, WIDTH, draw_legend, ensure_font, render_both};
 use crate::quant::Relation;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -268,13 +268,7 @@ where
         .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
         .label("above source: source's information only (hollow)")
         .legend(move |(x, y)| Circle::new((x + 10, y), 6, blue.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(emptiest_corner(&pts, (x0, x1), (y0, y1)))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    draw_legend(&mut chart, emptiest_corner(&pts, (x0, x1), (y0, y1)), 13)?;
     root.draw(&Text::new(
         "marker area ∝ file bytes",
         (80, HEIGHT as i32 - 18),

@@ -3,7 +3,7 @@
 //! repetitions) beside the cost model's prediction, one chart per drafter.
 
 use super::store::SpecBenchRow;
-use crate::chart::{ChartError, DrawResult, PALETTE, render_both};
+use crate::chart::{ChartError, DrawResult, PALETTE, draw_legend, render_both};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -85,13 +85,7 @@ where
             }
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft, 14)?;
     root.present()?;
     Ok(())
 }
@@ -177,13 +171,7 @@ where
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 14)?;
     root.present()?;
     Ok(())
 }
