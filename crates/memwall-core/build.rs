@@ -56,6 +56,19 @@ fn main() {
         }
     }
     println!("cargo:rustc-env=MEMWALL_LLAMA_CPP_SYS_VERSION={version}");
+    // The CMake build type llama-cpp-sys-2 0.1.161 compiles llama.cpp with (its
+    // build.rs: `LLAMA_LIB_PROFILE`, else RelWithDebInfo when cargo's DEBUG is
+    // true, else Release). -O2 vs -O3 changed pp512 by 15 % here, so the build
+    // string every stored row carries names it.
+    let profile = std::env::var("LLAMA_LIB_PROFILE").unwrap_or_else(|_| {
+        if std::env::var("DEBUG").as_deref() == Ok("true") {
+            "RelWithDebInfo".into()
+        } else {
+            "Release".into()
+        }
+    });
+    println!("cargo:rustc-env=MEMWALL_LLAMA_CPP_PROFILE={profile}");
+    println!("cargo:rerun-if-env-changed=LLAMA_LIB_PROFILE");
     println!(
         "cargo:rerun-if-changed={}",
         root.join("Cargo.lock").display()

@@ -293,20 +293,6 @@ pub fn quantize_file(
     Err(QuantError::NoEngine)
 }
 
-fn engine_build() -> String {
-    #[cfg(feature = "llama")]
-    {
-        format!(
-            "llama-cpp-sys-2 {}",
-            crate::engine::llama::LLAMA_CPP_SYS_VERSION
-        )
-    }
-    #[cfg(not(feature = "llama"))]
-    {
-        "none".into()
-    }
-}
-
 /// A source file with its facts and hash, computed once per frontier.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -406,7 +392,7 @@ impl Source {
             relation: Relation::of(bpw(&facts), bpw(&self.facts), false),
             made_at: crate::util::now_rfc3339(),
             quantize_ns,
-            engine_build: engine_build(),
+            engine_build: crate::engine::engine_build(),
         };
         crate::util::make_readable(tmp.as_file());
         tmp.persist(&dest)

@@ -18,6 +18,19 @@ use std::sync::{Arc, OnceLock};
 /// binary was built against, read from Cargo.lock at build time.
 pub const LLAMA_CPP_SYS_VERSION: &str = env!("MEMWALL_LLAMA_CPP_SYS_VERSION");
 
+/// CMake build type llama.cpp was compiled with (`Release` = -O3, `RelWithDebInfo`
+/// = -O2), as llama-cpp-sys-2's build script chooses it (`LLAMA_LIB_PROFILE`, else
+/// cargo's debug setting). Part of [`engine_build`]: it moved pp512 by 15 % here.
+pub const LLAMA_CPP_PROFILE: &str = env!("MEMWALL_LLAMA_CPP_PROFILE");
+
+/// The engine build string every stored row carries, e.g.
+/// `llama-cpp-sys-2 0.1.161 (CMake Release)`: bindings version (Cargo.lock) and
+/// llama.cpp's CMake build type. Gates and results key on it, so a rebuild with
+/// other optimisation flags does not inherit an older build's gate.
+pub fn engine_build() -> String {
+    format!("llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION} (CMake {LLAMA_CPP_PROFILE})")
+}
+
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
 
 /// The process-wide llama.cpp back end (initialized once; llama.cpp's own logging
@@ -238,7 +251,7 @@ impl Engine for LlamaEngine {
             };
         EngineInfo {
             name: "llama.cpp".into(),
-            build: format!("llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}"),
+            build: engine_build(),
             backend: format!("{backend}; {}", system_info()),
         }
     }

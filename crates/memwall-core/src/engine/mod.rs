@@ -13,6 +13,19 @@
 #[cfg(feature = "llama")]
 pub mod llama;
 
+/// The build string of the engine compiled into this binary (see
+/// [`llama::engine_build`]); `none` without the `llama` feature.
+pub fn engine_build() -> String {
+    #[cfg(feature = "llama")]
+    {
+        llama::engine_build()
+    }
+    #[cfg(not(feature = "llama"))]
+    {
+        "none".into()
+    }
+}
+
 use serde::{Deserialize, Serialize};
 
 /// A token id in the model's vocabulary.

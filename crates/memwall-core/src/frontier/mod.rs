@@ -409,7 +409,7 @@ async fn store_cell(
     .bind(&c.started_at)
     .bind(&finished)
     .bind(crate::BUILD_COMMIT)
-    .bind(engine_build())
+    .bind(crate::engine::engine_build())
     .bind(cx.n_threads as i64)
     .bind(&cx.host.hostname)
     .bind(&cx.host.cpu_model)
@@ -437,20 +437,6 @@ async fn store_cell(
     }
     tx.commit().await.map_err(|e| sql_err(store, e))?;
     Ok(cell_id)
-}
-
-fn engine_build() -> String {
-    #[cfg(feature = "llama")]
-    {
-        format!(
-            "llama-cpp-sys-2 {}",
-            crate::engine::llama::LLAMA_CPP_SYS_VERSION
-        )
-    }
-    #[cfg(not(feature = "llama"))]
-    {
-        "none".into()
-    }
 }
 
 /// Stored item rows of a cell, in order.
