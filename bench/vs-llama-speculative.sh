@@ -12,7 +12,9 @@
 # usage: bench/vs-llama-speculative.sh [K] [MAX_NEW] [PER_CATEGORY]
 #   env THREADS (default: physical cores), REPS (default 5), MEMWALL (binary; default: build it),
 #       MEMWALL_DB (a store holding a passed `memwall spec gate` for K; default: a temp db, gated here
-#       on 6 prompts), SKIP_GATE=1 (do not gate again)
+#       on 6 prompts), SKIP_GATE=1 (do not gate again),
+#       MEMWALL_SPEC_JSON (the spec.json of an earlier `memwall spec bench --out DIR` run on the same
+#       prompts, max_new and k: reuse its rows instead of benchmarking memwall again; checked)
 # The llama.cpp tools are built from the llama.cpp sources memwall links (scripts/build-llama-tools.sh).
 # Note: memwall's target is loaded without weight repacking (for output identity, see
 # crates/memwall-core/src/spec/run.rs); llama-speculative runs with llama.cpp's defaults.
@@ -82,17 +84,38 @@ PY
 
 # memwall: gate k (if this db has no passed gate for it), then bench with k and auto.
 # (SKIP_GATE=1 when MEMWALL_DB already holds a passed gate for k; the bench refuses otherwise.)
-[ "${SKIP_GATE:-0}" = 1 ] || flock "$lock" "$MEMWALL" --db "$db" spec gate -k "$k" --drafters draft-model --limit 6 -n 16 --sampling-trials 0 >&2 || true
-flock "$lock" "$MEMWALL" --db "$db" spec bench -k "$k" --drafters draft-model --per-category "$per_cat" -r "$reps" -n "$max_new" \
-  -t "$threads" --out "$work/mw" --json >"$work/mw.json"
+if [ -n "${MEMWALL_SPEC_JSON:-}" ]; then
+  # Reuse an earlier bench: same prompts, tokens per prompt, threads and a fixed-k row for k.
+  python3 - "$MEMWALL_SPEC_JSON" "$work" "$k" "$max_new" "$threads" <<'PY' >"$work/mw.json"
+import json, os, sys
+path, work, k, n, th = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rows = json.load(open(path))["rows"]
+chosen = json.load(open(os.path.join(work, "chosen.json")))
+for cat in ("json", "code", "prose"):
+    ids = [p["id"] for p in chosen if p["category"] == cat]
+    rs = [r for r in rows if r["category"] == cat and r["drafter_kind"] == "draft-model"]
+    if not any(r["k"] == k and not r["k_auto"] for r in rs):
+        sys.exit(f"{path}: no draft-model row with k = {k} for {cat}: run `memwall spec bench -k ...,{k}` or unset MEMWALL_SPEC_JSON")
+    for r in rs:
+        if r["prompt_ids"] != ids or r["max_new"] != n or r["n_threads"] != th:
+            sys.exit(f"{path}: {cat} row measured prompts {r['prompt_ids']}, {r['max_new']} tokens, {r['n_threads']} threads; "
+                     f"this comparison needs {ids}, {n} tokens, {th} threads: pass the same MAX_NEW / PER_CATEGORY / THREADS")
+print(json.dumps(rows))
+PY
+  echo "memwall rows reused from $MEMWALL_SPEC_JSON" >&2
+else
+  [ "${SKIP_GATE:-0}" = 1 ] || flock "$lock" "$MEMWALL" --db "$db" spec gate -k "$k" --drafters draft-model --limit 6 -n 16 --sampling-trials 0 >&2 || true
+  flock "$lock" "$MEMWALL" --db "$db" spec bench -k "$k" --drafters draft-model --per-category "$per_cat" -r "$reps" -n "$max_new" \
+    -t "$threads" --out "$work/mw" --json >"$work/mw.json"
+fi
 
 python3 - "$work" "$k" <<'PY'
 import json, sys, os, statistics as st
 work, k = sys.argv[1], int(sys.argv[2])
 ll = json.load(open(os.path.join(work, "llama.json")))
 mw = json.load(open(os.path.join(work, "mw.json")))
-print(f"| category | llama.cpp accept % | llama.cpp speedup (k={k}) | memwall acceptance % | memwall speedup (k={k}) | memwall auto (k) | memwall k={k} ÷ llama.cpp | memwall auto ÷ llama.cpp |")
-print("|---|---|---|---|---|---|---|---|")
+print(f"| category | llama.cpp accept % | llama.cpp speedup (k={k}) | memwall acceptance % | memwall speedup (k={k}) | memwall best fixed k | memwall auto (k) | memwall k={k} ÷ llama.cpp | memwall auto ÷ llama.cpp |")
+print("|---|---|---|---|---|---|---|---|---|")
 ratios = []
 for cat in ("json", "code", "prose"):
     l = [x for x in ll if x["category"] == cat]
@@ -102,9 +125,10 @@ for cat in ("json", "code", "prose"):
     fixed = next(r for r in mw if r["category"] == cat and r["k"] == k and not r["k_auto"] and r["drafter_kind"] == "draft-model")
     auto = next((r for r in mw if r["category"] == cat and r["k_auto"] and r["drafter_kind"] == "draft-model"), None)
     a_sp = auto["speedup_mean"] if auto else float("nan")
+    best = max((r for r in mw if r["category"] == cat and not r["k_auto"] and r["drafter_kind"] == "draft-model"), key=lambda r: r["speedup_mean"])
     ratios.append(a_sp / ls)
     print(f"| {cat} | {la:.1f} | {ls:.3f} | {100*fixed['acceptance_rate']:.1f} | {fixed['speedup_mean']:.3f} ± {fixed['speedup_std']:.3f} | "
-          f"{a_sp:.3f} ({'off' if auto and auto['k']==0 else auto['k'] if auto else '—'}) | {fixed['speedup_mean']/ls:.3f} | {a_sp/ls:.3f} |")
+          f"{best['speedup_mean']:.3f} (k={best['k']}) | {a_sp:.3f} ({'off' if auto and auto['k']==0 else auto['k'] if auto else '—'}) | {fixed['speedup_mean']/ls:.3f} | {a_sp/ls:.3f} |")
 print(f"\nmemwall auto ÷ llama-speculative, mean over categories: {st.mean(ratios):.3f} (goal ≥ 1.1)")
 print("\nllama.cpp raw, per prompt: id, llama-speculative decoded t/s (mean ± std), llama-bench tg t/s at the prompt's depth, accept %")
 for x in ll:
