@@ -3,7 +3,7 @@
 //! repetitions) beside the cost model's prediction, one chart per drafter.
 
 use super::store::SpecBenchRow;
-use crate::chart::{ChartError, DrawResult, PALETTE, draw_legend, render_both};
+use crate::chart::{ChartError, DrawResult, PALETTE, render_both};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -22,6 +22,63 @@ fn k_range(rows: &[SpecBenchRow]) -> (f64, f64) {
     (0.5, kmax + 0.5)
 }
 
+/// Width (px) of the legend strip right of the plot: every series spans all k, so
+/// any legend inside the plot would hide some of them.
+const LEGEND_W: u32 = 210;
+
+/// k is an integer: label whole numbers only.
+fn k_label(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{}", x.round())
+    } else {
+        String::new()
+    }
+}
+
+/// Marker drawn beside a legend entry.
+#[derive(Clone, Copy)]
+enum Marker {
+    Circle,
+    Triangle,
+    None,
+}
+
+/// One legend line: a solid or dashed sample of the series' stroke, its marker, its label.
+struct Entry {
+    label: String,
+    color: RGBColor,
+    dashed: bool,
+    marker: Marker,
+}
+
+/// Draws `entries` top-down in `area` (the strip right of the plot).
+fn draw_side_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[Entry],
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    let font = ("sans-serif", 14).into_font();
+    for (i, e) in entries.iter().enumerate() {
+        let y = 70 + 24 * i as i32;
+        let style = ShapeStyle::from(&e.color).stroke_width(2);
+        if e.dashed {
+            area.draw(&PathElement::new(vec![(8, y), (18, y)], style))?;
+            area.draw(&PathElement::new(vec![(24, y), (34, y)], style))?;
+        } else {
+            area.draw(&PathElement::new(vec![(8, y), (34, y)], style))?;
+        }
+        match e.marker {
+            Marker::Circle => area.draw(&Circle::new((21, y), 4, e.color.filled()))?,
+            Marker::Triangle => area.draw(&TriangleMarker::new((21, y), 5, e.color.filled()))?,
+            Marker::None => {}
+        }
+        area.draw(&Text::new(e.label.clone(), (42, y - 7), font.clone()))?;
+    }
+    Ok(())
+}
+
 /// Acceptance rate (%) vs k; one color per category, solid = draft model,
 /// dashed = n-gram.
 pub fn draw_acceptance<DB: DrawingBackend>(
@@ -32,12 +89,15 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
+    let (w, _) = root.dim_in_pixel();
+    let (plot, side) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+    let mut entries = Vec::new();
     let all: Vec<SpecBenchRow> = ["draft-model", "ngram"]
         .iter()
         .flat_map(|d| fixed(rows, d))
         .collect();
     let (x0, x1) = k_range(&all);
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
             "Acceptance rate (accepted ÷ drafted) vs draft length k",
             ("sans-serif", 22),
@@ -50,6 +110,9 @@ where
         .configure_mesh()
         .x_desc("draft length k")
         .y_desc("acceptance rate, %")
+        .x_labels(20)
+        .x_label_formatter(&k_label)
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .label_style(("sans-serif", 14))
         .draw()?;
     for (di, drafter) in ["draft-model", "ngram"].iter().enumerate() {
@@ -66,18 +129,21 @@ where
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let color = PALETTE[ci % PALETTE.len()];
             let style = ShapeStyle::from(&color).stroke_width(2);
-            let label = format!("{cat}, {drafter}");
+            entries.push(Entry {
+                label: format!("{cat}, {drafter}"),
+                color,
+                dashed: di != 0,
+                marker: if di == 0 {
+                    Marker::Circle
+                } else {
+                    Marker::Triangle
+                },
+            });
             if di == 0 {
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), style))?
-                    .label(label)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                chart.draw_series(LineSeries::new(pts.clone(), style))?;
                 chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
             } else {
-                chart
-                    .draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))?
-                    .label(label)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                chart.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))?;
                 chart.draw_series(
                     pts.iter()
                         .map(|&p| TriangleMarker::new(p, 5, color.filled())),
@@ -85,7 +151,7 @@ where
             }
         }
     }
-    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft, 14)?;
+    draw_side_legend(&side, &entries)?;
     root.present()?;
     Ok(())
 }
@@ -101,6 +167,9 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
+    let (w, _) = root.dim_in_pixel();
+    let (plot, side) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+    let mut entries = Vec::new();
     let rs = fixed(rows, drafter);
     let (x0, x1) = k_range(&rs);
     let mut ymax: f64 = 1.2;
@@ -112,9 +181,9 @@ where
             ymax = ymax.max(p);
         }
     }
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(
-            format!("Speedup vs target-only decoding, {drafter}: measured (solid) vs cost model (dashed)"),
+            format!("Speedup vs target-only decoding, {drafter}: measured vs cost model"),
             ("sans-serif", 20),
         )
         .margin(15)
@@ -125,6 +194,8 @@ where
         .configure_mesh()
         .x_desc("draft length k")
         .y_desc("speedup (× target-only tok/s)")
+        .x_labels(20)
+        .x_label_formatter(&k_label)
         .label_style(("sans-serif", 14))
         .draw()?;
     chart.draw_series(DashedLineSeries::new(
@@ -145,10 +216,13 @@ where
             .iter()
             .filter_map(|r| r.speedup_mean.map(|m| (r.k as f64, m)))
             .collect();
-        chart
-            .draw_series(LineSeries::new(meas.clone(), style))?
-            .label(format!("{cat}: measured"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        chart.draw_series(LineSeries::new(meas.clone(), style))?;
+        entries.push(Entry {
+            label: format!("{cat}: measured ± 1 std"),
+            color,
+            dashed: false,
+            marker: Marker::None,
+        });
         chart.draw_series(pts.iter().filter_map(|r| {
             let (m, s) = (r.speedup_mean?, r.speedup_std?);
             Some(ErrorBar::new_vertical(
@@ -165,13 +239,22 @@ where
             .filter_map(|r| r.predicted_speedup.map(|p| (r.k as f64, p)))
             .collect();
         if !pred.is_empty() {
-            chart
-                .draw_series(DashedLineSeries::new(pred, 6, 4, style))?
-                .label(format!("{cat}: predicted"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+            chart.draw_series(DashedLineSeries::new(pred, 6, 4, style))?;
+            entries.push(Entry {
+                label: format!("{cat}: predicted"),
+                color,
+                dashed: true,
+                marker: Marker::None,
+            });
         }
     }
-    draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 14)?;
+    entries.push(Entry {
+        label: "break-even (1×)".into(),
+        color: BLACK,
+        dashed: true,
+        marker: Marker::None,
+    });
+    draw_side_legend(&side, &entries)?;
     root.present()?;
     Ok(())
 }
@@ -234,6 +317,8 @@ mod tests {
         );
         let svg = std::fs::read_to_string(d.path().join("speedup-draft-model.svg")).unwrap();
         assert!(svg.contains("code: predicted") && svg.contains("json: measured"));
+        // k is an integer axis: whole-number labels only.
+        assert!(svg.contains(">\n3\n<") && !svg.contains(">\n1.5\n<") && !svg.contains(">\n2.0\n<"));
         assert!(write_charts(d.path(), &[]).is_err());
     }
 }
