@@ -614,7 +614,12 @@ pub struct SpecGateArgs {
     #[command(flatten)]
     pub m: SpecModelArgs,
     /// Draft lengths to gate (comma-separated).
-    #[arg(short = 'k', long, value_delimiter = ',', default_value = "1,4,8")]
+    #[arg(
+        short = 'k',
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,3,4,5,6,7,8"
+    )]
     pub k: Vec<usize>,
     /// Drafters (draft-model, ngram).
     #[arg(long, value_delimiter = ',', default_value = "draft-model,ngram")]

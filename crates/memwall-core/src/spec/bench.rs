@@ -7,7 +7,9 @@
 //!    `j = 1…k_max+1` positions, one draft step, one n-gram lookup; medians) and a
 //!    short real speculative run per drafter at `calib_k`, whose α̂ and draft
 //!    fraction feed [`cost::predicted_speedup_with`]. `--k auto` picks the best
-//!    gated `k` (or off) from these predictions.
+//!    gated `k` (or off) from the predictions at the one-sided 95 % lower bound of
+//!    α ([`cost::wilson_lower`]): a speculation that wins only if α̂ of one short
+//!    prompt is exact is not chosen.
 //! 2. **Timed runs**: `reps` repetitions; in each, target-only decoding and every
 //!    (drafter, k) configuration run over the category's measured prompts (order
 //!    rotated per repetition). tok/s = emitted tokens ÷ decode wall time (prefill
@@ -79,6 +81,13 @@ pub struct Calibration {
     pub drafter_key: String,
     /// α̂ of the calibration run.
     pub alpha_hat: Option<f64>,
+    /// One-sided 95 % Wilson lower bound of α from the same run
+    /// ([`cost::wilson_lower`]); `--k auto` decides with it.
+    #[serde(default)]
+    pub alpha_lo: Option<f64>,
+    /// Positions tested in the calibration run (accepted + rejections): the `n` of the bound.
+    #[serde(default)]
+    pub n_tested: u64,
     /// Fraction of iterations with a draft.
     pub draft_fraction: f64,
     /// The timings used (the drafter's step time differs).
@@ -148,7 +157,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// the target verify of `j` positions with logits and argmax at each, in passes of
 /// at most `max_rows` rows as the loop runs them (`j = 1` is target-only
 /// decoding), and one draft step (one position plus
-/// argmax). One untimed warm-up, then `reps` timed repetitions, median. Leaves the
+/// argmax). One untimed warm-up round, then `reps` timed rounds, each timing every
+/// `j` and the draft step in turn; medians. Leaves the
 /// engines' caches holding only the prompt prefix (callers must invalidate their
 /// KV mirrors).
 ///
@@ -170,18 +180,30 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
     let n = prompt.len() - 1;
     target.kv_clear();
     target.prefill(&prompt[..n], 0, 0, false)?;
-    let mut t_verify_ns = Vec::with_capacity(k_max + 1);
-    for j in 1..=k_max + 1 {
-        let items: Vec<BatchItem> = (0..j)
-            .map(|i| BatchItem {
-                token: prompt[(n + i) % prompt.len()],
-                pos: (n + i) as u32,
-                seq: 0,
-                logits: true,
-            })
-            .collect();
-        let mut xs = Vec::with_capacity(reps);
-        for r in 0..=reps {
+    let mut draft = draft;
+    if let Some(d) = draft.as_mut() {
+        d.kv_clear();
+        d.prefill(&prompt[..n], 0, 0, false)?;
+    }
+    let batches: Vec<Vec<BatchItem>> = (1..=k_max + 1)
+        .map(|j| {
+            (0..j)
+                .map(|i| BatchItem {
+                    token: prompt[(n + i) % prompt.len()],
+                    pos: (n + i) as u32,
+                    seq: 0,
+                    logits: true,
+                })
+                .collect()
+        })
+        .collect();
+    // Repetitions are interleaved (every j, then the draft step, per round) so a
+    // drift of the machine's speed during calibration moves all times alike instead
+    // of biasing the ratios t_verify(j) ÷ t_verify(1) the model rests on.
+    let mut xs: Vec<Vec<f64>> = vec![Vec::with_capacity(reps); k_max + 1];
+    let mut xd: Vec<f64> = Vec::with_capacity(reps);
+    for r in 0..=reps {
+        for (j, items) in batches.iter().enumerate() {
             target.kv_truncate(0, n as u32)?;
             let t0 = Instant::now();
             for chunk in items.chunks(max_rows.max(1)) {
@@ -192,29 +214,26 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
             }
             target.synchronize();
             if r > 0 {
-                xs.push(t0.elapsed().as_nanos() as f64);
+                xs[j].push(t0.elapsed().as_nanos() as f64);
             }
         }
-        t_verify_ns.push(median(xs));
+        if let Some(d) = draft.as_mut() {
+            d.kv_truncate(0, n as u32)?;
+            let t0 = Instant::now();
+            d.decode_one(prompt[n], n as u32, 0)?;
+            std::hint::black_box(argmax(d.logits(0)?));
+            d.synchronize();
+            if r > 0 {
+                xd.push(t0.elapsed().as_nanos() as f64);
+            }
+        }
     }
     target.kv_truncate(0, n as u32)?;
+    let t_verify_ns: Vec<f64> = xs.into_iter().map(median).collect();
     let t_draft_ns = match draft {
         Some(d) => {
-            d.kv_clear();
-            d.prefill(&prompt[..n], 0, 0, false)?;
-            let mut xs = Vec::with_capacity(reps);
-            for r in 0..=reps {
-                d.kv_truncate(0, n as u32)?;
-                let t0 = Instant::now();
-                d.decode_one(prompt[n], n as u32, 0)?;
-                std::hint::black_box(argmax(d.logits(0)?));
-                d.synchronize();
-                if r > 0 {
-                    xs.push(t0.elapsed().as_nanos() as f64);
-                }
-            }
             d.kv_truncate(0, n as u32)?;
-            median(xs)
+            median(xd)
         }
         None => 0.0,
     };
@@ -311,11 +330,15 @@ pub fn run_bench<T: Engine, D: Engine>(
                 .copied()
                 .filter(|&k| plan.gated.iter().any(|(dkey, gk)| *dkey == key && *gk == k))
                 .collect();
-            let choice = cost::choose_k(&t, alpha.unwrap_or(0.0), f, &allowed);
+            let n_tested = out.stats.n_accepted + out.stats.n_rejections;
+            let alpha_lo = cost::wilson_lower(out.stats.n_accepted, n_tested, cost::DECISION_Z);
+            let choice = cost::choose_k(&t, alpha_lo.unwrap_or(0.0), f, &allowed);
             calibrations.push(Calibration {
                 drafter: dk,
                 drafter_key: key,
                 alpha_hat: alpha,
+                alpha_lo,
+                n_tested,
                 draft_fraction: f,
                 timings: t,
                 predicted,
@@ -637,9 +660,11 @@ pub fn cost_md(reports: &[CategoryReport]) -> String {
         }
         for c in &r.calibrations {
             s.push_str(&format!(
-                "- {}: α̂ = {}, draft fraction {:.2}, draft step {:.3} ms; predicted speedup {}; auto → {}\n",
+                "- {}: α̂ = {} (one-sided 95 % lower bound {} from {} tested positions), draft fraction {:.2}, draft step {:.3} ms; predicted speedup at α̂ {}; auto (decided at the lower bound) → {}\n",
                 c.drafter.name(),
                 or_dash(c.alpha_hat, |x| format!("{x:.3}")),
+                or_dash(c.alpha_lo, |x| format!("{x:.3}")),
+                c.n_tested,
                 c.draft_fraction,
                 c.timings.t_draft_ns / 1e6,
                 c.predicted
@@ -648,9 +673,9 @@ pub fn cost_md(reports: &[CategoryReport]) -> String {
                     .collect::<Vec<_>>()
                     .join(", "),
                 if c.choice.k == 0 {
-                    "off (no gated k is predicted to beat target-only decoding)".to_string()
+                    "off (no gated k is predicted to beat target-only decoding at the lower bound of α)".to_string()
                 } else {
-                    format!("k = {} (predicted {:.3})", c.choice.k, c.choice.predicted)
+                    format!("k = {} (predicted {:.3} at the lower bound)", c.choice.k, c.choice.predicted)
                 }
             ));
         }

@@ -318,7 +318,9 @@ mod tests {
         let svg = std::fs::read_to_string(d.path().join("speedup-draft-model.svg")).unwrap();
         assert!(svg.contains("code: predicted") && svg.contains("json: measured"));
         // k is an integer axis: whole-number labels only.
-        assert!(svg.contains(">\n3\n<") && !svg.contains(">\n1.5\n<") && !svg.contains(">\n2.0\n<"));
+        assert!(
+            svg.contains(">\n3\n<") && !svg.contains(">\n1.5\n<") && !svg.contains(">\n2.0\n<")
+        );
         assert!(write_charts(d.path(), &[]).is_err());
     }
 }

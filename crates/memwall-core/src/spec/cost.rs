@@ -69,6 +69,29 @@ pub fn predicted_speedup_with(t: &Timings, alpha: f64, k: usize, f: f64) -> Opti
     Some(e * base / ((1.0 - f) * base + f * it))
 }
 
+/// z of the one-sided 95 % bound `--k auto` decides with (`Φ⁻¹(0.95)` = 1.6449).
+pub const DECISION_Z: f64 = 1.644_853_626_951_472_2;
+
+/// Wilson score lower bound of a binomial proportion (Wilson 1927; Agresti & Coull
+/// 1998): `(p̂ + z²/2n − z·√(p̂(1 − p̂)/n + z²/4n²)) ÷ (1 + z²/n)` with `p̂ = s/n`.
+/// `None` for `n = 0`.
+///
+/// `--k auto` decides with the lower bound of α rather than α̂: α̂ comes from one
+/// short calibration prompt, and α̂ = 1 (every tested position accepted, seen on
+/// json-18) predicts `E[tokens] = k + 1`, the largest value possible, from a sample of
+/// a few dozen positions. At `s = n` the bound is `1 ÷ (1 + z²/n)` (0.937 for n = 40).
+pub fn wilson_lower(successes: u64, trials: u64, z: f64) -> Option<f64> {
+    if trials == 0 {
+        return None;
+    }
+    let n = trials as f64;
+    let p = (successes.min(trials)) as f64 / n;
+    let z2 = z * z;
+    let centre = p + z2 / (2.0 * n);
+    let half = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    Some(((centre - half) / (1.0 + z2 / n)).clamp(0.0, 1.0))
+}
+
 /// `--k auto`'s decision.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
@@ -102,6 +125,22 @@ pub fn choose_k(t: &Timings, alpha: f64, f: f64, allowed: &[usize]) -> Choice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_lower_bound_matches_hand_values() {
+        // s = n: 1 / (1 + z²/n); n = 40 → 1 / (1 + 2.705544/40) = 0.936647.
+        let lo = wilson_lower(40, 40, DECISION_Z).unwrap();
+        assert!((lo - 1.0 / (1.0 + DECISION_Z * DECISION_Z / 40.0)).abs() < 1e-12);
+        assert!((lo - 0.936_647).abs() < 1e-6, "{lo}");
+        // p̂ = 0.5, n = 100, z = 1.644854 (computed independently with Python):
+        // (0.513528 − 1.644854·√(0.0025 + 0.0000676)) / 1.027055 = 0.418848.
+        let lo = wilson_lower(50, 100, DECISION_Z).unwrap();
+        assert!((lo - 0.418_848).abs() < 1e-5, "{lo}");
+        // s = 0: bound 0; no trials: none; the bound is below p̂.
+        assert_eq!(wilson_lower(0, 10, DECISION_Z), Some(0.0));
+        assert_eq!(wilson_lower(0, 0, DECISION_Z), None);
+        assert!(wilson_lower(30, 40, DECISION_Z).unwrap() < 0.75);
+    }
 
     #[test]
     fn expected_tokens_closed_form() {
