@@ -330,7 +330,7 @@ pub fn run_bench<T: Engine, D: Engine>(
                 .copied()
                 .filter(|&k| plan.gated.iter().any(|(dkey, gk)| *dkey == key && *gk == k))
                 .collect();
-            let n_tested = out.stats.n_accepted + out.stats.n_rejections;
+            let n_tested = out.stats.n_tested();
             let alpha_lo = cost::wilson_lower(out.stats.n_accepted, n_tested, cost::DECISION_Z);
             let choice = cost::choose_k(&t, alpha_lo.unwrap_or(0.0), f, &allowed);
             calibrations.push(Calibration {

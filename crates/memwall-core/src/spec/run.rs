@@ -100,8 +100,13 @@ impl SpecStats {
     /// positions that were actually tested (drafted tokens after a rejection never
     /// are). `None` when nothing was tested.
     pub fn alpha_hat(&self) -> Option<f64> {
-        let tested = self.n_accepted + self.n_rejections;
+        let tested = self.n_tested();
         (tested > 0).then(|| self.n_accepted as f64 / tested as f64)
+    }
+    /// Drafted positions that were tested against the target: accepted + rejections
+    /// (the `n` behind [`alpha_hat`](Self::alpha_hat) and its confidence bound).
+    pub fn n_tested(&self) -> u64 {
+        self.n_accepted + self.n_rejections
     }
     /// Mean accepted drafted tokens per iteration.
     pub fn mean_accepted_per_iteration(&self) -> Option<f64> {
