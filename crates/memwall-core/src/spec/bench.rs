@@ -493,11 +493,16 @@ pub struct BenchProvenance {
 pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBenchRow> {
     let mut rows = Vec::new();
     for r in reports {
-        let timings = r
-            .calibrations
-            .first()
-            .map(|c| serde_json::to_string(&c.timings).expect("serialize"));
         for c in &r.cells {
+            // The cost model's times of this cell's drafter: the draft step differs
+            // (a draft-model pass vs an n-gram lookup); target-only rows carry the
+            // first calibration's (their t_verify is the same measurement).
+            let timings = r
+                .calibrations
+                .iter()
+                .find(|cal| Some(cal.drafter) == c.drafter)
+                .or(r.calibrations.first())
+                .map(|cal| serde_json::to_string(&cal.timings).expect("serialize"));
             let tps = Sample::new(c.tps.clone()).ok();
             let sp = c.speedup.as_ref().and_then(|s| Sample::new(s.clone()).ok());
             let st = &c.stats;
@@ -549,7 +554,7 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 draft_ns_per_iteration: per_iter(st.draft_ns),
                 verify_ns_per_iteration: per_iter(st.verify_ns),
                 stats_json: serde_json::to_string(st).expect("serialize"),
-                timings_json: timings.clone(),
+                timings_json: timings,
                 engine_build: prov.engine_build.clone(),
                 build_commit: crate::BUILD_COMMIT.to_string(),
                 measured_at: prov.measured_at.clone(),
@@ -783,6 +788,13 @@ mod tests {
             .find(|c| c.k_auto && c.drafter == Some(DrafterKind::Ngram))
             .unwrap();
         assert_eq!(auto_ng.k, 0);
+        // Distinct draft-step times per drafter (the measured ones could coincide on
+        // the toy), so rows carrying the wrong drafter's timings are caught below.
+        let mut reps = reps;
+        for (i, c) in reps[0].calibrations.iter_mut().enumerate() {
+            c.timings.t_draft_ns = 1000.0 * (i + 1) as f64;
+        }
+        let r = &reps[0];
         let rows = to_rows(
             &reps,
             &BenchProvenance {
@@ -800,6 +812,17 @@ mod tests {
             },
         );
         assert_eq!(rows.len(), 7);
+        // Each drafter's rows carry that drafter's calibration times (the n-gram
+        // lookup, not the draft model's step), so the post-hoc prediction is its own.
+        for row in rows.iter().filter(|x| x.k > 0) {
+            let cal = r
+                .calibrations
+                .iter()
+                .find(|c| c.drafter_key == row.drafter_key)
+                .unwrap();
+            let t: Timings = serde_json::from_str(row.timings_json.as_deref().unwrap()).unwrap();
+            assert_eq!(t, cal.timings, "{}", row.drafter_key);
+        }
         let md = table_md(&rows);
         assert!(md.contains("| code | target only | — |"), "{md}");
         assert!(md.contains("auto→off"), "{md}");
