@@ -26,7 +26,10 @@ const COMMANDS: &[&str] = &[
 /// `npm --prefix ui run build`. So that `cargo build --workspace` works without Node,
 /// a missing `ui/dist` gets a placeholder page that says how to build the real one.
 fn ensure_frontend() {
-    let dist = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/dist");
+    // Read at run time (not `env!`): a compiled build script is reused after the
+    // workspace moves, and a baked-in path would point at the old checkout.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dist = std::path::Path::new(&manifest).join("../ui/dist");
     println!("cargo:rerun-if-changed=../ui/dist");
     if !dist.join("index.html").exists() {
         println!(

@@ -12,7 +12,12 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // The manifest dir is read when the script runs, not baked in with `env!` when
+    // it is compiled: cargo reuses a compiled build script after the workspace moves
+    // (a shared CARGO_TARGET_DIR used from two checkouts), and a baked-in path then
+    // points at the other checkout, so every stored row said commit "unknown".
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../..");
     let commit = git(&[
         "-C",
         root.to_str().unwrap_or("."),
@@ -20,7 +25,13 @@ fn main() {
         "--short=12",
         "HEAD",
     ])
-    .unwrap_or_else(|| "unknown".into());
+    .unwrap_or_else(|| {
+        println!(
+            "cargo:warning=git could not name the commit of {}: stored rows will say build_commit \"unknown\"",
+            root.display()
+        );
+        "unknown".into()
+    });
     let dirty = git(&[
         "-C",
         root.to_str().unwrap_or("."),
@@ -54,6 +65,12 @@ fn main() {
                 .to_string();
             break;
         }
+    }
+    if version == "unknown" {
+        println!(
+            "cargo:warning=no llama-cpp-sys-2 entry in {}: the engine build string will say \"unknown\"",
+            root.join("Cargo.lock").display()
+        );
     }
     println!("cargo:rustc-env=MEMWALL_LLAMA_CPP_SYS_VERSION={version}");
     // The CMake build type llama-cpp-sys-2 0.1.161 compiles llama.cpp with (its
