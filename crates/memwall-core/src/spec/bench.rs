@@ -567,8 +567,11 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
 }
 
 /// The cost model's speedup for a stored cell, recomputed **after** the timed runs
-/// with the α̂ and draft fraction those runs measured (instead of the calibration
+/// with the α̂ and the draft lengths those runs measured (instead of the calibration
 /// run's): separates "the model of the cost is wrong" from "α was mispredicted".
+/// Uses the runs' draft-length histogram ([`cost::predicted_speedup_hist`]); rows
+/// stored before the histogram existed fall back to the draft fraction with
+/// full-length drafts ([`cost::predicted_speedup_with`]).
 /// `None` for target-only cells or when the timings are missing.
 pub fn post_hoc_prediction(r: &SpecBenchRow) -> Option<f64> {
     if r.k == 0 {
@@ -576,7 +579,11 @@ pub fn post_hoc_prediction(r: &SpecBenchRow) -> Option<f64> {
     }
     let t: Timings = serde_json::from_str(r.timings_json.as_deref()?).ok()?;
     let st: SpecStats = serde_json::from_str(&r.stats_json).ok()?;
-    cost::predicted_speedup_with(&t, st.alpha_hat()?, r.k, st.draft_fraction()?)
+    let alpha = st.alpha_hat()?;
+    if st.draft_len_hist.iter().any(|&n| n > 0) {
+        return cost::predicted_speedup_hist(&t, alpha, &st.draft_len_hist);
+    }
+    cost::predicted_speedup_with(&t, alpha, r.k, st.draft_fraction()?)
 }
 
 fn or_dash(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -586,7 +593,7 @@ fn or_dash(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 /// Markdown table of bench rows (what `memwall spec bench` prints).
 pub fn table_md(rows: &[SpecBenchRow]) -> String {
     let mut s = String::from(
-        "| category | drafter | k | tok/s (mean ± std) | speedup measured | speedup predicted (before) | predicted with timed α̂ (after) | acceptance (acc/drafted) | α̂ | mean accepted / iter | tokens / target pass | outputs ≠ target |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| category | drafter | k | tok/s (mean ± std) | speedup measured | speedup predicted (before) | predicted with timed α̂ and draft lengths (after) | acceptance (acc/drafted) | α̂ | mean accepted / iter | tokens / target pass | outputs ≠ target |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let k = if r.k_auto {
@@ -731,7 +738,27 @@ mod tests {
             ..SpecBenchRow::example()
         };
         assert!((post_hoc_prediction(&r).unwrap() - 1.05).abs() < 1e-12);
-        assert_eq!(post_hoc_prediction(&SpecBenchRow { k: 0, ..r }), None);
+        assert_eq!(
+            post_hoc_prediction(&SpecBenchRow { k: 0, ..r.clone() }),
+            None
+        );
+        // With the draft-length histogram: k = 1, 2 iterations drafted 1 token (1
+        // accepted, 1 rejected → α̂ = 0.5), 2 had no draft. E = 2·1 + 2·1.5 = 5,
+        // T = 2·30 + 2·(10 + 40) = 160 → S = 5 × 30 / 160 = 0.9375.
+        let st = SpecStats {
+            n_iterations: 4,
+            n_draft_iterations: 2,
+            n_drafted: 2,
+            n_accepted: 1,
+            n_rejections: 1,
+            draft_len_hist: vec![2, 2],
+            ..Default::default()
+        };
+        let r = SpecBenchRow {
+            stats_json: serde_json::to_string(&st).unwrap(),
+            ..r
+        };
+        assert!((post_hoc_prediction(&r).unwrap() - 0.9375).abs() < 1e-12);
     }
 
     #[test]

@@ -69,6 +69,31 @@ pub fn predicted_speedup_with(t: &Timings, alpha: f64, k: usize, f: f64) -> Opti
     Some(e * base / ((1.0 - f) * base + f * it))
 }
 
+/// Predicted speedup from the distribution of draft lengths actually proposed:
+/// `hist[m]` iterations proposed `m` tokens (`m = 0`: no draft, one plain target
+/// step). An iteration with `m` drafted tokens emits `E(α, m)` tokens on average and
+/// costs `m · t_draft + t_verify(m + 1)`, so
+/// `S = Σ_m hist[m] · E(α, m) · t_verify(1) ÷ Σ_m hist[m] · (m · t_draft + t_verify(m + 1))`.
+///
+/// [`predicted_speedup_with`] is the case where every draft has the full length `k`;
+/// this form also counts the n-gram drafter's short matches (a match near the end of
+/// the history has fewer than `k` tokens after it) and the iterations near the end
+/// of a generation, whose `k` is cut to the tokens left. `None` when `hist` is empty
+/// (all zero) or names an `m` beyond [`Timings::k_max`].
+pub fn predicted_speedup_hist(t: &Timings, alpha: f64, hist: &[u64]) -> Option<f64> {
+    let base = *t.t_verify_ns.first()?;
+    let (mut e, mut cost) = (0.0, 0.0);
+    for (m, &n) in hist.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let w = n as f64;
+        e += w * expected_tokens(alpha, m);
+        cost += w * t.iteration_ns(m)?;
+    }
+    (cost > 0.0).then(|| e * base / cost)
+}
+
 /// z of the one-sided 95 % bound `--k auto` decides with (`Φ⁻¹(0.95)` = 1.6449).
 pub const DECISION_Z: f64 = 1.644_853_626_951_472_2;
 
@@ -193,6 +218,27 @@ mod tests {
             .map(|&k| predicted_speedup(&t, 0.8, k).unwrap())
             .fold(0.0, f64::max);
         assert!((c.predicted - best).abs() < 1e-12);
+    }
+
+    #[test]
+    fn draft_length_histogram_model() {
+        let v: Vec<f64> = (0..9).map(|j| 28.0 + 8.0 * j as f64).collect();
+        let t = timings(&v, 2.0);
+        // Only full-length drafts and plain steps: the draft-fraction formula.
+        let f = predicted_speedup_with(&t, 0.6, 4, 0.25).unwrap();
+        let h = predicted_speedup_hist(&t, 0.6, &[3, 0, 0, 0, 1]).unwrap();
+        assert!((f - h).abs() < 1e-12, "{f} {h}");
+        // By hand: α = 0.5, 2 iterations with m = 0, 1 with m = 1, 1 with m = 3.
+        // E: 2·1 + 1.5 + 1.875 = 5.375; T: 2·28 + (2 + 36) + (6 + 52) = 152;
+        // S = 5.375 · 28 / 152 = 0.990131…
+        let s = predicted_speedup_hist(&t, 0.5, &[2, 1, 0, 1]).unwrap();
+        assert!((s - 5.375 * 28.0 / 152.0).abs() < 1e-12, "{s}");
+        // Empty, or a length beyond the timings: no prediction.
+        assert_eq!(predicted_speedup_hist(&t, 0.5, &[0, 0]), None);
+        assert_eq!(predicted_speedup_hist(&t, 0.5, &[]), None);
+        let mut far = vec![0; 10];
+        far[9] = 1;
+        assert_eq!(predicted_speedup_hist(&t, 0.5, &far), None);
     }
 
     #[test]

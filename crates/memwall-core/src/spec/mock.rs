@@ -242,6 +242,11 @@ mod tests {
             let want_passes = 3 * 9u64.div_ceil(rows as u64) + 3u64.div_ceil(rows as u64);
             assert_eq!(got.stats.n_target_passes, want_passes, "rows {rows}");
             assert_eq!(got.stats.n_accepted, got.stats.n_drafted, "draft = target");
+            // Draft lengths 8, 8, 8 and 2 (the last iteration has 3 tokens left).
+            let mut hist = vec![0u64; 9];
+            hist[8] = 3;
+            hist[2] = 1;
+            assert_eq!(got.stats.draft_len_hist, hist, "rows {rows}");
         }
     }
 

@@ -76,6 +76,12 @@ pub struct SpecStats {
     pub n_draft_passes: u64,
     /// Iterations by accepted length: `accept_hist[a]` = iterations that accepted `a`.
     pub accept_hist: Vec<u64>,
+    /// Iterations by draft length: `draft_len_hist[m]` = iterations whose drafter
+    /// proposed `m` tokens (`m < k` when an n-gram match runs out of history or the
+    /// generation is within `k` tokens of its end; `m = 0` when nothing matched).
+    /// Feeds [`cost::predicted_speedup_hist`](super::cost::predicted_speedup_hist).
+    #[serde(default)]
+    pub draft_len_hist: Vec<u64>,
     /// Discarded mass of target rows (vocabulary mismatch).
     pub p_mass: MassStats,
     /// Discarded mass of draft rows.
@@ -139,6 +145,12 @@ impl SpecStats {
             self.accept_hist.resize(o.accept_hist.len(), 0);
         }
         for (a, b) in self.accept_hist.iter_mut().zip(&o.accept_hist) {
+            *a += b;
+        }
+        if self.draft_len_hist.len() < o.draft_len_hist.len() {
+            self.draft_len_hist.resize(o.draft_len_hist.len(), 0);
+        }
+        for (a, b) in self.draft_len_hist.iter_mut().zip(&o.draft_len_hist) {
             *a += b;
         }
         self.p_mass.merge(&o.p_mass);
@@ -234,6 +246,7 @@ impl SpecSession {
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let mut st = SpecStats {
             accept_hist: vec![0; cfg.k + 1],
+            draft_len_hist: vec![0; cfg.k + 1],
             ..Default::default()
         };
 
@@ -260,6 +273,12 @@ impl SpecSession {
             let tv = Instant::now();
             st.draft_ns += (tv - td).as_nanos() as u64;
             let d = draft.tokens.len();
+            if d > k {
+                return Err(SpecError::Config(format!(
+                    "drafter {} proposed {d} tokens when asked for at most {k}",
+                    drafter.key()
+                )));
+            }
             let greedy = cfg.sampling.is_greedy();
             let temp = cfg.sampling.temperature;
             let (mut am, mut p) = (Vec::with_capacity(d + 1), Vec::with_capacity(d + 1));
@@ -296,6 +315,7 @@ impl SpecSession {
             st.n_draft_passes += draft.passes as u64;
             st.q_mass.merge(&draft.q_mass);
             st.accept_hist[outcome.n_accepted] += 1;
+            st.draft_len_hist[d] += 1;
             let commit = draft.tokens[..outcome.n_accepted]
                 .iter()
                 .copied()
