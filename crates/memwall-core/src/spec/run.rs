@@ -141,24 +141,24 @@ impl SpecStats {
         self.n_emitted += o.n_emitted;
         self.n_target_passes += o.n_target_passes;
         self.n_draft_passes += o.n_draft_passes;
-        if self.accept_hist.len() < o.accept_hist.len() {
-            self.accept_hist.resize(o.accept_hist.len(), 0);
-        }
-        for (a, b) in self.accept_hist.iter_mut().zip(&o.accept_hist) {
-            *a += b;
-        }
-        if self.draft_len_hist.len() < o.draft_len_hist.len() {
-            self.draft_len_hist.resize(o.draft_len_hist.len(), 0);
-        }
-        for (a, b) in self.draft_len_hist.iter_mut().zip(&o.draft_len_hist) {
-            *a += b;
-        }
+        add_hist(&mut self.accept_hist, &o.accept_hist);
+        add_hist(&mut self.draft_len_hist, &o.draft_len_hist);
         self.p_mass.merge(&o.p_mass);
         self.q_mass.merge(&o.q_mass);
         self.prefill_ns += o.prefill_ns;
         self.decode_ns += o.decode_ns;
         self.draft_ns += o.draft_ns;
         self.verify_ns += o.verify_ns;
+    }
+}
+
+/// Adds histogram `b` into `a` bin by bin, growing `a` to `b`'s length.
+fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
     }
 }
 
@@ -388,4 +388,38 @@ pub fn top2_margin(logits: &[f32]) -> f32 {
         }
     }
     a - b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_sums_counters_and_histograms_of_different_lengths() {
+        let mut a = SpecStats {
+            n_iterations: 3,
+            n_drafted: 2,
+            accept_hist: vec![1, 2],
+            draft_len_hist: vec![1, 2],
+            ..Default::default()
+        };
+        let b = SpecStats {
+            n_iterations: 4,
+            n_drafted: 8,
+            accept_hist: vec![0, 1, 1, 2],
+            draft_len_hist: vec![0, 0, 0, 4],
+            ..Default::default()
+        };
+        a.merge(&b);
+        assert_eq!(a.n_iterations, 7);
+        assert_eq!(a.n_drafted, 10);
+        assert_eq!(a.accept_hist, vec![1, 3, 1, 2]);
+        assert_eq!(a.draft_len_hist, vec![1, 2, 0, 4]);
+        // Merging a shorter histogram keeps the longer length.
+        a.merge(&SpecStats {
+            draft_len_hist: vec![5],
+            ..Default::default()
+        });
+        assert_eq!(a.draft_len_hist, vec![6, 2, 0, 4]);
+    }
 }
