@@ -1,0 +1,2 @@
+// Cargo builds [build-dependencies] only for a package with a build script.
+fn main() {}
