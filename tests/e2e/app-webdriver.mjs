@@ -45,7 +45,9 @@ try {
   const measure = before.find((x) => x.label === "Measure bandwidth now");
   tray.click(menu, measure.id);
   let bw1 = bw0;
-  for (let i = 0; i < 60 && (bw1 === bw0 || bw1.includes("measuring")); i++) {
+  // Wait for the measurement to finish, not for a fixed time: a quick STREAM on a
+  // busy shared machine can take far longer than on a quiet one (bounded at 5 min).
+  for (let i = 0; i < 1200 && (bw1 === bw0 || bw1.includes("measuring")); i++) {
     await sleep(250);
     bw1 = tray.layout(menu).find((x) => x.label.startsWith("Bandwidth"))?.label;
   }

@@ -62,7 +62,7 @@ function installMock() {
       points: [{ row_id: 11, run_id: 2, intensity: 1.2, achieved_gflops: 40, attainable_gflops: 52.8, phase: "tg", series: "llama 135M Q4_1", provenance: "llama 135M Q4_1 · tg16 · run 2 row 11" },
         { row_id: 10, run_id: 2, intensity: 60, achieved_gflops: 130, attainable_gflops: 400, phase: "pp", series: "llama 135M Q4_1", provenance: "llama 135M Q4_1 · pp64 · run 2 row 10" }],
       decode_vs_depth: [] }),
-    frontier_view: () => ({ measures: [], rows: [{ model: "SmolLM2-135M-Instruct-Q4_1.gguf", quant: "Q4_1", decode_tps: 150, decode_ceiling_tps: 400, prefill_tps: null, quality: [] }] }),
+    frontier_view: () => ({ measures: [], rows: [{ run_id: 4, host: "lab-1", model: "SmolLM2-135M-Instruct-Q4_1.gguf", quant: "Q4_1", decode_tps: 150, decode_ceiling_tps: 400, prefill_tps: null, quality: [] }] }),
     chart_svg: () => `<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="600"><text x="20" y="40">mock decode vs depth</text></svg>`,
     export_chart: (a) => ({ path: `/exports/${a.name}`, bytes: 1234 }),
     export_rows: (a) => ({ path: `/exports/${a.name}`, bytes: 99 }),
@@ -143,6 +143,7 @@ try {
   await page.goto(url + "#frontier");
   await page.waitForSelector("#frontier");
   check((await page.textContent("#frontier")).includes("—"), "frontier prints — for unmeasured");
+  check((await page.textContent("#frontier tbody tr")).startsWith("4lab-1"), "frontier row names its run id and host");
 
   await page.goto(url + "#chat");
   await page.waitForSelector("#page-chat #send");

@@ -70,7 +70,7 @@ export interface RooflineView {
 }
 export interface FrontierView {
   measures: string[];
-  rows: { model: string; quant: string; decode_tps: number | null; decode_ceiling_tps: number | null;
+  rows: { run_id: number; host: string; model: string; quant: string; decode_tps: number | null; decode_ceiling_tps: number | null;
     prefill_tps: number | null; quality: (number | null)[] }[];
 }
 export interface Exported { path: string; bytes: number }

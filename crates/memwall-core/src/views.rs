@@ -245,24 +245,31 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
     }
 }
 
-/// One row of the Frontier page.
+/// One row of the Frontier page: one stored run's values for one model file.
+/// Rows of different runs (or hosts) are never merged: a newer run does not hide
+/// behind an older, faster one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrontierViewRow {
-    /// Model file (or the frontier's source file).
+    /// The run the values come from.
+    pub run_id: i64,
+    /// The host that run measured.
+    pub host: String,
+    /// Model file name (a frontier arm's own file).
     pub model: String,
     /// Quantization (arm) label.
     pub quant: String,
-    /// Decode tok/s measured (tg, depth 0, batch 1; best stored mean).
+    /// Decode tok/s of this run (tg, depth 0, one sequence, the run's largest thread count).
     pub decode_tps: Option<f64>,
     /// Its ceiling.
     pub decode_ceiling_tps: Option<f64>,
-    /// Prefill tok/s measured (pp, depth 0).
+    /// Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
     pub prefill_tps: Option<f64>,
     /// Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
     pub quality: Vec<Option<f64>>,
 }
 
-/// The Frontier page: speed from bench rows, quality from stored frontier cells.
+/// The Frontier page: speed from bench rows, quality from stored frontier cells,
+/// newest run first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrontierView {
     /// Quality measures that have at least one stored cell (`ppl:wikitext`, `task:mmlu`).
@@ -278,30 +285,50 @@ fn file_name(p: &str) -> String {
         .unwrap_or_else(|| p.to_string())
 }
 
-/// A stored frontier cell as the Frontier page needs it: `(source file, arm quant,
-/// measure, value)`.
-pub type CellValue = (String, String, String, Option<f64>);
+/// A stored frontier cell's headline value as the Frontier page needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellValue {
+    /// The frontier run.
+    pub run_id: i64,
+    /// Its host.
+    pub host: String,
+    /// The arm's file.
+    pub arm_file: String,
+    /// The arm's quantization.
+    pub arm_quant: String,
+    /// `speed`, `ppl:<dataset>` or `task:<name>`.
+    pub measure: String,
+    /// Headline value (tok/s, PPL or accuracy).
+    pub value: Option<f64>,
+}
 
-/// Builds the Frontier page from bench rows and frontier cell values.
+/// Builds the Frontier page from bench rows and frontier cell values: one row per
+/// (run, host, model file, quant), never a maximum across runs.
 pub fn frontier_view(rows: &[BenchRecord], cells: &[CellValue]) -> FrontierView {
     let mut measures: Vec<String> = cells
         .iter()
-        .filter(|c| c.2 != "speed")
-        .map(|c| c.2.clone())
+        .filter(|c| c.measure != "speed")
+        .map(|c| c.measure.clone())
         .collect();
     measures.sort();
     measures.dedup();
     let mut out: Vec<FrontierViewRow> = Vec::new();
-    let get = |model: String, quant: String, out: &mut Vec<FrontierViewRow>| -> usize {
-        if let Some(i) = out
-            .iter()
-            .position(|r| r.model == model && r.quant == quant)
-        {
+    let get = |run_id: i64,
+               host: &str,
+               model: String,
+               quant: &str,
+               out: &mut Vec<FrontierViewRow>|
+     -> usize {
+        if let Some(i) = out.iter().position(|r| {
+            r.run_id == run_id && r.host == host && r.model == model && r.quant == quant
+        }) {
             return i;
         }
         out.push(FrontierViewRow {
+            run_id,
+            host: host.to_string(),
             model,
-            quant,
+            quant: quant.to_string(),
             decode_tps: None,
             decode_ceiling_tps: None,
             prefill_tps: None,
@@ -309,41 +336,65 @@ pub fn frontier_view(rows: &[BenchRecord], cells: &[CellValue]) -> FrontierView 
         });
         out.len() - 1
     };
+    // Within one run, the row with the most threads (then the first stored) speaks
+    // for the run; values of other runs never compete with it.
+    let mut threads_seen: Vec<(usize, bool, i64)> = Vec::new();
     for r in rows.iter().filter(|r| r.n_depth == 0 && r.n_seqs == 1) {
-        let i = get(file_name(&r.model_filename), r.quant.clone(), &mut out);
+        let i = get(
+            r.run_id,
+            &r.hostname,
+            file_name(&r.model_filename),
+            &r.quant,
+            &mut out,
+        );
+        let decode = r.is_decode();
+        let prev = threads_seen
+            .iter_mut()
+            .find(|(j, d, _)| *j == i && *d == decode);
+        match prev {
+            Some((_, _, t)) if *t >= r.n_threads => continue,
+            Some((_, _, t)) => *t = r.n_threads,
+            None => threads_seen.push((i, decode, r.n_threads)),
+        }
         let row = &mut out[i];
-        if r.is_decode() {
-            if row.decode_tps.is_none_or(|v| r.avg_ts > v) {
-                row.decode_tps = finite(r.avg_ts);
-                row.decode_ceiling_tps = finite(r.ceiling_ts);
-            }
-        } else if row.prefill_tps.is_none_or(|v| r.avg_ts > v) {
+        if decode {
+            row.decode_tps = finite(r.avg_ts);
+            row.decode_ceiling_tps = finite(r.ceiling_ts);
+        } else {
             row.prefill_tps = finite(r.avg_ts);
         }
     }
-    for (src, quant, measure, value) in cells {
-        let i = get(file_name(src), quant.clone(), &mut out);
-        if measure == "speed" {
+    for c in cells {
+        let i = get(
+            c.run_id,
+            &c.host,
+            file_name(&c.arm_file),
+            &c.arm_quant,
+            &mut out,
+        );
+        if c.measure == "speed" {
             if out[i].decode_tps.is_none() {
-                out[i].decode_tps = value.and_then(finite);
+                out[i].decode_tps = c.value.and_then(finite);
             }
-        } else if let Some(k) = measures.iter().position(|m| m == measure) {
-            out[i].quality[k] = value.and_then(finite);
+        } else if let Some(k) = measures.iter().position(|m| *m == c.measure) {
+            out[i].quality[k] = c.value.and_then(finite);
         }
     }
+    out.sort_by(|a, b| b.run_id.cmp(&a.run_id));
     FrontierView {
         measures,
         rows: out,
     }
 }
 
-/// Reads every stored frontier cell's headline value (newest wins per cell).
+/// Reads every stored frontier cell's headline value with its run and host.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn frontier_cells(store: &Store) -> Result<Vec<CellValue>, StoreError> {
     let rows = sqlx::query(
-        "SELECT source_file, arm_quant, measure, value FROM frontier_cells ORDER BY id",
+        "SELECT c.run_id, r.hostname, c.arm_file, c.arm_quant, c.measure, c.value \
+         FROM frontier_cells c JOIN runs r ON r.id = c.run_id ORDER BY c.id",
     )
     .fetch_all(store.pool())
     .await
@@ -353,13 +404,13 @@ pub async fn frontier_cells(store: &Store) -> Result<Vec<CellValue>, StoreError>
     })?;
     Ok(rows
         .iter()
-        .map(|r| {
-            (
-                r.get("source_file"),
-                r.get("arm_quant"),
-                r.get("measure"),
-                r.get("value"),
-            )
+        .map(|r| CellValue {
+            run_id: r.get("run_id"),
+            host: r.get("hostname"),
+            arm_file: r.get("arm_file"),
+            arm_quant: r.get("arm_quant"),
+            measure: r.get("measure"),
+            value: r.get("value"),
         })
         .collect())
 }
@@ -601,22 +652,60 @@ mod tests {
         let mut tg = row(1, true, 0, 2.0, 30.0);
         tg.avg_ts = 61.0;
         tg.ceiling_ts = 90.0;
-        let cells = vec![(
-            "/m/other.gguf".to_string(),
-            "Q8_0".to_string(),
-            "ppl:wikitext".to_string(),
-            Some(12.5),
-        )];
+        let cells = vec![CellValue {
+            run_id: 7,
+            host: "lab-2".into(),
+            arm_file: "/m/other.Q8_0.gguf".into(),
+            arm_quant: "Q8_0".into(),
+            measure: "ppl:wikitext".into(),
+            value: Some(12.5),
+        }];
         let v = frontier_view(&[tg.clone()], &cells);
         assert_eq!(v.measures, vec!["ppl:wikitext"]);
         assert_eq!(v.rows.len(), 2);
-        assert_eq!(v.rows[0].decode_tps, Some(61.0));
-        assert_eq!(v.rows[0].decode_ceiling_tps, Some(90.0));
-        assert_eq!(v.rows[0].prefill_tps, None);
-        assert_eq!(v.rows[0].quality, vec![None]);
-        assert_eq!(v.rows[1].model, "other.gguf");
-        assert_eq!(v.rows[1].quality, vec![Some(12.5)]);
-        assert_eq!(v.rows[1].decode_tps, None);
+        // newest run first
+        assert_eq!((v.rows[0].run_id, v.rows[0].host.as_str()), (7, "lab-2"));
+        assert_eq!(v.rows[0].model, "other.Q8_0.gguf");
+        assert_eq!(v.rows[0].quality, vec![Some(12.5)]);
+        assert_eq!(v.rows[0].decode_tps, None);
+        assert_eq!(v.rows[1].run_id, tg.run_id);
+        assert_eq!(v.rows[1].decode_tps, Some(61.0));
+        assert_eq!(v.rows[1].decode_ceiling_tps, Some(90.0));
+        assert_eq!(v.rows[1].prefill_tps, None);
+        assert_eq!(v.rows[1].quality, vec![None]);
+    }
+
+    #[test]
+    fn frontier_keeps_each_run_apart_instead_of_taking_the_maximum() {
+        // Two runs of the same file: an old fast one and a new slow one. Each is a
+        // row of its own with its own value; the new one is not replaced by the old.
+        let mut old = row(1, true, 0, 2.0, 30.0);
+        old.run_id = 3;
+        old.avg_ts = 80.0;
+        let mut new = old.clone();
+        new.run_id = 9;
+        new.avg_ts = 55.0;
+        // Within run 9, the 1-thread row does not speak for the run: the most threads do.
+        let mut new_1t = new.clone();
+        new_1t.n_threads = 1;
+        new_1t.avg_ts = 99.0;
+        let mut other_host = new.clone();
+        other_host.hostname = "elsewhere".into();
+        other_host.avg_ts = 12.0;
+        let v = frontier_view(&[old, new_1t, new.clone(), other_host], &[]);
+        let got: Vec<(i64, &str, Option<f64>)> = v
+            .rows
+            .iter()
+            .map(|r| (r.run_id, r.host.as_str(), r.decode_tps))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (9, new.hostname.as_str(), Some(55.0)),
+                (9, "elsewhere", Some(12.0)),
+                (3, new.hostname.as_str(), Some(80.0)),
+            ]
+        );
     }
 
     #[test]
