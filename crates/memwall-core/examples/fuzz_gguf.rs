@@ -91,6 +91,18 @@ fn rss_bytes() -> u64 {
     pages * page
 }
 
+/// CPU seconds (user + system) this process has used: on a shared machine the
+/// wall-clock rate understates the fuzzer's own speed.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
 struct Args {
     seconds: f64,
     cases: Option<u64>,
@@ -215,6 +227,7 @@ fn main() {
         LAST_PANIC.with(|p| *p.borrow_mut() = at);
     }));
 
+    let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     let mut st = Stats::default();
     let (mut max_rss, mut max_heap, mut heap_case) = (rss_bytes(), 0usize, (0u64, 0usize));
@@ -295,10 +308,12 @@ fn main() {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
     println!(
-        "fuzz_gguf summary: {} cases in {secs:.1} s ({:.0} cases/s), seed {}, {} seeds ({n_real} from models), panics {}, invariant violations {}, findings {}, facts derived {}, max RSS {:.1} MiB, max heap per case {:.2} MiB (case {}, {}); errors by kind: {}",
+        "fuzz_gguf summary: {} cases in {secs:.1} s ({:.0} cases/s; {:.0} per CPU-second), seed {}, {} seeds ({n_real} from models), panics {}, invariant violations {}, findings {}, facts derived {}, max RSS {:.1} MiB, max heap per case {:.2} MiB (case {}, {}); errors by kind: {}",
         st.cases,
         st.cases as f64 / secs.max(1e-9),
+        st.cases as f64 / cpu.max(1e-9),
         a.seed,
         seeds.len(),
         st.panics,
