@@ -51,6 +51,101 @@ fn model_info_json_matches_gguf_py() {
     }
 }
 
+/// A valid one-layer llama GGUF of 512 bytes, built byte by byte: 256 header bytes
+/// (padded) and one F32 tensor `token_embd.weight` [32, 2] of 256 bytes.
+fn tiny_gguf(block_count: u32) -> Vec<u8> {
+    let b = memwall_core::gguf::fuzz::GgufBuilder::default()
+        .kv_str("general.architecture", "llama")
+        .kv_u32("llama.block_count", block_count)
+        .kv_u32("llama.embedding_length", 32)
+        .kv_u32("llama.attention.head_count", 4)
+        .tensor("token_embd.weight", &[32, 2], 0, 0)
+        .data(256)
+        .build();
+    assert_eq!(b.len(), 512);
+    b
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_huge_layer_count_fails_at_once_inside_64_mib() {
+    // 512 bytes claiming 4,000,000,000 layers: memwall once built per-layer lists
+    // of that length (16 GB) and aborted. Under a 64 MiB address-space limit it
+    // must exit 1 with the key named.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("layers.gguf");
+    std::fs::write(&f, tiny_gguf(4_000_000_000)).unwrap();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 65536 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_memwall"))
+        .args(["--db", d.path().join("x.db").to_str().unwrap()])
+        .args(["model", "info", f.to_str().unwrap()])
+        .env_remove("MEMWALL_DB")
+        .output()
+        .unwrap();
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(
+            "layers.gguf: metadata[llama.block_count]: llama.block_count = 4000000000 exceeds the tensors present (1 tensor; every block has at least one)"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_truncated_model_is_refused_before_anything_runs_or_is_stored() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let cut = d.path().join("cut.gguf");
+    std::fs::write(&cut, &tiny_gguf(1)[..412]).unwrap();
+    let m = cut.to_str().unwrap();
+    let want = "cut.gguf: tensor[0:token_embd.weight]: the file is truncated: tensor data ends at byte 512 but the file has 412 bytes";
+    // bench reads the header before STREAM: no stream run, no bench run.
+    let o = memwall(
+        &db,
+        &[
+            "bench",
+            "-m",
+            m,
+            "-p",
+            "8",
+            "-n",
+            "0",
+            "-d",
+            "0",
+            "-r",
+            "1",
+            "-t",
+            "1",
+            "--no-results",
+        ],
+    );
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains(want), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    let o = memwall(&db, &["history", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(runs.is_empty(), "stored: {runs:?}");
+    // Every other command that hands a model to llama.cpp passes the same gate.
+    for args in [
+        &["kv", "verify", "-m", m, "-n", "16", "-t", "1"][..],
+        &["spec", "bench", "--target", m, "--draft", m, "-t", "1"][..],
+        &["frontier", "--source", m, "--reuse-stream"][..],
+    ] {
+        let o = memwall(&db, args);
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+    let o = memwall(&db, &["history", "--json"]);
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(runs.is_empty(), "stored: {runs:?}");
+}
+
 #[test]
 fn bad_input_gives_a_clear_error_and_no_panic() {
     let d = tempfile::tempdir().unwrap();
@@ -83,7 +178,8 @@ fn bad_input_gives_a_clear_error_and_no_panic() {
         assert_eq!(o.status.code(), Some(1));
         let e = text(&o.stderr);
         assert!(
-            e.contains("cut.gguf: tensor[") && e.contains("runs past the end of the file"),
+            e.contains("cut.gguf: tensor[")
+                && e.contains("the file is truncated: tensor data ends at byte"),
             "{e}"
         );
         // bench refuses it before loading anything, and stores nothing.

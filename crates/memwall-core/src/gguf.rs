@@ -9,11 +9,21 @@
 //! every count and length is checked against a cap *and* against the bytes left in
 //! the file before anything is allocated, arrays may nest at most
 //! [`MAX_ARRAY_NESTING`] deep, sizes use checked arithmetic, and every error names
-//! the file, the field and what to do about it.
+//! the file, the field and what to do about it. Memory grows only with bytes
+//! actually read: no buffer is reserved from a count in the header, and at most
+//! [`MAX_KEPT_ELEMENTS`] array elements are kept in all.
+//!
+//! The structural rules are those of llama.cpp's own reader
+//! (`gguf_init_from_file_impl` in `ggml/src/gguf.cpp`), so a file this reader
+//! accepts is not refused by llama.cpp for its layout: keys are non-empty and
+//! unique, tensor names are unique and shorter than [`MAX_NAME_LEN`] bytes, and the
+//! tensor data is packed in file order, each tensor padded to `general.alignment`.
+//! On top of that the data must lie inside the file (llama.cpp only finds a
+//! truncated download when it maps the weights).
 
 use crate::units::Bytes;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -28,8 +38,17 @@ pub const MAX_ARRAY_NESTING: usize = 3;
 /// Arrays longer than this are counted but their elements are not kept (the
 /// tokenizer's 150k strings are not needed for model facts).
 pub const MAX_KEPT_ARRAY_LEN: u64 = 4096;
+/// Most array elements kept across the whole file (each kept element costs a
+/// [`Value`], ~40 bytes, however short it is in the file); later arrays are counted
+/// but not kept. Real files keep a few thousand (per-layer arrays).
+pub const MAX_KEPT_ELEMENTS: u64 = 1 << 16;
 /// ggml's `GGML_MAX_DIMS`.
 pub const MAX_DIMS: u32 = 4;
+/// ggml's `GGML_MAX_NAME`: a tensor name must be shorter than this many bytes.
+pub const MAX_NAME_LEN: u64 = 64;
+
+#[doc(hidden)]
+pub mod fuzz;
 
 /// A ggml tensor element type with its block geometry.
 ///
@@ -183,19 +202,27 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
-    /// Number of elements (product of dims).
+    /// Number of elements (product of dims; saturates, which a parsed tensor never
+    /// reaches: the reader checks the product).
     pub fn n_elements(&self) -> u64 {
-        self.dims.iter().product()
+        self.dims.iter().fold(1u64, |a, &d| a.saturating_mul(d))
     }
-    /// Bytes of data: `n_elements ÷ block size × bytes per block` (validated at parse time).
+    /// Bytes of data: `n_elements ÷ block size × bytes per block` (checked for
+    /// overflow and against the file at parse time; saturates otherwise). Zero for a
+    /// type ggml does not define, which the reader refuses.
     pub fn n_bytes(&self) -> Bytes {
-        let (_, blck, size) = self.ggml_type.traits().expect("validated at parse");
-        Bytes(self.n_elements() / blck * size)
+        let Some((_, blck, size)) = self.ggml_type.traits() else {
+            return Bytes(0);
+        };
+        Bytes((self.n_elements() / blck).saturating_mul(size))
     }
     /// Bytes of one row (`ne[0]` elements), the cost of a gather such as an embedding lookup.
     pub fn row_bytes(&self) -> Bytes {
-        let (_, blck, size) = self.ggml_type.traits().expect("validated at parse");
-        Bytes(self.dims[0] / blck * size)
+        let Some((_, blck, size)) = self.ggml_type.traits() else {
+            return Bytes(0);
+        };
+        let ne0 = self.dims.first().copied().unwrap_or(0);
+        Bytes((ne0 / blck).saturating_mul(size))
     }
 }
 
@@ -241,6 +268,8 @@ struct Cursor<R: Read> {
     pos: u64,
     len: u64,
     path: PathBuf,
+    /// Array elements that may still be kept (see [`MAX_KEPT_ELEMENTS`]).
+    kept_left: u64,
 }
 
 impl<R: Read> Cursor<R> {
@@ -267,14 +296,25 @@ impl<R: Read> Cursor<R> {
                 FIX_TRUNCATED,
             ));
         }
-        let mut buf = vec![0u8; n as usize];
-        self.r.read_exact(&mut buf).map_err(|e| {
+        // Grows with the bytes that arrive, not with the length the file claims.
+        let mut buf = Vec::new();
+        let got = (&mut self.r).take(n).read_to_end(&mut buf).map_err(|e| {
             self.err(
                 field,
                 format!("read failed at offset {}: {e}", self.pos),
                 FIX_TRUNCATED,
             )
         })?;
+        if got as u64 != n {
+            return Err(self.err(
+                field,
+                format!(
+                    "needs {n} bytes at offset {} but the file ends after {got}",
+                    self.pos
+                ),
+                FIX_TRUNCATED,
+            ));
+        }
         self.pos += n;
         Ok(buf)
     }
@@ -299,9 +339,26 @@ impl<R: Read> Cursor<R> {
         Ok(())
     }
     fn arr<const N: usize>(&mut self, field: &str) -> Result<[u8; N], GgufError> {
-        let v = self.bytes(N as u64, field)?;
+        if N as u64 > self.remaining() {
+            return Err(self.err(
+                field,
+                format!(
+                    "needs {N} bytes at offset {} but only {} remain",
+                    self.pos,
+                    self.remaining()
+                ),
+                FIX_TRUNCATED,
+            ));
+        }
         let mut a = [0u8; N];
-        a.copy_from_slice(&v);
+        self.r.read_exact(&mut a).map_err(|e| {
+            self.err(
+                field,
+                format!("read failed at offset {}: {e}", self.pos),
+                FIX_TRUNCATED,
+            )
+        })?;
+        self.pos += N as u64;
         Ok(a)
     }
     fn u32(&mut self, field: &str) -> Result<u32, GgufError> {
@@ -398,7 +455,8 @@ fn read_value<R: Read>(
                     FIX_TRUNCATED,
                 ));
             }
-            if len <= MAX_KEPT_ARRAY_LEN {
+            if len <= MAX_KEPT_ARRAY_LEN && len <= c.kept_left {
+                c.kept_left -= len;
                 let mut items = Vec::with_capacity(len as usize);
                 for _ in 0..len {
                     items.push(read_value(c, et, field, depth + 1)?);
@@ -472,6 +530,7 @@ impl Gguf {
             pos: 0,
             len,
             path: path.clone(),
+            kept_left: MAX_KEPT_ELEMENTS,
         };
         let magic = c.arr::<4>("header.magic")?;
         if &magic != b"GGUF" {
@@ -512,7 +571,21 @@ impl Gguf {
         let mut metadata = BTreeMap::new();
         for i in 0..n_kv {
             let key = c.string(&format!("metadata[{i}].key"), MAX_KEY_LEN)?;
+            if key.is_empty() {
+                return Err(c.err(
+                    &format!("metadata[{i}].key"),
+                    "the key is empty",
+                    FIX_CORRUPT,
+                ));
+            }
             let field = format!("metadata[{key}]");
+            if metadata.contains_key(&key) {
+                return Err(c.err(
+                    &field,
+                    format!("duplicate key: pair {i} repeats an earlier pair's key"),
+                    FIX_CORRUPT,
+                ));
+            }
             let t = c.u32(&field)?;
             let v = read_value(&mut c, t, &field, 0)?;
             metadata.insert(key, v);
@@ -530,11 +603,36 @@ impl Gguf {
                 }
             },
         };
-        let mut tensors = Vec::with_capacity(n_tensors as usize);
+        // Reserve nothing from the count: each entry read has consumed at least 32
+        // bytes of the file, so the list grows only as the file justifies it.
+        let mut tensors: Vec<TensorInfo> = Vec::new();
+        let mut seen_names: HashMap<String, u64> = HashMap::new();
+        // Where the next tensor's data must start, relative to the data section:
+        // llama.cpp requires the tensors packed in file order, each padded to the
+        // alignment (`gguf_init_from_file_impl`: "tensor '…' has offset …, expected …").
+        let mut expected_offset = 0u64;
         for i in 0..n_tensors {
             let field = format!("tensor[{i}]");
             let name = c.string(&format!("{field}.name"), MAX_KEY_LEN)?;
+            if name.len() as u64 >= MAX_NAME_LEN {
+                return Err(c.err(
+                    &format!("{field}.name"),
+                    format!(
+                        "name of {} bytes is too long for ggml (at most {})",
+                        name.len(),
+                        MAX_NAME_LEN - 1
+                    ),
+                    FIX_CORRUPT,
+                ));
+            }
             let field = format!("tensor[{i}:{name}]");
+            if let Some(first) = seen_names.get(&name) {
+                return Err(c.err(
+                    &format!("{field}.name"),
+                    format!("duplicate tensor name: tensor[{first}] has the same name"),
+                    FIX_CORRUPT,
+                ));
+            }
             let n_dims = c.u32(&format!("{field}.n_dims"))?;
             if n_dims == 0 || n_dims > MAX_DIMS {
                 return Err(c.err(
@@ -549,7 +647,7 @@ impl Gguf {
             }
             let ty = GgmlType(c.u32(&format!("{field}.type"))?);
             let offset = c.u64(&format!("{field}.offset"))?;
-            let Some((tname, blck, _)) = ty.traits() else {
+            let Some((tname, blck, size)) = ty.traits() else {
                 return Err(c.err(
                     &format!("{field}.type"),
                     format!("ggml type id {} is unknown to this memwall", ty.0),
@@ -557,13 +655,13 @@ impl Gguf {
                 ));
             };
             let n_el = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-            if n_el.is_none() || dims.contains(&0) {
+            let Some(n_el) = n_el.filter(|_| !dims.contains(&0)) else {
                 return Err(c.err(
                     &format!("{field}.dims"),
                     format!("shape {dims:?} is empty or overflows"),
                     FIX_CORRUPT,
                 ));
-            }
+            };
             if dims[0] % blck != 0 {
                 return Err(c.err(
                     &format!("{field}.dims"),
@@ -574,13 +672,37 @@ impl Gguf {
                     FIX_CORRUPT,
                 ));
             }
-            if offset % alignment != 0 {
+            // elements ÷ block size × bytes per block, then padded to the alignment.
+            let padded = (n_el / blck)
+                .checked_mul(size)
+                .and_then(|b| b.checked_next_multiple_of(alignment));
+            let Some(padded) = padded else {
+                return Err(c.err(
+                    &format!("{field}.dims"),
+                    format!(
+                        "shape {dims:?} of {tname} ({n_el} elements × {size} bytes per {blck}) overflows a 64-bit byte count"
+                    ),
+                    FIX_CORRUPT,
+                ));
+            };
+            if offset != expected_offset {
                 return Err(c.err(
                     &format!("{field}.offset"),
-                    format!("offset {offset} is not aligned to {alignment}"),
+                    format!(
+                        "offset {offset}, expected {expected_offset} (llama.cpp requires the tensor data packed in file order, each tensor padded to {alignment} bytes)"
+                    ),
                     FIX_CORRUPT,
                 ));
             }
+            let Some(next) = expected_offset.checked_add(padded) else {
+                return Err(c.err(
+                    &format!("{field}.dims"),
+                    "the tensor data section's size overflows a 64-bit byte count",
+                    FIX_CORRUPT,
+                ));
+            };
+            expected_offset = next;
+            seen_names.insert(name.clone(), i);
             tensors.push(TensorInfo {
                 name,
                 dims,
@@ -589,17 +711,17 @@ impl Gguf {
             });
         }
         let data_offset = c.pos.div_ceil(alignment) * alignment;
-        let data_len = len.saturating_sub(data_offset);
-        for (i, t) in tensors.iter().enumerate() {
-            let end = t.offset.checked_add(t.n_bytes().0);
-            if end.is_none_or(|e| e > data_len) {
+        // The data is packed in order, so the last tensor ends last.
+        if let Some((i, t)) = tensors.iter().enumerate().next_back() {
+            let end = data_offset
+                .checked_add(t.offset)
+                .and_then(|o| o.checked_add(t.n_bytes().0));
+            if end.is_none_or(|e| e > len) {
+                let end = end.map_or_else(|| "past 2^64".to_string(), |e| e.to_string());
                 return Err(c.err(
-                    &format!("tensor[{i}:{}].offset", t.name),
+                    &format!("tensor[{i}:{}]", t.name),
                     format!(
-                        "data [{}, +{}) runs past the end of the file ({} data bytes)",
-                        t.offset,
-                        t.n_bytes().0,
-                        data_len
+                        "the file is truncated: tensor data ends at byte {end} but the file has {len} bytes"
                     ),
                     FIX_TRUNCATED,
                 ));
@@ -634,74 +756,8 @@ impl Gguf {
 
 #[cfg(test)]
 pub(crate) mod testutil {
-    //! Tiny GGUF byte builders for malformed-input tests.
-
-    /// Builds GGUF bytes piece by piece.
-    #[derive(Default)]
-    pub struct GgufBuilder {
-        pub kv: Vec<u8>,
-        pub n_kv: u64,
-        pub tensors: Vec<u8>,
-        pub n_tensors: u64,
-        pub data_len: u64,
-    }
-
-    pub fn s(out: &mut Vec<u8>, v: &str) {
-        out.extend((v.len() as u64).to_le_bytes());
-        out.extend(v.as_bytes());
-    }
-
-    impl GgufBuilder {
-        pub fn kv_u32(mut self, k: &str, v: u32) -> Self {
-            s(&mut self.kv, k);
-            self.kv.extend(4u32.to_le_bytes());
-            self.kv.extend(v.to_le_bytes());
-            self.n_kv += 1;
-            self
-        }
-        pub fn kv_str(mut self, k: &str, v: &str) -> Self {
-            s(&mut self.kv, k);
-            self.kv.extend(8u32.to_le_bytes());
-            s(&mut self.kv, v);
-            self.n_kv += 1;
-            self
-        }
-        pub fn kv_raw(mut self, k: &str, ty: u32, payload: &[u8]) -> Self {
-            s(&mut self.kv, k);
-            self.kv.extend(ty.to_le_bytes());
-            self.kv.extend(payload);
-            self.n_kv += 1;
-            self
-        }
-        pub fn tensor(mut self, name: &str, dims: &[u64], ty: u32, offset: u64) -> Self {
-            s(&mut self.tensors, name);
-            self.tensors.extend((dims.len() as u32).to_le_bytes());
-            for d in dims {
-                self.tensors.extend(d.to_le_bytes());
-            }
-            self.tensors.extend(ty.to_le_bytes());
-            self.tensors.extend(offset.to_le_bytes());
-            self.n_tensors += 1;
-            self
-        }
-        pub fn data(mut self, n: u64) -> Self {
-            self.data_len = n;
-            self
-        }
-        pub fn build(&self) -> Vec<u8> {
-            let mut out = b"GGUF".to_vec();
-            out.extend(3u32.to_le_bytes());
-            out.extend(self.n_tensors.to_le_bytes());
-            out.extend(self.n_kv.to_le_bytes());
-            out.extend(&self.kv);
-            out.extend(&self.tensors);
-            while out.len() % 32 != 0 {
-                out.push(0);
-            }
-            out.extend(std::iter::repeat_n(0u8, self.data_len as usize));
-            out
-        }
-    }
+    //! Tiny GGUF byte builders for malformed-input tests (shared with the fuzzer).
+    pub use super::fuzz::GgufBuilder;
 }
 
 #[cfg(test)]
@@ -799,13 +855,186 @@ mod tests {
 
     #[test]
     fn truncated_tensor_data_is_named() {
+        // Header 24 + tensor info 41 = 65 bytes, padded to 96; 100 data bytes follow.
         let b = GgufBuilder::default()
             .tensor("w", &[32, 4], 0, 0)
             .data(100)
-            .build(); // needs 512
+            .build();
+        assert_eq!(b.len(), 196);
         let e = parse(&b).unwrap_err().to_string();
         assert!(
-            e.contains("tensor[0:w].offset: data [0, +512) runs past the end"),
+            e.starts_with(
+                "t.gguf: tensor[0:w]: the file is truncated: tensor data ends at byte 608 but the file has 196 bytes. The file is truncated"
+            ),
+            "{e}"
+        );
+        // One byte short of complete is refused; complete parses.
+        let ok = GgufBuilder::default()
+            .tensor("w", &[32, 4], 0, 0)
+            .data(512)
+            .build();
+        assert!(parse(&ok).is_ok());
+        let e = parse(&ok[..ok.len() - 1]).unwrap_err().to_string();
+        assert!(
+            e.contains("ends at byte 608 but the file has 607 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicate_and_empty_keys_are_refused_by_name() {
+        let b = GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 2)
+            .kv_u32("llama.block_count", 3)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "t.gguf: metadata[llama.block_count]: duplicate key: pair 2 repeats an earlier pair's key. The file is corrupt"
+            ),
+            "{e}"
+        );
+        let b = GgufBuilder::default().kv_u32("", 1).build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("t.gguf: metadata[0].key: the key is empty"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicate_tensor_names_are_refused_by_name() {
+        let b = GgufBuilder::default()
+            .tensor("blk.0.attn_q.weight", &[32], 0, 0)
+            .tensor("blk.0.attn_q.weight", &[32], 0, 128)
+            .data(256)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "t.gguf: tensor[1:blk.0.attn_q.weight].name: duplicate tensor name: tensor[0] has the same name"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn tensor_data_must_be_packed_in_order_as_llama_cpp_requires() {
+        // F32 [32] = 128 bytes, so the second tensor must start at 128.
+        let b = GgufBuilder::default()
+            .tensor("a", &[32], 0, 0)
+            .tensor("b", &[32], 0, 256)
+            .data(512)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("tensor[1:b].offset: offset 256, expected 128 (llama.cpp requires"),
+            "{e}"
+        );
+        // Two tensors on the same bytes (each would otherwise be counted in full).
+        let b = GgufBuilder::default()
+            .tensor("a", &[32], 0, 0)
+            .tensor("b", &[32], 0, 0)
+            .data(512)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("tensor[1:b].offset: offset 0, expected 128"),
+            "{e}"
+        );
+        // Q8_0 [64] = 68 bytes, padded to 96.
+        let b = GgufBuilder::default()
+            .tensor("a", &[64], 8, 0)
+            .tensor("b", &[32], 0, 96)
+            .data(224)
+            .build();
+        assert!(parse(&b).is_ok());
+    }
+
+    #[test]
+    fn byte_size_overflow_names_the_tensor() {
+        // 2^31 × 2^31 F32 elements: 2^62 elements fit in u64, 2^64 bytes do not.
+        let b = GgufBuilder::default()
+            .tensor("w", &[1 << 31, 1 << 31], 0, 0)
+            .data(64)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "t.gguf: tensor[0:w].dims: shape [2147483648, 2147483648] of F32 (4611686018427387904 elements × 4 bytes per 1) overflows a 64-bit byte count"
+            ),
+            "{e}"
+        );
+        // I8 of 2^64 - 6 bytes: fits, but padding it to 32 does not.
+        let b = GgufBuilder::default()
+            .tensor("w", &[u64::MAX - 5], 24, 0)
+            .data(64)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("tensor[0:w].dims: shape [18446744073709551610] of I8"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn long_tensor_names_are_refused_as_ggml_would() {
+        let name = "x".repeat(64);
+        let b = GgufBuilder::default()
+            .tensor(&name, &[32], 0, 0)
+            .data(128)
+            .build();
+        let e = parse(&b).unwrap_err().to_string();
+        assert!(
+            e.contains("tensor[0].name: name of 64 bytes is too long for ggml (at most 63)"),
+            "{e}"
+        );
+        let b = GgufBuilder::default()
+            .tensor(&name[..63], &[32], 0, 0)
+            .data(128)
+            .build();
+        assert!(parse(&b).is_ok());
+    }
+
+    #[test]
+    fn kept_array_elements_have_a_file_wide_budget() {
+        // 17 arrays of 4096 u8: each is short enough to keep, but all 17 are 69,632
+        // elements, over the 65,536 budget: the 17th is counted, not kept.
+        let mut b = GgufBuilder::default();
+        for i in 0..17 {
+            let mut p = 0u32.to_le_bytes().to_vec();
+            p.extend(4096u64.to_le_bytes());
+            p.extend(std::iter::repeat_n(1u8, 4096));
+            b = b.kv_raw(&format!("x.a{i:02}"), 9, &p);
+        }
+        let g = parse(&b.build()).unwrap();
+        let kept = |k: &str| match g.get(k) {
+            Some(Value::Array { items, len, .. }) => {
+                assert_eq!(*len, 4096);
+                items.as_ref().map_or(0, Vec::len)
+            }
+            v => panic!("{k}: {v:?}"),
+        };
+        for i in 0..16 {
+            assert_eq!(kept(&format!("x.a{i:02}")), 4096);
+        }
+        assert_eq!(kept("x.a16"), 0);
+    }
+
+    #[test]
+    fn counts_reserve_nothing_before_the_bytes_arrive() {
+        // A header claiming 2^34 tensors in a "file" said to be 2^40 bytes long, of
+        // which 24 exist: the count passes the size check (32 × 2^34 ≤ 2^40), so a
+        // reader that reserved from it would ask for ~1 TiB and abort.
+        let mut b = GgufBuilder::default().build();
+        b[8..16].copy_from_slice(&(1u64 << 34).to_le_bytes());
+        b.truncate(24);
+        let e = Gguf::parse(&b[..], 1 << 40, PathBuf::from("t.gguf"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("t.gguf: tensor[0].name: read failed at offset 24"),
             "{e}"
         );
     }

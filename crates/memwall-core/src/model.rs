@@ -255,8 +255,14 @@ impl ModelFacts {
 
     /// Derives the facts from a parsed header.
     ///
+    /// Header values are hostile input too: a count that sizes a per-layer list
+    /// (`{arch}.block_count`) must not exceed the tensors present (every block has
+    /// at least one tensor), so the lists never grow beyond what the file's bytes
+    /// justify; values kept as `u32` must fit in 32 bits.
+    ///
     /// # Errors
-    /// As [`ModelFacts::open`].
+    /// As [`ModelFacts::open`], and [`GgufError`] naming the key whose value is out
+    /// of range.
     pub fn from_gguf(g: &Gguf) -> Result<ModelFacts, GgufError> {
         let missing = |field: &str| GgufError {
             path: g.path.clone(),
@@ -269,35 +275,66 @@ impl ModelFacts {
             .ok_or_else(|| missing("general.architecture"))?
             .to_string();
         let key = |k: &str| format!("{arch}.{k}");
+        let corrupt = |k: &str, problem: String| GgufError {
+            path: g.path.clone(),
+            field: format!("metadata[{k}]"),
+            problem,
+            fix: "The metadata is corrupt: re-convert the model",
+        };
+        let small = |k: &str, v: u64| -> Result<u32, GgufError> {
+            u32::try_from(v).map_err(|_| corrupt(k, format!("{k} = {v} does not fit in 32 bits")))
+        };
         let req = |k: &str| -> Result<u64, GgufError> {
             g.get(&key(k))
                 .and_then(Value::as_u64)
                 .ok_or_else(|| missing(&key(k)))
         };
         let opt = |k: &str| g.get(&key(k)).and_then(Value::as_u64);
-        let n_layer = req("block_count")? as u32;
-        let n_embd = req("embedding_length")? as u32;
-        let n_head = req("attention.head_count")? as u32;
-        if n_head == 0 || n_layer == 0 {
-            return Err(GgufError {
-                path: g.path.clone(),
-                field: key("attention.head_count"),
-                problem: "zero heads or layers".into(),
-                fix: "The metadata is corrupt: re-convert the model",
-            });
+        let opt32 = |k: &str| opt(k).map(|v| small(&key(k), v)).transpose();
+        let n_layer = small(&key("block_count"), req("block_count")?)?;
+        let n_embd = small(&key("embedding_length"), req("embedding_length")?)?;
+        let n_head = small(&key("attention.head_count"), req("attention.head_count")?)?;
+        if n_layer == 0 {
+            return Err(corrupt(&key("block_count"), "zero layers".into()));
         }
-        let n_head_kv: Vec<u32> = match g.get(&key("attention.head_count_kv")) {
+        if n_head == 0 {
+            return Err(corrupt(&key("attention.head_count"), "zero heads".into()));
+        }
+        // Per-layer lists below have n_layer entries: bound it by what is in the file.
+        if n_layer as usize > g.tensors.len() {
+            let k = key("block_count");
+            return Err(corrupt(
+                &k,
+                format!(
+                    "{k} = {n_layer} exceeds the tensors present ({} tensor{}; every block has at least one)",
+                    g.tensors.len(),
+                    if g.tensors.len() == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        let kv_key = key("attention.head_count_kv");
+        let n_head_kv: Vec<u32> = match g.get(&kv_key) {
             Some(Value::Array {
                 items: Some(items), ..
             }) => items
                 .iter()
-                .map(|v| v.as_u64().unwrap_or(n_head as u64) as u32)
-                .collect(),
-            Some(v) => vec![v.as_u64().unwrap_or(n_head as u64) as u32; n_layer as usize],
+                .map(|v| small(&kv_key, v.as_u64().unwrap_or(n_head as u64)))
+                .collect::<Result<_, _>>()?,
+            Some(Value::Array {
+                items: None, len, ..
+            }) => {
+                return Err(corrupt(
+                    &kv_key,
+                    format!(
+                        "a per-layer array of {len} entries was not kept (too long, or the file's array budget was spent)"
+                    ),
+                ));
+            }
+            Some(v) => vec![small(&kv_key, v.as_u64().unwrap_or(n_head as u64))?; n_layer as usize],
             None => vec![n_head; n_layer as usize],
         };
-        let head_dim_k = opt("attention.key_length").map_or(n_embd / n_head, |v| v as u32);
-        let head_dim_v = opt("attention.value_length").map_or(head_dim_k, |v| v as u32);
+        let head_dim_k = opt32("attention.key_length")?.unwrap_or(n_embd / n_head);
+        let head_dim_v = opt32("attention.value_length")?.unwrap_or(head_dim_k);
         let sliding_window = opt("attention.sliding_window").filter(|&w| w > 0);
         let swa_layers: Vec<bool> = match (
             sliding_window,
@@ -313,11 +350,24 @@ impl ModelFacts {
                 .iter()
                 .map(|v| matches!(v, Value::Bool(true)) || v.as_u64().unwrap_or(0) != 0)
                 .collect(),
+            (
+                Some(_),
+                Some(Value::Array {
+                    items: None, len, ..
+                }),
+            ) => {
+                return Err(corrupt(
+                    &key("attention.sliding_window_pattern"),
+                    format!(
+                        "a per-layer array of {len} entries was not kept (too long, or the file's array budget was spent)"
+                    ),
+                ));
+            }
             (Some(_), p) => {
-                let n = p
-                    .and_then(Value::as_u64)
-                    .map(|v| v as u32)
-                    .or_else(|| default_swa_pattern(&arch));
+                let n = match p.and_then(Value::as_u64) {
+                    Some(v) => Some(small(&key("attention.sliding_window_pattern"), v)?),
+                    None => default_swa_pattern(&arch),
+                };
                 match n {
                     Some(n) => (0..n_layer).map(|il| n == 0 || il % n < n - 1).collect(),
                     // Unknown pattern: llama.cpp treats every layer as windowed when
@@ -333,10 +383,8 @@ impl ModelFacts {
             .map(|t| t.dims.get(1).copied().unwrap_or(0))
             .or_else(|| g.get("tokenizer.ggml.tokens").and_then(Value::array_len))
             .unwrap_or(0);
-        let n_expert = opt("expert_count").map(|v| v as u32).filter(|&v| v > 0);
-        let n_expert_used = opt("expert_used_count")
-            .map(|v| v as u32)
-            .filter(|&v| v > 0);
+        let n_expert = opt32("expert_count")?.filter(|&v| v > 0);
+        let n_expert_used = opt32("expert_used_count")?.filter(|&v| v > 0);
 
         let mut classes: BTreeMap<TensorClass, ClassTotals> = BTreeMap::new();
         let mut type_counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -401,7 +449,7 @@ impl ModelFacts {
             n_head_kv,
             head_dim_k,
             head_dim_v,
-            n_ff: opt("feed_forward_length").map(|v| v as u32),
+            n_ff: opt32("feed_forward_length")?,
             n_vocab,
             n_ctx_train: opt("context_length").unwrap_or(0),
             sliding_window,
@@ -646,7 +694,16 @@ mod tests {
             .kv_u32("gemma3.embedding_length", 64)
             .kv_u32("gemma3.attention.head_count", 4)
             .kv_u32("gemma3.attention.sliding_window", 512);
-        b = b.tensor("token_embd.weight", &[64, 10], 0, 0).data(2560);
+        b = b.tensor("token_embd.weight", &[64, 10], 0, 0);
+        for il in 0..12 {
+            b = b.tensor(
+                &format!("blk.{il}.attn_norm.weight"),
+                &[64],
+                0,
+                2560 + 256 * il,
+            );
+        }
+        let b = b.data(2560 + 256 * 12);
         let f = facts(&b);
         let globals: Vec<usize> = f
             .swa_layers
@@ -669,6 +726,95 @@ mod tests {
         assert!(
             e.contains("m.gguf: metadata[qwen2.block_count]: missing"),
             "{e}"
+        );
+    }
+
+    fn facts_err(b: &GgufBuilder) -> String {
+        let bytes = b.build();
+        let g = Gguf::parse(&bytes[..], bytes.len() as u64, PathBuf::from("m.gguf")).unwrap();
+        ModelFacts::from_gguf(&g).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn block_count_beyond_the_tensors_present_is_refused_before_allocating() {
+        // The file: ~500 bytes, llama.block_count = 4,000,000,000. Per-layer
+        // lists of that length would take 16 GB; it must fail at once, naming the key.
+        let b = GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 4_000_000_000)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .data(2560);
+        let t = std::time::Instant::now();
+        let e = facts_err(&b);
+        assert_eq!(
+            e,
+            "m.gguf: metadata[llama.block_count]: llama.block_count = 4000000000 exceeds the tensors present (1 tensor; every block has at least one). The metadata is corrupt: re-convert the model"
+        );
+        assert!(t.elapsed().as_secs_f64() < 1.0, "{:?}", t.elapsed());
+        // The bound itself: as many layers as tensors is accepted, one more is not.
+        let one = |n: u32| {
+            GgufBuilder::default()
+                .kv_str("general.architecture", "llama")
+                .kv_u32("llama.block_count", n)
+                .kv_u32("llama.embedding_length", 64)
+                .kv_u32("llama.attention.head_count", 4)
+                .tensor("token_embd.weight", &[64, 10], 0, 0)
+                .data(2560)
+        };
+        assert_eq!(facts(&one(1)).n_layer, 1);
+        assert!(
+            facts_err(&one(2))
+                .contains("llama.block_count = 2 exceeds the tensors present (1 tensor;")
+        );
+    }
+
+    #[test]
+    fn values_kept_as_u32_must_fit() {
+        let b = GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u64("llama.embedding_length", 1 << 33)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .data(2560);
+        assert!(
+            facts_err(&b).contains(
+                "m.gguf: metadata[llama.embedding_length]: llama.embedding_length = 8589934592 does not fit in 32 bits"
+            ),
+            "{}",
+            facts_err(&b)
+        );
+        let b = tiny(false).kv_u64("llama.expert_count", u64::MAX);
+        assert!(
+            facts_err(&b).contains("llama.expert_count = 18446744073709551615 does not fit"),
+            "{}",
+            facts_err(&b)
+        );
+    }
+
+    #[test]
+    fn a_per_layer_array_that_was_not_kept_is_an_error_not_a_default() {
+        // head_count_kv as an array longer than the reader keeps: using n_head for
+        // every layer would silently overstate the KV cache.
+        let mut p = 4u32.to_le_bytes().to_vec();
+        p.extend(5000u64.to_le_bytes());
+        p.extend(std::iter::repeat_n(0u8, 4 * 5000));
+        let b = GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .kv_raw("llama.attention.head_count_kv", 9, &p)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .data(2560);
+        assert!(
+            facts_err(&b).contains(
+                "metadata[llama.attention.head_count_kv]: a per-layer array of 5000 entries was not kept"
+            ),
+            "{}",
+            facts_err(&b)
         );
     }
 }

@@ -111,7 +111,8 @@ impl BenchPlan {
     /// Checks the plan.
     ///
     /// # Errors
-    /// [`BenchError::Plan`] naming the bad field.
+    /// [`BenchError::Plan`] naming the bad field; [`BenchError::Model`] when a model
+    /// fails the GGUF checks (read here, before anything is measured).
     pub fn validate(&self) -> Result<(), BenchError> {
         let bad = |m: &str| Err(BenchError::Plan(m.to_string()));
         if self.models.is_empty() {
@@ -147,6 +148,9 @@ impl BenchPlan {
                     m.display()
                 )));
             }
+            // The header is read here, before STREAM is measured or a run stored, so
+            // a truncated or malformed model fails fast (milliseconds).
+            crate::model::ModelFacts::open(m)?;
         }
         Ok(())
     }

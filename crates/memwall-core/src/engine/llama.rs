@@ -67,6 +67,18 @@ pub fn system_info() -> String {
     }
 }
 
+/// Reads the header of the model at `path` with memwall's bounds-checked reader
+/// ([`crate::gguf::Gguf::open`]): the one gate every llama.cpp load passes, so a
+/// truncated or malformed file is refused with the field named before llama.cpp
+/// maps it. Cost: the header only (milliseconds).
+///
+/// # Errors
+/// [`EngineError::Model`] with the reader's error.
+pub fn check_model(path: &Path) -> Result<(), EngineError> {
+    crate::gguf::Gguf::open(path)?;
+    Ok(())
+}
+
 /// A loaded model, shareable between contexts (llama-bench reuses one model across
 /// instances that differ only in context parameters).
 #[derive(Clone)]
@@ -76,11 +88,14 @@ pub struct LlamaModelHandle {
 }
 
 impl LlamaModelHandle {
-    /// Loads the model at `path` (memory-mapped) with `n_gpu_layers` offloaded.
+    /// Loads the model at `path` (memory-mapped) with `n_gpu_layers` offloaded,
+    /// after [`check_model`] has read its header.
     ///
     /// # Errors
-    /// [`EngineError::Load`] naming the file.
+    /// [`EngineError::Model`] when the file fails memwall's GGUF checks,
+    /// [`EngineError::Load`] naming the file when llama.cpp refuses it.
     pub fn load(path: &Path, n_gpu_layers: u32) -> Result<LlamaModelHandle, EngineError> {
+        check_model(path)?;
         let backend = backend()?;
         let params = LlamaModelParams::default().with_n_gpu_layers(n_gpu_layers);
         let model =
@@ -106,8 +121,9 @@ impl LlamaModelHandle {
     /// is one `vec_dot` of a weight row and an activation row, whatever the batch.
     ///
     /// # Errors
-    /// [`EngineError::Load`] naming the file.
+    /// As [`LlamaModelHandle::load`].
     pub fn load_no_repack(path: &Path) -> Result<LlamaModelHandle, EngineError> {
+        check_model(path)?;
         let _backend = backend()?;
         let load_err = |reason: String| EngineError::Load {
             path: path.display().to_string(),

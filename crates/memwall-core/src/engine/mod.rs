@@ -79,6 +79,10 @@ pub enum EngineError {
     /// The engine does not support this operation.
     #[error("not supported by this engine: {0}")]
     Unsupported(&'static str),
+    /// The model file failed memwall's GGUF checks, so the engine never saw it
+    /// (truncated, malformed, duplicate keys or tensors, …).
+    #[error(transparent)]
+    Model(#[from] crate::gguf::GgufError),
 }
 
 /// Configuration of one engine context (llama-bench's per-instance parameters).

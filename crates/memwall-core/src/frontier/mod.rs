@@ -473,7 +473,8 @@ impl FrontierPlan {
     /// Checks the plan.
     ///
     /// # Errors
-    /// [`FrontierError::Plan`] naming the bad setting.
+    /// [`FrontierError::Plan`] naming the bad setting; [`FrontierError::Gguf`] when
+    /// the source model fails the GGUF checks.
     pub fn validate(&self) -> Result<(), FrontierError> {
         let bad = |m: String| Err(FrontierError::Plan(m));
         if !self.source.is_file() {
@@ -482,6 +483,8 @@ impl FrontierPlan {
                 self.source.display()
             ));
         }
+        // Read the header before anything is measured or quantized.
+        crate::model::ModelFacts::open(&self.source)?;
         if self.reps == 0 || self.n_threads == 0 {
             return bad("--reps and --threads must be positive".into());
         }
