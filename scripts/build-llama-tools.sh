@@ -30,7 +30,7 @@ read -r crate_path crate_version <<<"$crate_dir"
 [ -d "$crate_path/llama.cpp" ] || { echo "build-llama-tools: llama-cpp-sys-2 sources not found (run cargo fetch first)" >&2; exit 1; }
 
 stamp="$out/stamp"
-want="llama-cpp-sys-2 $crate_version + llama-cpp-python $SDIST_VERSION ($SDIST_SHA256) native"
+want="llama-cpp-sys-2 $crate_version + llama-cpp-python $SDIST_VERSION ($SDIST_SHA256) native no-amx"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && for t in $TOOLS; do [ -x "$out/bin/$t" ] || exit 1; done; then
   echo "build-llama-tools: up to date ($want) in $out/bin"
   exit 0
@@ -64,7 +64,11 @@ for d in tools examples; do
 done
 
 jobs=$(nproc)
+# The same no-AMX launcher memwall's own llama.cpp build uses (.cargo/config.toml).
+launcher="$root/scripts/toolchain/no-amx"
+rm -rf "$out/build"
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DCMAKE_C_COMPILER_LAUNCHER="$launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
   -DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF ${MEMWALL_LLAMA_CMAKE_ARGS:-} >"$out/configure.log" 2>&1 \
   || { tail -30 "$out/configure.log" >&2; exit 1; }

@@ -35,13 +35,15 @@ if ! command -v cargo >/dev/null; then
 fi
 
 # llama-cpp-sys-2 configures CMake once per target dir and never again, so a target
-# cache configured before .cargo/config.toml set LLAMA_LIB_PROFILE=Release keeps
-# building llama.cpp at -O2 (RelWithDebInfo). Drop such stale configurations once.
+# cache configured before .cargo/config.toml set LLAMA_LIB_PROFILE=Release (llama.cpp
+# at -O2) or the no-AMX compiler launcher (scripts/toolchain/no-amx) keeps that
+# configuration. Drop such stale configurations once.
 target_dir="${CARGO_TARGET_DIR:-target}"
 for cache in "$target_dir"/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.txt; do
   [ -f "$cache" ] || continue
-  if ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$cache"; then
-    echo "setup: $cache is not a Release configuration: cleaning llama-cpp-sys-2 so llama.cpp is rebuilt at -O3 (once)"
+  launcher=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$cache")
+  if ! grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' "$cache" || [ -z "$launcher" ] || [ ! -x "$launcher" ]; then
+    echo "setup: $cache is not a Release build with the no-AMX launcher: cleaning llama-cpp-sys-2 so llama.cpp is rebuilt (once)"
     cargo clean --release -p llama-cpp-sys-2
     break
   fi
