@@ -162,6 +162,40 @@ fn roofline_with_given_numbers_matches_the_closed_form() {
 }
 
 #[test]
+fn stream_below_the_sizing_rule_prints_all_kernels_and_stores_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("m.db");
+    let o = memwall(
+        &db,
+        &["stream", "-t", "1,2", "--array-size", "20000", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("below STREAM's rule"),
+        "{}",
+        text(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["stored"], false);
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(r["config"]["n_elements"], 20000);
+        let kernels: Vec<&str> = r["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kernel"].as_str().unwrap())
+            .collect();
+        assert_eq!(kernels, ["copy", "scale", "add", "triad", "read"]);
+    }
+    let o = memwall(&db, &["history", "--json"]);
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(runs.is_empty(), "nothing stored: {runs:?}");
+    let o = memwall(&db, &["stream", "--array-size", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--array-size must be at least 1"));
+}
+
+#[test]
 fn bench_stores_exports_and_charts_a_real_run() {
     let Some(path) = testing::model("smollm2-135m-q4_1") else {
         return;

@@ -84,17 +84,38 @@ pub async fn stream_job(
     with_peaks: bool,
     command: &str,
 ) -> Result<StreamOutcome, JobError> {
+    stream_job_sized(store, host, threads, quick, with_peaks, None, command).await
+}
+
+/// As [`stream_job`] with `n_elements` per array instead of STREAM's sizing rule when
+/// given. The caller checks the size against the rule: rows stored here become
+/// ceilings.
+///
+/// # Errors
+/// [`JobError`].
+pub async fn stream_job_sized(
+    store: &Store,
+    host: &HostInfo,
+    threads: Vec<usize>,
+    quick: bool,
+    with_peaks: bool,
+    n_elements: Option<usize>,
+    command: &str,
+) -> Result<StreamOutcome, JobError> {
     let started = crate::util::now_rfc3339();
     let llc = host.llc;
     let (results, peaks) = blocking(
         move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
             let mut out = Vec::new();
             for &t in &threads {
-                let cfg = if quick {
+                let mut cfg = if quick {
                     StreamConfig::quick(llc, t)
                 } else {
                     StreamConfig::standard(llc, t)
                 };
+                if let Some(n) = n_elements {
+                    cfg.n_elements = n;
+                }
                 out.push(stream::run(&cfg)?);
             }
             let mut peaks = Vec::new();
