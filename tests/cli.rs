@@ -242,7 +242,19 @@ fn bench_stores_exports_and_charts_a_real_run() {
             "rows reference the STREAM measurement"
         );
         assert!(r["bandwidth_gbps"].as_f64().unwrap() > 0.0);
+        // The bench measured STREAM now, read kernel included: every row carries it,
+        // decode rows a second ceiling with it, prefill rows none.
+        assert_eq!(r["bandwidth_kernel"], "triad");
+        assert!(r["read_bandwidth_gbps"].as_f64().unwrap() > 0.0);
+        let decode = r["n_gen"].as_i64().unwrap() > 0;
+        assert_eq!(r["decode_ceiling_ts_read"].is_f64(), decode, "{r}");
+        assert_eq!(r["achieved_read"].is_f64(), decode, "{r}");
     }
+    assert!(
+        text(&o.stderr).contains("decode under the triad and read ceilings"),
+        "{}",
+        text(&o.stderr)
+    );
     // results/<run>/ holds CSV, JSON, Markdown and the chart as PNG + SVG.
     let run_dir = std::fs::read_dir(&results)
         .unwrap()
@@ -276,6 +288,10 @@ fn bench_stores_exports_and_charts_a_real_run() {
         "stddev_ts",
         "samples_ns",
         "samples_ts",
+        "bandwidth_kernel",
+        "read_bandwidth_gbps",
+        "decode_ceiling_ts_read",
+        "achieved_read",
     ] {
         assert!(header.split(',').any(|h| h == c), "missing column {c}");
     }

@@ -557,6 +557,8 @@ pub enum AnalyzeKind {
     Depth,
     /// Thread sweep: implied bandwidth vs STREAM at the same threads.
     Threads,
+    /// Decode rates under the triad and read-kernel ceilings: which one they sit closer to.
+    Ceilings,
 }
 
 /// `memwall analyze`.

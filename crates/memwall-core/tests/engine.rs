@@ -138,6 +138,7 @@ fn tiny_plan_runs_and_respects_the_roofline() {
     let roof = MachineRoof {
         bandwidth: res.kernels[0].best_gbps,
         stream_id: 0,
+        read_bandwidth: None,
         peak_f32: Gflops(1e3),
         peak_int8: Gflops(4e3),
     };
