@@ -258,6 +258,40 @@ fn roofline_with_given_numbers_matches_the_closed_form() {
 }
 
 #[test]
+fn stream_below_the_sizing_rule_prints_all_kernels_and_stores_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("m.db");
+    let o = memwall(
+        &db,
+        &["stream", "-t", "1,2", "--array-size", "20000", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("below STREAM's rule"),
+        "{}",
+        text(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["stored"], false);
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(r["config"]["n_elements"], 20000);
+        let kernels: Vec<&str> = r["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kernel"].as_str().unwrap())
+            .collect();
+        assert_eq!(kernels, ["copy", "scale", "add", "triad", "read"]);
+    }
+    let o = memwall(&db, &["history", "--json"]);
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(runs.is_empty(), "nothing stored: {runs:?}");
+    let o = memwall(&db, &["stream", "--array-size", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("--array-size must be at least 1"));
+}
+
+#[test]
 fn bench_stores_exports_and_charts_a_real_run() {
     let Some(path) = testing::model("smollm2-135m-q4_1") else {
         return;
@@ -304,7 +338,19 @@ fn bench_stores_exports_and_charts_a_real_run() {
             "rows reference the STREAM measurement"
         );
         assert!(r["bandwidth_gbps"].as_f64().unwrap() > 0.0);
+        // The bench measured STREAM now, read kernel included: every row carries it,
+        // decode rows a second ceiling with it, prefill rows none.
+        assert_eq!(r["bandwidth_kernel"], "triad");
+        assert!(r["read_bandwidth_gbps"].as_f64().unwrap() > 0.0);
+        let decode = r["n_gen"].as_i64().unwrap() > 0;
+        assert_eq!(r["decode_ceiling_ts_read"].is_f64(), decode, "{r}");
+        assert_eq!(r["achieved_read"].is_f64(), decode, "{r}");
     }
+    assert!(
+        text(&o.stderr).contains("decode under the triad and read ceilings"),
+        "{}",
+        text(&o.stderr)
+    );
     // results/<run>/ holds CSV, JSON, Markdown and the chart as PNG + SVG.
     let run_dir = std::fs::read_dir(&results)
         .unwrap()
@@ -338,6 +384,10 @@ fn bench_stores_exports_and_charts_a_real_run() {
         "stddev_ts",
         "samples_ns",
         "samples_ts",
+        "bandwidth_kernel",
+        "read_bandwidth_gbps",
+        "decode_ceiling_ts_read",
+        "achieved_read",
     ] {
         assert!(header.split(',').any(|h| h == c), "missing column {c}");
     }

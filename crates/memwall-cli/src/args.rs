@@ -206,6 +206,11 @@ pub struct StreamArgs {
     /// Also measure the compute peaks.
     #[arg(long)]
     pub peaks: bool,
+    /// Elements (f64) per array, STREAM's STREAM_ARRAY_SIZE (default: 4× the
+    /// last-level cache). Below that rule the arrays may be served from cache: the
+    /// run is printed but not stored.
+    #[arg(long, value_name = "ELEMENTS")]
+    pub array_size: Option<usize>,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -552,6 +557,8 @@ pub enum AnalyzeKind {
     Depth,
     /// Thread sweep: implied bandwidth vs STREAM at the same threads.
     Threads,
+    /// Decode rates under the triad and read-kernel ceilings: which one they sit closer to.
+    Ceilings,
 }
 
 /// `memwall analyze`.

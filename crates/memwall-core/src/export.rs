@@ -111,7 +111,7 @@ impl Exporter for Jsonl {
 pub struct Markdown;
 
 /// The columns of the human table: `(header, right-aligned)`.
-pub const TABLE_HEADERS: [(&str, bool); 11] = [
+pub const TABLE_HEADERS: [(&str, bool); 13] = [
     ("model", false),
     ("size", true),
     ("params", true),
@@ -121,6 +121,8 @@ pub const TABLE_HEADERS: [(&str, bool); 11] = [
     ("t/s", true),
     ("ceiling t/s", true),
     ("achieved", true),
+    ("read ceiling t/s", true),
+    ("achieved (read)", true),
     ("implied GB/s", true),
     ("warnings", false),
 ];
@@ -150,6 +152,10 @@ pub fn table_row(r: &BenchRecord) -> Vec<String> {
         } else {
             "—".into()
         },
+        or_dash(r.decode_ceiling_ts_read, 1),
+        r.achieved_read
+            .filter(|x| x.is_finite())
+            .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
         or_dash(r.implied_bandwidth_gbps, 1),
         if r.warnings.is_empty() {
             "".into()
@@ -305,9 +311,9 @@ mod tests {
     fn markdown_snapshot() {
         let s = Markdown.render(&rows()[..1]);
         let expected = "\
-| model             |     size | params | backend       | threads | test  |          t/s | ceiling t/s | achieved | implied GB/s | warnings |
-| ----------------- | -------: | -----: | ------------- | ------: | ----- | -----------: | ----------: | -------: | -----------: | -------- |
-| qwen2 494M Q4_K_M | 0.00 GiB | 0.00 B | llama.cpp CPU |       2 | tg128 | 64.00 ± 0.50 |        99.8 |    64.1% |         25.6 |          |
+| model             |     size | params | backend       | threads | test  |          t/s | ceiling t/s | achieved | read ceiling t/s | achieved (read) | implied GB/s | warnings |
+| ----------------- | -------: | -----: | ------------- | ------: | ----- | -----------: | ----------: | -------: | ---------------: | --------------: | -----------: | -------- |
+| qwen2 494M Q4_K_M | 0.00 GiB | 0.00 B | llama.cpp CPU |       2 | tg128 | 64.00 ± 0.50 |        99.8 |    64.1% |            119.8 |           53.4% |         25.6 |          |
 ";
         assert_eq!(s, expected);
     }

@@ -84,17 +84,38 @@ pub async fn stream_job(
     with_peaks: bool,
     command: &str,
 ) -> Result<StreamOutcome, JobError> {
+    stream_job_sized(store, host, threads, quick, with_peaks, None, command).await
+}
+
+/// As [`stream_job`] with `n_elements` per array instead of STREAM's sizing rule when
+/// given. The caller checks the size against the rule: rows stored here become
+/// ceilings.
+///
+/// # Errors
+/// [`JobError`].
+pub async fn stream_job_sized(
+    store: &Store,
+    host: &HostInfo,
+    threads: Vec<usize>,
+    quick: bool,
+    with_peaks: bool,
+    n_elements: Option<usize>,
+    command: &str,
+) -> Result<StreamOutcome, JobError> {
     let started = crate::util::now_rfc3339();
     let llc = host.llc;
     let (results, peaks) = blocking(
         move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
             let mut out = Vec::new();
             for &t in &threads {
-                let cfg = if quick {
+                let mut cfg = if quick {
                     StreamConfig::quick(llc, t)
                 } else {
                     StreamConfig::standard(llc, t)
                 };
+                if let Some(n) = n_elements {
+                    cfg.n_elements = n;
+                }
                 out.push(stream::run(&cfg)?);
             }
             let mut peaks = Vec::new();
@@ -175,6 +196,13 @@ pub async fn machine_roof_at(
         .await?
         .or(store.latest_triad(&host.hostname, None).await?)
         .ok_or_else(|| JobError::NoStoredStream(host.hostname.clone()))?;
+    // The read kernel of the same run and thread count as the triad (absent in runs
+    // stored before memwall measured it: the read ceilings then stay NULL).
+    let read = store
+        .stream_siblings(s.id)
+        .await?
+        .into_iter()
+        .find(|x| x.kernel == "read" && x.threads == s.threads);
     let f32p = store
         .latest_peak(&host.hostname, PeakKind::F32Fma.label())
         .await?;
@@ -196,6 +224,7 @@ pub async fn machine_roof_at(
         roof: MachineRoof {
             bandwidth: Gbps(s.best_gbps),
             stream_id: s.id,
+            read_bandwidth: read.map(|r| Gbps(r.best_gbps)),
             peak_f32: Gflops(f32p.map_or(f64::NAN, |p| p.gflops)),
             peak_int8: Gflops(i8p.map_or(f64::NAN, |p| p.gflops)),
         },
@@ -450,4 +479,73 @@ pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine,
             .await?,
         spec,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::Kernel;
+    use crate::units::Bytes;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            cpu_model: "cpu".into(),
+            cores_physical: 2,
+            cores_logical: 2,
+            ram: Bytes(1 << 30),
+            os: "os".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+            llc: None,
+            gpus: vec![],
+            hostname: "h".into(),
+        }
+    }
+
+    async fn store_run(store: &Store, kernels: Vec<Kernel>) -> StreamResult {
+        let cfg = StreamConfig {
+            n_elements: 4096,
+            threads: 2,
+            passes: 2,
+            kernels,
+        };
+        let res = stream::run(&cfg).unwrap();
+        let run = NewRun {
+            kind: "stream".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall test".into(),
+            host: host(),
+            notes: String::new(),
+        };
+        store
+            .insert_stream_run(&run, &[res.clone()], &[])
+            .await
+            .unwrap();
+        res
+    }
+
+    #[tokio::test]
+    async fn roof_takes_the_read_kernel_of_the_triad_run_or_none() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let res = store_run(&store, vec![Kernel::Triad, Kernel::Read]).await;
+        let roof = machine_roof(&store, &host(), 2, true, "t")
+            .await
+            .unwrap()
+            .roof;
+        assert_eq!(roof.bandwidth, res.kernel(Kernel::Triad).unwrap().best_gbps);
+        assert_eq!(
+            roof.read_bandwidth,
+            Some(res.kernel(Kernel::Read).unwrap().best_gbps)
+        );
+        // A later triad-only run (as stored before the read kernel existed): its roof
+        // has no read bandwidth, not the older run's.
+        store_run(&store, vec![Kernel::Triad]).await;
+        let roof = machine_roof(&store, &host(), 2, true, "t")
+            .await
+            .unwrap()
+            .roof;
+        assert_eq!(roof.read_bandwidth, None);
+    }
 }

@@ -596,6 +596,7 @@ mod tests {
             roof: MachineRoof {
                 bandwidth: Gbps(40.0),
                 stream_id: 0,
+                read_bandwidth: None,
                 peak_f32: Gflops(100.0),
                 peak_int8: Gflops(200.0),
             },

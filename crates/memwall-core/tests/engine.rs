@@ -137,6 +137,7 @@ fn tiny_plan_runs_and_respects_the_roofline() {
     let roof = MachineRoof {
         bandwidth: Gbps(1000.0),
         stream_id: 0,
+        read_bandwidth: None,
         peak_f32: Gflops(1e3),
         peak_int8: Gflops(4e3),
     };

@@ -309,6 +309,7 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
     let roof = MachineRoof {
         bandwidth: Gbps(40.0),
         stream_id: 0,
+        read_bandwidth: None,
         peak_f32: Gflops(500.0),
         peak_int8: Gflops(1000.0),
     };

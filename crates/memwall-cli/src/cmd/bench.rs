@@ -88,8 +88,14 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         } => pb2.set_message(format!("[{}/{}] {label}", index + 1, total)),
         Progress::Repetition { .. } => pb2.inc(1),
         Progress::TestDone { record } => {
+            let read = match (record.decode_ceiling_ts_read, record.achieved_read) {
+                (Some(c), Some(a)) => {
+                    format!("   read ceiling {c:>8.1}   achieved {:>5.1}%", a * 100.0)
+                }
+                _ => String::new(),
+            };
             pb2.println(format!(
-                "  {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%",
+                "  {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%{read}",
                 record.test_label(),
                 record.avg_ts,
                 record.stddev_ts,
@@ -134,7 +140,7 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
 /// The notes under the table: where the ceilings came from, the evidence tables
 /// that apply to this run (batch sweep, depth sweep, thread sweep), where it is stored.
 async fn summary(store: &memwall_core::store::Store, out: &jobs::BenchOutcome) -> Result<String> {
-    use memwall_core::evidence::{batch, depth, threads};
+    use memwall_core::evidence::{batch, ceilings, depth, threads};
     use std::fmt::Write as _;
     let mut s = String::new();
     let r = &out.roof.roof;
@@ -147,12 +153,29 @@ async fn summary(store: &memwall_core::store::Store, out: &jobs::BenchOutcome) -
         first.map_or("", |x| x.peak_kind.as_str()),
         or_dash(first.map(|x| x.peak_gflops), 1),
     )?;
+    match r.read_bandwidth {
+        Some(bw) => writeln!(
+            s,
+            "read ceilings: decode = {bw} (STREAM read kernel, same run and threads) ÷ bytes per step: decode reads weights and writes almost nothing, while triad writes a third of its bytes"
+        )?,
+        None => writeln!(
+            s,
+            "read ceilings: — (the STREAM run used has no read kernel; run `memwall stream` or drop --reuse-stream)"
+        )?,
+    }
     let distinct = |f: &dyn Fn(&memwall_core::bench::record::BenchRecord) -> i64| {
         let mut v: Vec<i64> = out.records.iter().map(f).collect();
         v.sort();
         v.dedup();
         v.len()
     };
+    if out.records.iter().any(|x| x.is_decode()) {
+        writeln!(
+            s,
+            "\ndecode under the triad and read ceilings:\n{}",
+            ceilings::table(&ceilings::analyze(&out.records))
+        )?;
+    }
     if distinct(&|x| x.n_seqs) > 1 {
         writeln!(
             s,

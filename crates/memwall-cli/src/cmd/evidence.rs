@@ -1,11 +1,11 @@
-//! `memwall kv verify` and `memwall analyze batch|depth|threads`.
+//! `memwall kv verify` and `memwall analyze batch|depth|threads|ceilings`.
 
 use super::{command_line, open_store, parse_cache, physical_cores, resolve_model};
 use crate::args::{AnalyzeArgs, AnalyzeKind, KvVerifyArgs};
 use anyhow::{Result, bail};
 use memwall_core::catalog::Catalog;
 use memwall_core::chart::evidence as charts;
-use memwall_core::evidence::{self, batch, depth, kv::KvVerify, threads};
+use memwall_core::evidence::{self, batch, ceilings, depth, kv::KvVerify, threads};
 use memwall_core::store::{NewRun, RowFilter};
 use std::path::PathBuf;
 
@@ -162,6 +162,13 @@ pub(crate) async fn analyze(db: &std::path::Path, a: AnalyzeArgs) -> Result<()> 
             if let Some(dir) = &a.chart {
                 charts::depth(&dir.join("depth_decomposed"), &t)?;
             }
+        }
+        AnalyzeKind::Ceilings => {
+            let t = ceilings::analyze(&rows);
+            if t.is_empty() {
+                bail!("run {run_id} has no decode (tg) rows");
+            }
+            println!("{}", ceilings::table(&t));
         }
         AnalyzeKind::Threads => {
             let streams = store.stream_siblings(rows[0].stream_id).await?;

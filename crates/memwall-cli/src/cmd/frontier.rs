@@ -98,6 +98,7 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
             MachineRoof {
                 bandwidth: Gbps(f64::NAN),
                 stream_id: 0,
+                read_bandwidth: None,
                 peak_f32: Gflops(f64::NAN),
                 peak_int8: Gflops(f64::NAN),
             }

@@ -321,6 +321,10 @@ pub struct MachineRoof {
     pub bandwidth: Gbps,
     /// Store id of that STREAM row (0 when not stored).
     pub stream_id: i64,
+    /// STREAM read kernel (best) of the same run and thread count, GB/s; `None` when
+    /// that run measured no read kernel. Decode rows show a second ceiling with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_bandwidth: Option<Gbps>,
     /// f32 FMA peak.
     pub peak_f32: Gflops,
     /// int8 dot peak.
@@ -386,14 +390,25 @@ pub fn instance_ceiling(
         let t_mem = bytes / roof.bandwidth.bytes_per_s();
         (p as f64 / t_compute.max(t_mem), bytes / n_ub as f64)
     } else {
-        // Each step reads the weights once plus every sequence's KV at its depth; the
-        // ceiling is steps × b tokens over the summed time bytes ÷ bandwidth.
-        let mean = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
         (
-            inst.n_seqs as f64 * roof.bandwidth.bytes_per_s() / mean,
-            mean,
+            decode_ceiling_at(facts, inst, plan, roof.bandwidth),
+            mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k),
         )
     }
+}
+
+/// Decode ceiling of a tg instance at `bandwidth`, tokens/s summed over the batch.
+/// Each step reads the weights once plus every sequence's KV at its depth; the
+/// ceiling is steps × b tokens over the summed time bytes ÷ bandwidth:
+/// `b × bandwidth ÷ mean bytes per step`.
+pub fn decode_ceiling_at(
+    facts: &ModelFacts,
+    inst: &Instance,
+    plan: &BenchPlan,
+    bandwidth: Gbps,
+) -> f64 {
+    let mean = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
+    inst.n_seqs as f64 * bandwidth.bytes_per_s() / mean
 }
 
 /// Mean FLOPs per token and arithmetic intensity (FLOP per byte read) of an instance.
@@ -534,6 +549,13 @@ pub fn make_record(
     let implied =
         (inst.n_gen > 0).then(|| ts.mean() * mean_step_bytes(facts, inst, 1, plan.type_k) / 1e9);
     let (flops_per_token, intensity) = instance_compute(facts, inst, plan);
+    // The same decode ceiling with the read kernel's bandwidth (decode writes almost
+    // nothing, triad writes a third of its bytes).
+    let ceiling_read = cx
+        .roof
+        .read_bandwidth
+        .filter(|_| inst.n_prompt == 0)
+        .map(|bw| decode_ceiling_at(facts, inst, plan, bw));
     BenchRecord {
         id: 0,
         run_id: cx.run_id,
@@ -589,6 +611,10 @@ pub fn make_record(
         flops_per_token,
         intensity,
         achieved_gflops: ts.mean() * flops_per_token / 1e9,
+        bandwidth_kernel: "triad".into(),
+        read_bandwidth_gbps: cx.roof.read_bandwidth.map(|b| b.0),
+        decode_ceiling_ts_read: ceiling_read,
+        achieved_read: ceiling_read.map(|c| ts.mean() / c),
         cores_logical: cx.host.cores_logical as i64,
         ram_bytes: cx.host.ram.0 as i64,
         os: cx.host.os.clone(),
@@ -700,6 +726,137 @@ mod tests {
         assert!(e.contains("is available"), "{e}");
         f.tensor_bytes = Bytes(2560);
         assert!(check_capacity(&f, 4096, CacheType::F16).is_ok());
+    }
+
+    /// Relative tolerance for hand-computed ceilings.
+    const REL: f64 = 1e-12;
+
+    /// One layer, 4 KV heads of dim 16 (f16 cache: 4 × (16 + 16) × 2 = 256 B per
+    /// token), with 400 MB of weights streamed per step.
+    fn facts_400mb() -> ModelFacts {
+        let b = crate::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .data(2560)
+            .build();
+        let g = crate::gguf::Gguf::parse(&b[..], b.len() as u64, "m.gguf".into()).unwrap();
+        let mut f = ModelFacts::from_gguf(&g).unwrap();
+        f.streamed_bytes = Bytes(400_000_000);
+        assert_eq!(f.kv_bytes_per_token(CacheType::F16), Bytes(256));
+        f
+    }
+
+    #[test]
+    fn read_ceiling_matches_hand_arithmetic() {
+        let facts = facts_400mb();
+        let plan = plan();
+        let tg = plan.instances()[1];
+        assert_eq!(tg.label(), "tg128");
+        // tg128 at depth 0: step i reads W + 256 × (i + 1) bytes; the mean over
+        // i = 0..127 is 400,000,000 + 256 × 64.5 = 400,016,512 B.
+        let mean = 400_016_512.0;
+        assert_eq!(mean_step_bytes(&facts, &tg, 1, CacheType::F16), mean);
+        // Read at 48 GB/s: 48e9 ÷ 400,016,512 = 119.995 t/s; triad at 40 GB/s: 99.996.
+        let read = decode_ceiling_at(&facts, &tg, &plan, Gbps(48.0));
+        assert!((read - 48e9 / mean).abs() < REL * read, "{read}");
+        assert!((read - 119.995).abs() < 1e-3, "{read}");
+        let roof = MachineRoof {
+            bandwidth: Gbps(40.0),
+            stream_id: 1,
+            read_bandwidth: Some(Gbps(48.0)),
+            peak_f32: Gflops(100.0),
+            peak_int8: Gflops(200.0),
+        };
+        let (triad, bytes) = instance_ceiling(&facts, &tg, &roof, &plan);
+        assert_eq!(bytes, mean);
+        assert!(
+            (read / triad - 1.2).abs() < REL,
+            "same bytes, 48/40 the bandwidth"
+        );
+        // Four sequences: each step reads W + 4 × 256 × (i + 1); ceiling = 4 × bw ÷ mean.
+        let x4 = Instance { n_seqs: 4, ..tg };
+        let mean4 = 400_000_000.0 + 4.0 * 256.0 * 64.5;
+        let read4 = decode_ceiling_at(&facts, &x4, &plan, Gbps(48.0));
+        assert!((read4 - 4.0 * 48e9 / mean4).abs() < REL * read4, "{read4}");
+    }
+
+    #[test]
+    fn records_carry_the_read_ceiling_on_decode_rows_only() {
+        let facts = facts_400mb();
+        let plan = plan();
+        let host = hw::host_info();
+        let live = hw::live_state();
+        let engine = crate::engine::EngineInfo {
+            name: "llama.cpp".into(),
+            build: "test".into(),
+            backend: "CPU".into(),
+        };
+        let mr = ModelRun {
+            facts,
+            sha256: "00".into(),
+        };
+        let cancel = std::sync::atomic::AtomicBool::new(false);
+        let with_read = MachineRoof {
+            bandwidth: Gbps(40.0),
+            stream_id: 1,
+            read_bandwidth: Some(Gbps(48.0)),
+            peak_f32: Gflops(100.0),
+            peak_int8: Gflops(200.0),
+        };
+        let without = MachineRoof {
+            read_bandwidth: None,
+            ..with_read.clone()
+        };
+        let rec = |roof: &MachineRoof, inst: &Instance| {
+            let cx = RunContext {
+                plan: &plan,
+                host: &host,
+                roof,
+                run_id: 0,
+                cancel: &cancel,
+            };
+            // Two repetitions of 2 s: 128 tokens ÷ 2 s = 64 t/s (pp512: 256 t/s).
+            make_record(
+                &cx,
+                &mr,
+                inst,
+                &engine,
+                vec![2_000_000_000, 2_000_000_000],
+                "2026-01-01T00:00:00Z".into(),
+                &live,
+                &live,
+            )
+        };
+        let [pp, tg, ..] = plan.instances()[..] else {
+            panic!("plan has pp512 and tg128 first")
+        };
+        let r = rec(&with_read, &tg);
+        let ceiling = 48e9 / 400_016_512.0;
+        assert_eq!(r.bandwidth_kernel, "triad");
+        assert_eq!(r.bandwidth_gbps, 40.0);
+        assert_eq!(r.read_bandwidth_gbps, Some(48.0));
+        let c = r.decode_ceiling_ts_read.unwrap();
+        assert!((c - ceiling).abs() < REL * c, "{c}");
+        let a = r.achieved_read.unwrap();
+        assert!((a - 64.0 / ceiling).abs() < REL, "{a}");
+        assert!((r.ceiling_ts - 40e9 / 400_016_512.0).abs() < REL * r.ceiling_ts);
+        // pp rows: no decode ceiling with read; the read bandwidth is still recorded.
+        let p = rec(&with_read, &pp);
+        assert_eq!((p.decode_ceiling_ts_read, p.achieved_read), (None, None));
+        assert_eq!(p.read_bandwidth_gbps, Some(48.0));
+        // A STREAM run without the read kernel: NULL, never a number.
+        let o = rec(&without, &tg);
+        assert_eq!(
+            (
+                o.read_bandwidth_gbps,
+                o.decode_ceiling_ts_read,
+                o.achieved_read
+            ),
+            (None, None, None)
+        );
     }
 
     #[test]

@@ -14,6 +14,11 @@ fn nan() -> f64 {
     f64::NAN
 }
 
+/// Rows written before `bandwidth_kernel` existed used triad.
+fn triad() -> String {
+    "triad".into()
+}
+
 fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
@@ -188,6 +193,20 @@ pub struct BenchRecord {
     /// Achieved compute: avg_ts × flops_per_token ÷ 1e9, GFLOP/s.
     #[serde(default = "nan", deserialize_with = "f64_or_nan")]
     pub achieved_gflops: f64,
+    /// The STREAM kernel behind `bandwidth_gbps`, `ceiling_ts` and `achieved` (`triad`).
+    #[serde(default = "triad")]
+    pub bandwidth_kernel: String,
+    /// STREAM read kernel (best) of the same STREAM run and thread count, GB/s; None
+    /// when that run measured no read kernel.
+    #[serde(default)]
+    pub read_bandwidth_gbps: Option<f64>,
+    /// Decode ceiling with the read bandwidth instead of triad, tokens/s (tg rows; None
+    /// for pp rows and when no read bandwidth was measured).
+    #[serde(default)]
+    pub decode_ceiling_ts_read: Option<f64>,
+    /// avg_ts ÷ decode_ceiling_ts_read.
+    #[serde(default)]
+    pub achieved_read: Option<f64>,
     /// Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
     /// NaN → `—` for pp rows, where it is not meaningful).
     pub implied_bandwidth_gbps: Option<f64>,
@@ -297,6 +316,22 @@ impl BenchRecord {
             ("flops_per_token", Measure, real(self.flops_per_token)),
             ("intensity", Measure, real(self.intensity)),
             ("achieved_gflops", Measure, real(self.achieved_gflops)),
+            (
+                "bandwidth_kernel",
+                Provenance,
+                Text(self.bandwidth_kernel.clone()),
+            ),
+            (
+                "read_bandwidth_gbps",
+                Measure,
+                opt_r(self.read_bandwidth_gbps),
+            ),
+            (
+                "decode_ceiling_ts_read",
+                Measure,
+                opt_r(self.decode_ceiling_ts_read),
+            ),
+            ("achieved_read", Measure, opt_r(self.achieved_read)),
             ("cores_logical", Provenance, Int(self.cores_logical)),
             ("ram_bytes", Provenance, Int(self.ram_bytes)),
             ("os", Provenance, Text(self.os.clone())),
@@ -380,6 +415,10 @@ impl BenchRecord {
             flops_per_token: 1.0e9,
             intensity: 2.5,
             achieved_gflops: 64.0,
+            bandwidth_kernel: "triad".into(),
+            read_bandwidth_gbps: Some(48.0),
+            decode_ceiling_ts_read: Some(119.76),
+            achieved_read: Some(0.534),
             cores_logical: 2,
             ram_bytes: 1 << 34,
             os: "Linux".into(),
@@ -425,6 +464,59 @@ mod tests {
         r.n_gen = 32;
         r.n_seqs = 4;
         assert_eq!(r.test_label(), "tg32 x4");
+    }
+
+    #[test]
+    fn read_bandwidth_columns_are_exported() {
+        use crate::export::Format;
+        let cols = BenchRecord::column_names();
+        for c in [
+            "bandwidth_kernel",
+            "read_bandwidth_gbps",
+            "decode_ceiling_ts_read",
+            "achieved_read",
+        ] {
+            assert!(cols.contains(&c), "missing {c}");
+        }
+        let old = BenchRecord {
+            read_bandwidth_gbps: None,
+            decode_ceiling_ts_read: None,
+            achieved_read: None,
+            ..BenchRecord::example()
+        };
+        let csv = Format::Csv
+            .exporter()
+            .render(&[BenchRecord::example(), old]);
+        let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+        let h = rdr.headers().unwrap().clone();
+        let recs: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+        let idx = |n: &str| h.iter().position(|x| x == n).unwrap();
+        assert_eq!(&recs[0][idx("bandwidth_kernel")], "triad");
+        assert_eq!(&recs[0][idx("read_bandwidth_gbps")], "48");
+        assert_eq!(&recs[0][idx("decode_ceiling_ts_read")], "119.76");
+        assert_eq!(
+            &recs[1][idx("decode_ceiling_ts_read")],
+            "",
+            "not measured → empty"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&Format::Json.exporter().render(&[BenchRecord::example()]))
+                .unwrap();
+        assert_eq!(json[0]["decode_ceiling_ts_read"], 119.76);
+        assert_eq!(json[0]["bandwidth_kernel"], "triad");
+        // Rows written before these columns existed read back as triad with no read ceiling.
+        let mut v = serde_json::to_value(BenchRecord::example()).unwrap();
+        for k in [
+            "bandwidth_kernel",
+            "read_bandwidth_gbps",
+            "decode_ceiling_ts_read",
+            "achieved_read",
+        ] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        let back: BenchRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back.bandwidth_kernel, "triad");
+        assert_eq!(back.decode_ceiling_ts_read, None);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct BatchRow {
     pub achieved_gflops: f64,
     /// Aggregate ceiling tok/s (b × bandwidth ÷ (W + b × KV)).
     pub ceiling_tps: f64,
+    /// The same ceiling with the STREAM read kernel's bandwidth (None: not measured).
+    #[serde(default)]
+    pub ceiling_read_tps: Option<f64>,
     /// Aggregate speedup over b = 1 (same model, depth, threads), when a b = 1 row exists.
     pub speedup_vs_b1: Option<f64>,
     /// Store id of the row.
@@ -80,6 +83,7 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<BatchRow> {
                 intensity: r.intensity,
                 achieved_gflops: r.achieved_gflops,
                 ceiling_tps: r.ceiling_ts,
+                ceiling_read_tps: r.decode_ceiling_ts_read,
                 speedup_vs_b1: base.map(|b| r.avg_ts / b.avg_ts),
                 row_id: r.id,
             }
@@ -90,12 +94,12 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<BatchRow> {
 /// Markdown table of [`analyze`]'s rows.
 pub fn table(rows: &[BatchRow]) -> String {
     let mut s = String::from(
-        "| model | b | aggregate t/s | per-seq t/s | ×b=1 | per-token-read GB/s | STREAM GB/s | amortized | AI FLOP/B | GFLOP/s | ceiling t/s |\n\
-         | ----- | -: | ------------: | ----------: | ---: | ------------------: | ----------: | --------- | --------: | ------: | ----------: |\n",
+        "| model | b | aggregate t/s | per-seq t/s | ×b=1 | per-token-read GB/s | STREAM GB/s | amortized | AI FLOP/B | GFLOP/s | ceiling t/s | read ceiling t/s |\n\
+         | ----- | -: | ------------: | ----------: | ---: | ------------------: | ----------: | --------- | --------: | ------: | ----------: | ---------------: |\n",
     );
     for r in rows {
         s.push_str(&format!(
-            "| {}{} | {} | {:.2} ± {:.2} | {:.2} | {} | {:.1} | {:.1} | {} | {:.2} | {:.1} | {:.1} |\n",
+            "| {}{} | {} | {:.2} ± {:.2} | {:.2} | {} | {:.1} | {:.1} | {} | {:.2} | {:.1} | {:.1} | {} |\n",
             r.model_type,
             if r.n_depth > 0 { format!(" @ d{}", r.n_depth) } else { String::new() },
             r.n_seqs,
@@ -108,7 +112,8 @@ pub fn table(rows: &[BatchRow]) -> String {
             if r.amortized { "YES (> STREAM)" } else { "no" },
             r.intensity,
             r.achieved_gflops,
-            r.ceiling_tps
+            r.ceiling_tps,
+            crate::units::or_dash(r.ceiling_read_tps, 1)
         ));
     }
     s

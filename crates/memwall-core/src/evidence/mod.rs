@@ -6,10 +6,13 @@
 //! - [`depth`]: decode slowdown with depth split into the KV-bytes part and the rest.
 //! - [`threads`]: achievable bandwidth depends on who asks (implied bandwidth per
 //!   thread count, beside STREAM at that thread count).
+//! - [`ceilings`]: each decode rate under the triad ceiling and the read-kernel
+//!   ceiling, and which of the two it sits closer to.
 //!
-//! Batch, depth and thread analyses are computed from stored bench rows only.
+//! Batch, depth, thread and ceiling analyses are computed from stored bench rows only.
 
 pub mod batch;
+pub mod ceilings;
 pub mod depth;
 pub mod kv;
 pub mod threads;
