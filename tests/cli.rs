@@ -641,3 +641,79 @@ fn calc_devices_and_predict_errors_are_clear() {
         text(&o.stderr)
     );
 }
+
+#[test]
+fn vs_llama_speculative_prints_no_auto_ratio_for_an_off_decision() {
+    use memwall_core::spec::store::{AUTO_OFF_PREDICTED, SpecBenchRow};
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIP vs_llama_speculative table test: python3 not found");
+        return;
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/vs_llama_speculative_table.py");
+    let d = tempfile::tempdir().unwrap();
+    // llama.cpp at k = 4: speedup 0.5 in both categories.
+    let ll = serde_json::json!([
+        {"id": "json-01", "category": "json", "spec_tps": 20.0, "spec_std": 0.5, "accept_pct": 80.0, "tg_tps": 40.0, "speedup": 0.5},
+        {"id": "code-01", "category": "code", "spec_tps": 20.0, "spec_std": 0.5, "accept_pct": 70.0, "tg_tps": 40.0, "speedup": 0.5},
+    ]);
+    // memwall: k = 2 (1.1) and k = 4 (0.9) measured in each category; auto chose
+    // k = 2 for json (its row is k = 2's measurement) and off for code.
+    let measured = |cat: &str, k: usize, sp: f64, auto: bool| SpecBenchRow {
+        category: cat.into(),
+        k,
+        k_auto: auto,
+        speedup_mean: Some(sp),
+        speedup_std: Some(0.01),
+        ..SpecBenchRow::example()
+    };
+    let mut rows = vec![];
+    for cat in ["json", "code"] {
+        rows.push(measured(cat, 2, 1.1, false));
+        rows.push(measured(cat, 4, 0.9, false));
+    }
+    rows.push(measured("json", 2, 1.1, true));
+    rows.push(SpecBenchRow {
+        category: "code".into(),
+        k: 0,
+        k_auto: true,
+        reps: 0,
+        decision: Some(AUTO_OFF_PREDICTED.into()),
+        tps_samples: None,
+        tps_mean: None,
+        tps_std: None,
+        speedup_samples: None,
+        speedup_mean: None,
+        speedup_std: None,
+        ..SpecBenchRow::example()
+    });
+    let (lp, mp) = (d.path().join("llama.json"), d.path().join("mw.json"));
+    std::fs::write(&lp, ll.to_string()).unwrap();
+    std::fs::write(&mp, serde_json::to_string(&rows).unwrap()).unwrap();
+    let o = Command::new("python3")
+        .arg(&script)
+        .args([lp.to_str().unwrap(), mp.to_str().unwrap(), "4"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    // Ratios by hand: 0.9 ÷ 0.5 = 1.800 at k = 4; best fixed k = 2: 1.1 ÷ 0.5 = 2.200.
+    assert!(
+        s.contains("| json | 80.0 | 0.500 | 70.0 | 0.900 ± 0.010 | 1.800 | 1.100 (k=2) | 2.200 | 1.100 (k=2) | 2.200 |"),
+        "{s}"
+    );
+    assert!(
+        s.contains("| code | 70.0 | 0.500 | 70.0 | 0.900 ± 0.010 | 1.800 | 1.100 (k=2) | 2.200 | off (predicted ≤ 1): not measured | — (no measurement) |"),
+        "{s}"
+    );
+    assert!(
+        s.contains("memwall k=4 ÷ llama-speculative k=4, mean over categories: 1.800"),
+        "{s}"
+    );
+    assert!(s.contains("code: --k auto decided off (predicted ≤ 1): a decision, not a measurement; no ratio to llama.cpp"), "{s}");
+    // No summary of auto ÷ llama.cpp, and no speedup of 1 for the decision.
+    assert!(
+        !s.contains("auto ÷ llama-speculative") && !s.contains("1.000"),
+        "{s}"
+    );
+}
