@@ -256,6 +256,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "prompt_set_sha256": set.sha256, "max_new": a.max_new,
+                "n_prompts_set": n_prompts_set, "partial": partial,
                 "prompts": toks.iter().map(|t| serde_json::json!({"id": t.id, "n_prompt_tokens": t.tokens.len()})).collect::<Vec<_>>(),
                 "greedy": rows, "sampling": sampling,
             }))?
