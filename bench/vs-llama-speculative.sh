@@ -6,13 +6,17 @@
 # t/s of the target alone (-p 0 -n N at a depth equal to the prompt's token count),
 # per prompt, averaged over prompts.
 # memwall side: `memwall spec bench` (its target-only and speculative runs, same
-# prompts), at the same fixed k, and its --k auto choice.
-# Prints memwall's speedup ÷ llama.cpp's. Goal ≥ 1.1 with auto-k.
+# prompts), at the same fixed k, at the other fixed k in KS, and its --k auto choice.
+# Prints memwall's speedup ÷ llama.cpp's for measured speculative runs only: at k = K,
+# at memwall's best fixed k, and --k auto's row where auto speculated. Where auto turned
+# speculation off, that is a decision without a measurement: named, no ratio.
+# (The table itself: bench/vs_llama_speculative_table.py.)
 #
 # usage: bench/vs-llama-speculative.sh [K] [MAX_NEW] [PER_CATEGORY]
 #   env THREADS (default: physical cores), REPS (default 5), MEMWALL (binary; default: build it),
-#       MEMWALL_DB (a store holding a passed `memwall spec gate` for K; default: a temp db, gated here
-#       on 6 prompts), SKIP_GATE=1 (do not gate again),
+#       KS (memwall's fixed draft lengths, comma-separated, must include K; default: K),
+#       MEMWALL_DB (a store holding passed gates over the whole prompt set at >= MAX_NEW tokens for
+#       every k in KS; default: a temp db, gated here), SKIP_GATE=1 (do not gate again),
 #       MEMWALL_SPEC_JSON (the spec.json of an earlier `memwall spec bench --out DIR` run on the same
 #       prompts, max_new and k: reuse its rows instead of benchmarking memwall again; checked)
 # The llama.cpp tools are built from the llama.cpp sources memwall links (scripts/build-llama-tools.sh).
@@ -23,6 +27,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 k=${1:-8}
 max_new=${2:-32}
+ks=${KS:-$k}
+case ",$ks," in *",$k,"*) ;; *) echo "KS=$ks must include K=$k" >&2; exit 2 ;; esac
 per_cat=${3:-1}
 reps=${REPS:-5}
 threads=${THREADS:-$(lscpu -p=Core,Socket | grep -v '^#' | sort -u | wc -l)}
@@ -39,7 +45,7 @@ db=${MEMWALL_DB:-$work/spec.db}
 lock=/tmp/memwall-engine-tests.lock
 tgt=$("$MEMWALL" models list --json | python3 -c "import json,sys; print(next(m['path'] for m in json.load(sys.stdin) if m['name']=='qwen2.5-coder-1.5b-q4_k_m'))")
 dft=$("$MEMWALL" models list --json | python3 -c "import json,sys; print(next(m['path'] for m in json.load(sys.stdin) if m['name']=='qwen2.5-coder-0.5b-q4_k_m'))")
-echo "pair $dft -> $tgt, k $k, $max_new tokens, $per_cat prompt(s) per category, threads $threads, reps $reps" >&2
+echo "pair $dft -> $tgt, k $k (memwall also $ks), $max_new tokens, $per_cat prompt(s) per category, threads $threads, reps $reps" >&2
 
 # The same prompts as `memwall spec bench --per-category $per_cat`: the first ones of each category, rendered.
 flock "$lock" "$MEMWALL" spec prompts --json >"$work/prompts.json"
@@ -82,8 +88,10 @@ for p in json.load(open(os.path.join(work, "chosen.json"))):
 print(json.dumps(out))
 PY
 
-# memwall: gate k (if this db has no passed gate for it), then bench with k and auto.
-# (SKIP_GATE=1 when MEMWALL_DB already holds a passed gate for k; the bench refuses otherwise.)
+# memwall: gate every k in KS over the whole prompt set at MAX_NEW tokens (a gate
+# unlocks a bench only then), then bench with KS and auto.
+# (SKIP_GATE=1 when MEMWALL_DB already holds such gates; the bench refuses otherwise,
+# naming the gate runs and what they lacked.)
 if [ -n "${MEMWALL_SPEC_JSON:-}" ]; then
   # Reuse an earlier bench: same prompts, tokens per prompt, threads and a fixed-k row for k.
   python3 - "$MEMWALL_SPEC_JSON" "$work" "$k" "$max_new" "$threads" <<'PY' >"$work/mw.json"
@@ -104,37 +112,10 @@ print(json.dumps(rows))
 PY
   echo "memwall rows reused from $MEMWALL_SPEC_JSON" >&2
 else
-  [ "${SKIP_GATE:-0}" = 1 ] || flock "$lock" "$MEMWALL" --db "$db" spec gate -k "$k" --drafters draft-model --limit 6 -n 16 --sampling-trials 0 >&2 || true
-  flock "$lock" "$MEMWALL" --db "$db" spec bench -k "$k" --drafters draft-model --per-category "$per_cat" -r "$reps" -n "$max_new" \
+  [ "${SKIP_GATE:-0}" = 1 ] || flock "$lock" "$MEMWALL" --db "$db" spec gate -k "$ks" --drafters draft-model -n "$max_new" \
+    --sampling-trials 0 -t "$threads" >&2
+  flock "$lock" "$MEMWALL" --db "$db" spec bench -k "$ks" --drafters draft-model --per-category "$per_cat" -r "$reps" -n "$max_new" \
     -t "$threads" --out "$work/mw" --json >"$work/mw.json"
 fi
 
-python3 - "$work" "$k" <<'PY'
-import json, sys, os, statistics as st
-work, k = sys.argv[1], int(sys.argv[2])
-ll = json.load(open(os.path.join(work, "llama.json")))
-mw = json.load(open(os.path.join(work, "mw.json")))
-print(f"| category | llama.cpp accept % | llama.cpp speedup (k={k}) | memwall acceptance % | memwall speedup (k={k}) | memwall best fixed k | memwall auto (k) | memwall k={k} ÷ llama.cpp | memwall auto ÷ llama.cpp |")
-print("|---|---|---|---|---|---|---|---|---|")
-ratios = []
-for cat in ("json", "code", "prose"):
-    l = [x for x in ll if x["category"] == cat]
-    if not l: continue
-    ls = st.mean(x["speedup"] for x in l)
-    la = st.mean(x["accept_pct"] for x in l)
-    fixed = next(r for r in mw if r["category"] == cat and r["k"] == k and not r["k_auto"] and r["drafter_kind"] == "draft-model")
-    auto = next((r for r in mw if r["category"] == cat and r["k_auto"] and r["drafter_kind"] == "draft-model"), None)
-    a_sp = auto["speedup_mean"] if auto else float("nan")
-    best = max((r for r in mw if r["category"] == cat and not r["k_auto"] and r["drafter_kind"] == "draft-model"), key=lambda r: r["speedup_mean"])
-    ratios.append(a_sp / ls)
-    print(f"| {cat} | {la:.1f} | {ls:.3f} | {100*fixed['acceptance_rate']:.1f} | {fixed['speedup_mean']:.3f} ± {fixed['speedup_std']:.3f} | "
-          f"{best['speedup_mean']:.3f} (k={best['k']}) | {a_sp:.3f} ({'off' if auto and auto['k']==0 else auto['k'] if auto else '—'}) | {fixed['speedup_mean']/ls:.3f} | {a_sp/ls:.3f} |")
-print(f"\nmemwall auto ÷ llama-speculative, mean over categories: {st.mean(ratios):.3f} (goal ≥ 1.1)")
-print("\nllama.cpp raw, per prompt: id, llama-speculative decoded t/s (mean ± std), llama-bench tg t/s at the prompt's depth, accept %")
-for x in ll:
-    print(f"  {x['id']}: {x['spec_tps']:.2f} ± {x['spec_std']:.2f} t/s, tg {x['tg_tps']:.2f} t/s, accept {x['accept_pct']:.1f} %")
-print("memwall raw: target-only and k tok/s per category")
-for r in mw:
-    if not r["k_auto"]:
-        print(f"  {r['category']} {r['drafter_kind']} k={r['k']}: {r['tps_mean']:.2f} ± {r['tps_std']:.2f} tok/s")
-PY
+python3 "$root/bench/vs_llama_speculative_table.py" "$work/llama.json" "$work/mw.json" "$k"

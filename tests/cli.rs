@@ -417,6 +417,16 @@ fn models_list_shows_the_catalogue() {
     );
 }
 
+/// The run id in a command's "stored as run N in …" line.
+fn stored_run(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("stored as run "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no \"stored as run\" line in: {stderr}"))
+        .to_string()
+}
+
 #[test]
 fn spec_gate_then_bench_and_the_store_refuses_ungated_speedups() {
     let d = tempfile::tempdir().unwrap();
@@ -433,10 +443,27 @@ fn spec_gate_then_bench_and_the_store_refuses_ungated_speedups() {
         return;
     }
     let _lock = testing::engine_lock();
+    // A three-prompt set, so that a gate over the whole set is quick.
+    let set = d.path().join("set.jsonl");
+    std::fs::write(
+        &set,
+        concat!(
+            r#"{"id": "json-a", "category": "json", "format": "raw", "text": "{\"name\": \"Alice\", \"age\": "}"#,
+            "\n",
+            r#"{"id": "code-a", "category": "code", "format": "raw", "text": "def add(a, b):\n    return"}"#,
+            "\n",
+            r#"{"id": "code-b", "category": "code", "format": "raw", "text": "for i in range(10):\n    print("}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let set = set.to_str().unwrap();
     let out = d.path().join("spec");
     let bench = [
         "spec",
         "bench",
+        "--prompts",
+        set,
         "-k",
         "1",
         "--drafters",
@@ -458,47 +485,191 @@ fn spec_gate_then_bench_and_the_store_refuses_ungated_speedups() {
         "--out",
         out.to_str().unwrap(),
     ];
-    // No gate yet: refused before any timing.
-    let o = memwall(&db, &bench);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o.stderr).contains("no passed greedy gate"),
-        "{}",
-        text(&o.stderr)
-    );
-    // Gate the n-gram drafter at k = 1 on 3 prompts.
-    let o = memwall(
-        &db,
-        &[
+    let gate = |extra: &[&str]| {
+        let mut args = vec![
             "spec",
             "gate",
+            "--prompts",
+            set,
             "-k",
             "1",
             "--drafters",
             "ngram",
-            "--limit",
-            "3",
-            "-n",
-            "4",
             "--sampling-trials",
             "0",
             "-t",
             "2",
-        ],
+        ];
+        args.extend_from_slice(extra);
+        let o = memwall(&db, &args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        (text(&o.stdout), stored_run(&text(&o.stderr)))
+    };
+    let refused = |want: &str| {
+        let o = memwall(&db, &bench);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+        let e = text(&o.stderr);
+        assert!(
+            e.contains("no gate unlocks this bench") && e.contains(want),
+            "{e}"
+        );
+        assert!(!out.join("spec.md").exists(), "refused before any timing");
+    };
+    // No gate yet: refused before any timing.
+    refused("ngram ngram:1-3 k=1: no gate run stored");
+    // A --limit gate is partial: it passes, is stored as partial and unlocks nothing.
+    let (s, partial) = gate(&["--limit", "2", "-n", "4"]);
+    assert!(s.contains("ngram       k=1: 2/2 identical"), "{s}");
+    assert!(
+        s.contains("partial gate: 2 of the prompt set's 3 prompts"),
+        "{s}"
     );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let s = text(&o.stdout);
+    refused(&format!(
+        "gate run {partial}: it covered 2 of the prompt set's 3 prompts (a --limit gate is partial)"
+    ));
+    // The whole set at fewer tokens than the bench uses unlocks nothing either.
+    let (_, short) = gate(&["-n", "2"]);
+    refused(&format!(
+        "gate run {short}: it generated 2 tokens per prompt, the bench uses 4"
+    ));
+    // The whole set at the bench's tokens: the bench runs and stores.
+    let (s, full) = gate(&["-n", "4"]);
     assert!(s.contains("ngram       k=1: 3/3 identical"), "{s}");
-    assert!(s.contains("| json-01 | json | raw |"), "{s}");
-    // Now the bench runs and stores.
+    assert!(
+        s.contains("| code-b | code | raw |") && !s.contains("partial"),
+        "{s}"
+    );
     let o = memwall(&db, &bench);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    let bench_run = stored_run(&text(&o.stderr));
     let s = text(&o.stdout);
     assert!(
         s.contains("| code | target only | — |") && s.contains("| code | ngram | 1 |"),
         "{s}"
     );
+    assert!(!s.contains("1.000 ± 0.000"), "{s}");
     assert!(out.join("spec.md").is_file() && out.join("acceptance.png").is_file());
+    // The gate that unlocked the stored speedups cannot be deleted alone.
+    let o = memwall(&db, &["history", "--delete", &full, "--yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "run {full} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {bench_run}"
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+    // The partial gate unlocked nothing: it deletes plainly.
+    let o = memwall(&db, &["history", "--delete", &partial, "--yes"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+/// Stores a complete passed gate run and a spec-bench run whose speedup row it
+/// unlocked, through the core API; returns (gate run, bench run).
+fn gate_and_bench(db: &Path) -> (i64, i64) {
+    use memwall_core::spec::gate::{DrafterKind, GateRow, TokenizedPrompt};
+    use memwall_core::spec::prompts::{Category, Format};
+    use memwall_core::spec::run::SpecStats;
+    use memwall_core::spec::store::{self as ss, GateProvenance, SpecBenchRow};
+    use memwall_core::store::{NewRun, Store};
+    let run = |kind: &str| NewRun {
+        kind: kind.into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        finished_at: "2026-01-01T00:01:00Z".into(),
+        command: "memwall spec".into(),
+        host: memwall_core::hw::host_info(),
+        notes: String::new(),
+    };
+    let row = SpecBenchRow::example();
+    let prov = GateProvenance {
+        target_file: row.target_file.clone(),
+        target_sha256: row.target_sha256.clone(),
+        prompt_set_sha256: row.prompt_set_sha256.clone(),
+        engine_build: row.engine_build.clone(),
+        max_new: row.max_new,
+        n_prompts_set: 2,
+    };
+    let prompts: Vec<TokenizedPrompt> = ["code-01", "code-02"]
+        .iter()
+        .map(|id| TokenizedPrompt {
+            id: (*id).into(),
+            category: Category::Code,
+            format: Format::Raw,
+            tokens: vec![1, 2, 3],
+        })
+        .collect();
+    let gate = GateRow {
+        drafter_key: row.drafter_key.clone(),
+        drafter: DrafterKind::DraftModel,
+        k: row.k,
+        n_prompts: 2,
+        n_identical: 2,
+        first_diff: None,
+        stats: SpecStats::default(),
+    };
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let s = Store::open(db).await.unwrap();
+        let g = ss::insert_gate_run(&s, &run("spec-gate"), &prov, &prompts, &[gate], &[])
+            .await
+            .unwrap();
+        let gates = ss::greedy_gates(
+            &s,
+            &prov.target_sha256,
+            &prov.engine_build,
+            &prov.prompt_set_sha256,
+        )
+        .await
+        .unwrap();
+        let mut rows = vec![row];
+        ss::attach_gates(&mut rows, &gates).unwrap();
+        let b = ss::insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        (g, b)
+    })
+}
+
+#[test]
+fn history_delete_refuses_a_gate_with_dependent_speedup_rows_unless_cascade() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("m.db");
+    let (g, b) = gate_and_bench(&db);
+    let ids = |db: &Path| -> Vec<i64> {
+        let o = memwall(db, &["history", "--json"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let mut v: Vec<i64> = runs.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+        v.sort();
+        v
+    };
+    let gs = g.to_string();
+    // Refused, naming the dependent run and the way out; nothing deleted.
+    let o = memwall(&db, &["history", "--delete", &gs, "--yes"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(&format!(
+            "run {g} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {b}: delete those first, or delete them together with it (memwall history --delete {g} --cascade)"
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("panicked"), "{e}");
+    assert_eq!(ids(&db), vec![g, b]);
+    // --cascade deletes both and says so.
+    let o = memwall(&db, &["history", "--delete", &gs, "--cascade", "--yes"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout).trim(),
+        format!("deleted run {g} and the spec-bench run(s) {b} whose speedup rows it unlocked")
+    );
+    assert!(ids(&db).is_empty());
+    // Deleting the bench run first, then the gate, needs no cascade.
+    let (g, b) = gate_and_bench(&db);
+    let o = memwall(&db, &["history", "--delete", &b.to_string(), "--yes"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = memwall(&db, &["history", "--delete", &g.to_string(), "--yes"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), format!("deleted run {g}"));
 }
 
 #[test]
@@ -614,5 +785,81 @@ fn calc_devices_and_predict_errors_are_clear() {
         text(&o.stderr).contains("exactly one model"),
         "{}",
         text(&o.stderr)
+    );
+}
+
+#[test]
+fn vs_llama_speculative_prints_no_auto_ratio_for_an_off_decision() {
+    use memwall_core::spec::store::{AUTO_OFF_PREDICTED, SpecBenchRow};
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIP vs_llama_speculative table test: python3 not found");
+        return;
+    }
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/vs_llama_speculative_table.py");
+    let d = tempfile::tempdir().unwrap();
+    // llama.cpp at k = 4: speedup 0.5 in both categories.
+    let ll = serde_json::json!([
+        {"id": "json-01", "category": "json", "spec_tps": 20.0, "spec_std": 0.5, "accept_pct": 80.0, "tg_tps": 40.0, "speedup": 0.5},
+        {"id": "code-01", "category": "code", "spec_tps": 20.0, "spec_std": 0.5, "accept_pct": 70.0, "tg_tps": 40.0, "speedup": 0.5},
+    ]);
+    // memwall: k = 2 (1.1) and k = 4 (0.9) measured in each category; auto chose
+    // k = 2 for json (its row is k = 2's measurement) and off for code.
+    let measured = |cat: &str, k: usize, sp: f64, auto: bool| SpecBenchRow {
+        category: cat.into(),
+        k,
+        k_auto: auto,
+        speedup_mean: Some(sp),
+        speedup_std: Some(0.01),
+        ..SpecBenchRow::example()
+    };
+    let mut rows = vec![];
+    for cat in ["json", "code"] {
+        rows.push(measured(cat, 2, 1.1, false));
+        rows.push(measured(cat, 4, 0.9, false));
+    }
+    rows.push(measured("json", 2, 1.1, true));
+    rows.push(SpecBenchRow {
+        category: "code".into(),
+        k: 0,
+        k_auto: true,
+        reps: 0,
+        decision: Some(AUTO_OFF_PREDICTED.into()),
+        tps_samples: None,
+        tps_mean: None,
+        tps_std: None,
+        speedup_samples: None,
+        speedup_mean: None,
+        speedup_std: None,
+        ..SpecBenchRow::example()
+    });
+    let (lp, mp) = (d.path().join("llama.json"), d.path().join("mw.json"));
+    std::fs::write(&lp, ll.to_string()).unwrap();
+    std::fs::write(&mp, serde_json::to_string(&rows).unwrap()).unwrap();
+    let o = Command::new("python3")
+        .arg(&script)
+        .args([lp.to_str().unwrap(), mp.to_str().unwrap(), "4"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    // Ratios by hand: 0.9 ÷ 0.5 = 1.800 at k = 4; best fixed k = 2: 1.1 ÷ 0.5 = 2.200.
+    assert!(
+        s.contains("| json | 80.0 | 0.500 | 70.0 | 0.900 ± 0.010 | 1.800 | 1.100 (k=2) | 2.200 | 1.100 (k=2) | 2.200 |"),
+        "{s}"
+    );
+    assert!(
+        s.contains("| code | 70.0 | 0.500 | 70.0 | 0.900 ± 0.010 | 1.800 | 1.100 (k=2) | 2.200 | off (predicted ≤ 1): not measured | — (no measurement) |"),
+        "{s}"
+    );
+    assert!(
+        s.contains("memwall k=4 ÷ llama-speculative k=4, mean over categories: 1.800"),
+        "{s}"
+    );
+    assert!(s.contains("code: --k auto decided off (predicted ≤ 1): a decision, not a measurement; no ratio to llama.cpp"), "{s}");
+    // No summary of auto ÷ llama.cpp, and no speedup of 1 for the decision.
+    assert!(
+        !s.contains("auto ÷ llama-speculative") && !s.contains("1.000"),
+        "{s}"
     );
 }

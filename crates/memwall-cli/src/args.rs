@@ -340,9 +340,12 @@ pub struct ExportArgs {
 /// `memwall history`.
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// Delete this run and its rows (asks for confirmation unless --yes).
+    /// Delete this run and its rows (asks for confirmation unless --yes). A gate run whose gates unlocked stored spec-bench speedups is refused unless --cascade.
     #[arg(long)]
     pub delete: Option<i64>,
+    /// With --delete: also delete the spec-bench runs whose speedup rows the gate run unlocked.
+    #[arg(long, requires = "delete")]
+    pub cascade: bool,
     /// Do not ask.
     #[arg(long)]
     pub yes: bool,
@@ -631,10 +634,10 @@ pub struct SpecGateArgs {
     /// Drafters (draft-model, ngram).
     #[arg(long, value_delimiter = ',', default_value = "draft-model,ngram")]
     pub drafters: Vec<String>,
-    /// Tokens generated per prompt (short by default for a 2-core CPU; widen for a stronger gate).
-    #[arg(short = 'n', long, default_value_t = 16)]
+    /// Tokens generated per prompt; a gate unlocks benches of at most this many (`spec bench -n`, default 32).
+    #[arg(short = 'n', long, default_value_t = 32)]
     pub max_new: usize,
-    /// Gate only this many prompts, taken round-robin over the categories (default: all).
+    /// Gate only this many prompts, taken round-robin over the categories (default: all). Stored as partial: unlocks no bench.
     #[arg(long)]
     pub limit: Option<usize>,
     /// Runs of the sampling check on the real pair (0 = skip).

@@ -66,6 +66,19 @@ pub enum StoreError {
     /// Something asked for does not exist.
     #[error("store: {0}")]
     NotFound(String),
+    /// A run cannot be deleted alone: other runs' rows rest on it.
+    #[error(
+        "store {path}: run {run} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {}: delete those first, or delete them together with it (memwall history --delete {run} --cascade)",
+        dependents.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    Dependents {
+        /// Database file.
+        path: String,
+        /// The run asked to be deleted.
+        run: i64,
+        /// Runs whose rows rest on it.
+        dependents: Vec<i64>,
+    },
 }
 
 /// The store.
@@ -606,12 +619,53 @@ impl Store {
             .collect())
     }
 
-    /// Deletes a run and (by cascade) every row that belongs to it, in one transaction.
+    /// Runs whose rows rest on run `id`: the spec-bench runs with speedup rows that
+    /// a gate of run `id` unlocked (`spec_bench.gate_id`), ascending.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn dependent_runs(&self, id: i64) -> Result<Vec<i64>, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.sql(e))?;
+        dependents(&mut *conn, id).await.map_err(|e| self.sql(e))
+    }
+
+    /// Deletes a run and (by cascade) every row that belongs to it, in one
+    /// transaction. Refuses a gate run whose gates unlocked speedup rows of other
+    /// runs (see [`Store::delete_run_cascade`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] when there is no such run; [`StoreError::Dependents`]
+    /// naming the runs that rest on it (nothing is deleted then).
+    pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
+        self.delete_run_with(id, false).await.map(|_| ())
+    }
+
+    /// Deletes a run together with the runs whose rows rest on it
+    /// ([`Store::dependent_runs`]), in one transaction; returns those runs' ids.
     ///
     /// # Errors
     /// [`StoreError::NotFound`] when there is no such run.
-    pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
+    pub async fn delete_run_cascade(&self, id: i64) -> Result<Vec<i64>, StoreError> {
+        self.delete_run_with(id, true).await
+    }
+
+    async fn delete_run_with(&self, id: i64, cascade: bool) -> Result<Vec<i64>, StoreError> {
         let mut tx = self.begin().await?;
+        let deps = dependents(&mut *tx, id).await.map_err(|e| self.sql(e))?;
+        if !deps.is_empty() && !cascade {
+            return Err(StoreError::Dependents {
+                path: self.path.display().to_string(),
+                run: id,
+                dependents: deps,
+            });
+        }
+        for &d in &deps {
+            sqlx::query("DELETE FROM runs WHERE id = ?")
+                .bind(d)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.sql(e))?;
+        }
         let n = sqlx::query("DELETE FROM runs WHERE id = ?")
             .bind(id)
             .execute(&mut *tx)
@@ -622,8 +676,20 @@ impl Store {
             return Err(StoreError::NotFound(format!("no run with id {id}")));
         }
         tx.commit().await.map_err(|e| self.sql(e))?;
-        Ok(())
+        Ok(deps)
     }
+}
+
+async fn dependents(conn: &mut sqlx::SqliteConnection, id: i64) -> Result<Vec<i64>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT DISTINCT b.run_id AS run_id FROM spec_bench b JOIN spec_gates g ON g.id = b.gate_id
+         WHERE g.run_id = ? AND b.run_id <> ? ORDER BY b.run_id",
+    )
+    .bind(id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.iter().map(|r| r.get("run_id")).collect())
 }
 
 fn stream_from_row(r: &SqliteRow) -> StoredStream {

@@ -179,9 +179,11 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
     // Tokenize with a throwaway context first to size the real one.
     let mut p = load_pair(&a.m, need_draft, 4096)?;
     let mut toks = pair::tokenize_set(&p.target, &set)?;
+    let n_prompts_set = toks.len();
     if let Some(n) = a.limit {
         toks = limit_round_robin(toks, n);
     }
+    let partial = toks.len() < n_prompts_set;
     let longest = toks.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
     let need_ctx = (longest + a.max_new + memwall_core::spec::K_MAX + 8) as u32;
     if need_ctx > 4096 {
@@ -254,6 +256,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "prompt_set_sha256": set.sha256, "max_new": a.max_new,
+                "n_prompts_set": n_prompts_set, "partial": partial,
                 "prompts": toks.iter().map(|t| serde_json::json!({"id": t.id, "n_prompt_tokens": t.tokens.len()})).collect::<Vec<_>>(),
                 "greedy": rows, "sampling": sampling,
             }))?
@@ -265,6 +268,13 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
         );
         for r in &rows {
             println!("  {}", r.line());
+        }
+        if partial {
+            println!(
+                "  partial gate: {} of the prompt set's {} prompts (--limit); stored as partial, it unlocks no `memwall spec bench` (gate without --limit for that)",
+                toks.len(),
+                n_prompts_set
+            );
         }
         for c in &sampling {
             println!(
@@ -297,8 +307,23 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
             prompt_set_sha256: set.sha256.clone(),
             engine_build: info.build.clone(),
             max_new: a.max_new,
+            n_prompts_set,
         };
-        let run = new_run("spec-gate", started, format!("{} prompts", toks.len()));
+        let run = new_run(
+            "spec-gate",
+            started,
+            format!(
+                "{} of {} prompts{}, {} tokens per prompt",
+                toks.len(),
+                n_prompts_set,
+                if partial {
+                    " (partial: unlocks no bench)"
+                } else {
+                    ""
+                },
+                a.max_new
+            ),
+        );
         let id = sstore::insert_gate_run(&store, &run, &prov, &toks, &rows, &sampling).await?;
         eprintln!("stored as run {id} in {}", store.path().display());
     }
@@ -374,8 +399,9 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     }
     let info = p.target.info();
     let store = open_store(db).await?;
-    let gated = sstore::passed_gates(&store, &p.target_sha256, &info.build, &set.sha256).await?;
-    // Every fixed configuration needs a passed gate before any timing starts.
+    let gates = sstore::greedy_gates(&store, &p.target_sha256, &info.build, &set.sha256).await?;
+    // Every fixed configuration needs a gate that unlocks it (passed, the whole
+    // prompt set, ≥ this bench's tokens per prompt) before any timing starts.
     let mut missing = Vec::new();
     for d in &ds {
         let key = match d {
@@ -387,22 +413,27 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
             DrafterKind::Ngram => memwall_core::spec::drafter::Drafter::key(&Ngram::default()),
         };
         for &k in &a.k {
-            if !gated.iter().any(|(gk, kk)| *gk == key && *kk == k) {
-                missing.push(format!("{} k={k}", d.name()));
+            if let Err(why) = sstore::unlocking_gate(&gates, &key, k, a.max_new) {
+                missing.push(format!("{} {why}", d.name()));
             }
         }
     }
     if !missing.is_empty() && !a.no_store {
         bail!(
-            "no passed greedy gate (same target, engine build {}, prompt set) for: {}. Run `memwall spec gate -k {}` first (or pass --no-store to measure without recording)",
+            "no gate unlocks this bench: a passed greedy gate over the whole prompt set ({} prompts, sha256 {}…) at ≥ {} tokens per prompt, same target and engine build {}, is needed for each configuration. Missing: {}. Run `memwall spec gate -k {} -n {}` (without --limit) first, or pass --no-store to measure without recording",
+            set.prompts.len(),
+            &set.sha256[..16],
+            a.max_new,
             info.build,
-            missing.join(", "),
+            missing.join("; "),
             a.k.iter()
                 .map(|k| k.to_string())
                 .collect::<Vec<_>>()
-                .join(",")
+                .join(","),
+            a.max_new
         );
     }
+    let gated = sstore::unlocked(&gates, a.max_new);
     let plan = SpecBenchPlan {
         ks: a.k.clone(),
         auto: !a.no_auto,
@@ -436,6 +467,10 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
         cpu_info: host.cpu_model.clone(),
     };
     let mut rows = bench::to_rows(&reports, &prov);
+    if !a.no_store {
+        sstore::attach_gates(&mut rows, &gates)
+            .map_err(|e| anyhow::anyhow!("no gate unlocks this bench: {e}"))?;
+    }
     let load_end = loadavg();
     let md = format!(
         "# memwall spec bench\n\ntarget {}, draft {}, {} threads, greedy, {} tokens per prompt, {} repetitions, prompts per category: {}; host {} ({}); load average (1/5/15 min) at start {}, at end {} (above ~0.2 on an idle machine means other work shared the cores: contended)\n\n{}\n## Cost model (measured before the timed runs)\n\n{}",

@@ -32,8 +32,26 @@ pub(crate) async fn export(db: &std::path::Path, a: ExportArgs) -> Result<()> {
 pub(crate) async fn history(db: &std::path::Path, a: HistoryArgs) -> Result<()> {
     let store = open_store(db).await?;
     if let Some(id) = a.delete {
+        let deps = if a.cascade {
+            store.dependent_runs(id).await?
+        } else {
+            Vec::new()
+        };
+        let list = |v: &[i64]| {
+            v.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         if !a.yes {
-            eprint!("delete run {id} and all its rows? [y/N] ");
+            if deps.is_empty() {
+                eprint!("delete run {id} and all its rows? [y/N] ");
+            } else {
+                eprint!(
+                    "delete run {id}, all its rows, and the spec-bench run(s) {} whose speedups it unlocked? [y/N] ",
+                    list(&deps)
+                );
+            }
             let mut s = String::new();
             std::io::stdin().read_line(&mut s)?;
             if !matches!(s.trim(), "y" | "Y" | "yes") {
@@ -41,8 +59,20 @@ pub(crate) async fn history(db: &std::path::Path, a: HistoryArgs) -> Result<()> 
                 return Ok(());
             }
         }
-        store.delete_run(id).await?;
-        println!("deleted run {id}");
+        if a.cascade {
+            let deleted = store.delete_run_cascade(id).await?;
+            if deleted.is_empty() {
+                println!("deleted run {id}");
+            } else {
+                println!(
+                    "deleted run {id} and the spec-bench run(s) {} whose speedup rows it unlocked",
+                    list(&deleted)
+                );
+            }
+        } else {
+            store.delete_run(id).await?;
+            println!("deleted run {id}");
+        }
         return Ok(());
     }
     let runs = store.runs().await?;

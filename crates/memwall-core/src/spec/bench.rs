@@ -17,12 +17,15 @@
 //!    its tok/s ÷ the same repetition's target-only tok/s; mean ± sample std over
 //!    repetitions.
 //! 3. Acceptance rate, α̂, accepted length and tokens per target pass are the real
-//!    counters of those timed runs ([`SpecStats`]), and every output is compared
-//!    with the target-only output (`n_output_mismatch`).
+//!    counters of those timed runs ([`SpecStats`]). Every output is compared with
+//!    the target-only output of the first repetition: any difference stops the bench
+//!    with [`SpecError::OutputMismatch`] (a speedup over different outputs compares
+//!    different work), so nothing is stored.
 //!
 //! `--k auto`'s cell reuses the measured cell of the `k` it chose (the same
-//! configuration); when it chose off, it is target-only decoding (speedup 1 by
-//! construction).
+//! configuration). When it chose off, that is a decision, not a measurement: the
+//! cell has no samples and its row says [`AUTO_OFF_PREDICTED`] (or
+//! [`AUTO_OFF_UNGATED`]), never a speedup of 1.
 
 use super::SpecError;
 use super::cost::{self, Choice, Timings};
@@ -30,7 +33,7 @@ use super::drafter::{DraftModel, Drafter, Ngram, NoDraft};
 use super::gate::{DrafterKind, TokenizedPrompt};
 use super::prompts::Category;
 use super::run::{SpecConfig, SpecSession, SpecStats};
-use super::store::SpecBenchRow;
+use super::store::{AUTO_OFF_PREDICTED, AUTO_OFF_UNGATED, SpecBenchRow};
 use crate::bench::stats::Sample;
 use crate::engine::{BatchItem, Engine, TokenId, argmax};
 use serde::{Deserialize, Serialize};
@@ -96,6 +99,12 @@ pub struct Calibration {
     pub predicted: Vec<(usize, f64)>,
     /// `--k auto`'s choice.
     pub choice: Choice,
+    /// The measured `k` that a gate unlocks for this drafter (what auto chooses from).
+    #[serde(default)]
+    pub allowed: Vec<usize>,
+    /// Predicted speedup per allowed `k` at the lower bound of α (what auto decides on).
+    #[serde(default)]
+    pub predicted_lo: Vec<(usize, f64)>,
 }
 
 /// A measured configuration.
@@ -111,7 +120,10 @@ pub struct Cell {
     pub k: usize,
     /// `--k auto`'s cell.
     pub k_auto: bool,
-    /// tok/s per repetition.
+    /// `--k auto`'s decision to turn speculation off (no samples then).
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// tok/s per repetition (empty for a decision).
     pub tps: Vec<f64>,
     /// Speedup per repetition (speculative cells).
     pub speedup: Option<Vec<f64>>,
@@ -121,7 +133,8 @@ pub struct Cell {
     pub alpha_calib: Option<f64>,
     /// Counters summed over repetitions and prompts.
     pub stats: SpecStats,
-    /// Prompts whose output differed from target-only greedy.
+    /// Prompts whose output differed from target-only greedy: always 0 in a report
+    /// ([`run_bench`] stops at the first difference; the store refuses other values).
     pub n_output_mismatch: u64,
 }
 
@@ -333,6 +346,12 @@ pub fn run_bench<T: Engine, D: Engine>(
             let n_tested = out.stats.n_tested();
             let alpha_lo = cost::wilson_lower(out.stats.n_accepted, n_tested, cost::DECISION_Z);
             let choice = cost::choose_k(&t, alpha_lo.unwrap_or(0.0), f, &allowed);
+            let predicted_lo = allowed
+                .iter()
+                .filter_map(|&k| {
+                    cost::predicted_speedup_with(&t, alpha_lo.unwrap_or(0.0), k, f).map(|s| (k, s))
+                })
+                .collect();
             calibrations.push(Calibration {
                 drafter: dk,
                 drafter_key: key,
@@ -343,6 +362,8 @@ pub fn run_bench<T: Engine, D: Engine>(
                 timings: t,
                 predicted,
                 choice,
+                allowed,
+                predicted_lo,
             });
         }
 
@@ -356,7 +377,6 @@ pub fn run_bench<T: Engine, D: Engine>(
             .collect();
         let mut tps: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut stats: Vec<SpecStats> = vec![SpecStats::default(); configs.len()];
-        let mut mismatch = vec![0u64; configs.len()];
         let mut reference: Vec<Vec<TokenId>> = Vec::new();
         let mut no_draft = NoDraft;
         for rep in 0..plan.reps {
@@ -392,7 +412,23 @@ pub fn run_bench<T: Engine, D: Engine>(
                     if ci == 0 && rep == 0 {
                         reference.push(out.tokens);
                     } else if out.tokens != reference[pi] {
-                        mismatch[ci] += 1;
+                        let want = &reference[pi];
+                        let pos = want
+                            .iter()
+                            .zip(&out.tokens)
+                            .take_while(|(a, b)| a == b)
+                            .count();
+                        return Err(SpecError::OutputMismatch {
+                            category: cat.name().to_string(),
+                            config: match dk {
+                                None => format!("target-only repetition {}", rep + 1),
+                                Some(d) => format!("{} k={k}", d.name()),
+                            },
+                            prompt_id: p.id.clone(),
+                            position: pos,
+                            want: want.get(pos).copied(),
+                            got: out.tokens.get(pos).copied(),
+                        });
                     }
                 }
                 tps[ci].push(st.decode_tps().unwrap_or(0.0));
@@ -417,39 +453,22 @@ pub fn run_bench<T: Engine, D: Engine>(
                 drafter_key: key,
                 k,
                 k_auto: false,
+                decision: None,
                 tps: tps[ci].clone(),
                 speedup,
                 predicted: cal
                     .and_then(|c| c.predicted.iter().find(|(pk, _)| *pk == k).map(|x| x.1)),
                 alpha_calib: cal.and_then(|c| c.alpha_hat),
                 stats: stats[ci].clone(),
-                n_output_mismatch: mismatch[ci],
+                n_output_mismatch: 0,
             });
         }
         if plan.auto {
-            for cal in &calibrations {
-                let base = if cal.choice.k == 0 {
-                    let mut c = cells[0].clone();
-                    c.speedup = Some(vec![1.0; c.tps.len()]);
-                    c.drafter = Some(cal.drafter);
-                    c.drafter_key = cal.drafter_key.clone();
-                    c
-                } else {
-                    match cells
-                        .iter()
-                        .find(|c| c.drafter == Some(cal.drafter) && c.k == cal.choice.k)
-                    {
-                        Some(c) => c.clone(),
-                        None => continue,
-                    }
-                };
-                cells.push(Cell {
-                    k_auto: true,
-                    predicted: Some(cal.choice.predicted),
-                    alpha_calib: cal.alpha_hat,
-                    ..base
-                });
-            }
+            let auto: Vec<Cell> = calibrations
+                .iter()
+                .filter_map(|cal| auto_cell(cat, cal, &cells))
+                .collect();
+            cells.extend(auto);
         }
         reports.push(CategoryReport {
             category: cat,
@@ -460,6 +479,52 @@ pub fn run_bench<T: Engine, D: Engine>(
         });
     }
     Ok(reports)
+}
+
+/// `--k auto`'s cell for one drafter's calibration. When auto speculates, the
+/// measured cell of the chosen `k` (a real measurement, relabelled as auto's); when
+/// it chose off, a decision without samples: [`AUTO_OFF_PREDICTED`] (every allowed
+/// `k` predicted ≤ 1 at the lower bound of α; the predicted value kept is the best of
+/// them) or [`AUTO_OFF_UNGATED`] (no gate unlocks any measured `k`). `None` when the
+/// chosen `k` has no measured cell.
+pub fn auto_cell(category: Category, cal: &Calibration, cells: &[Cell]) -> Option<Cell> {
+    if cal.choice.k == 0 {
+        let best = cal
+            .predicted_lo
+            .iter()
+            .map(|&(_, s)| s)
+            .max_by(f64::total_cmp);
+        return Some(Cell {
+            category,
+            drafter: Some(cal.drafter),
+            drafter_key: cal.drafter_key.clone(),
+            k: 0,
+            k_auto: true,
+            decision: Some(
+                if cal.allowed.is_empty() {
+                    AUTO_OFF_UNGATED
+                } else {
+                    AUTO_OFF_PREDICTED
+                }
+                .to_string(),
+            ),
+            tps: Vec::new(),
+            speedup: None,
+            predicted: best,
+            alpha_calib: cal.alpha_hat,
+            stats: SpecStats::default(),
+            n_output_mismatch: 0,
+        });
+    }
+    let base = cells
+        .iter()
+        .find(|c| !c.k_auto && c.drafter == Some(cal.drafter) && c.k == cal.choice.k)?;
+    Some(Cell {
+        k_auto: true,
+        predicted: Some(cal.choice.predicted),
+        alpha_calib: cal.alpha_hat,
+        ..base.clone()
+    })
 }
 
 /// Provenance shared by every row of a bench run.
@@ -503,6 +568,7 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 .find(|cal| Some(cal.drafter) == c.drafter)
                 .or(r.calibrations.first())
                 .map(|cal| serde_json::to_string(&cal.timings).expect("serialize"));
+            let decided = c.decision.is_some();
             let tps = Sample::new(c.tps.clone()).ok();
             let sp = c.speedup.as_ref().and_then(|s| Sample::new(s.clone()).ok());
             let st = &c.stats;
@@ -524,11 +590,11 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 prompt_set_sha256: prov.prompt_set_sha256.clone(),
                 prompt_ids: r.prompt_ids.clone(),
                 max_new: prov.max_new,
-                reps: prov.reps,
+                reps: if decided { 0 } else { prov.reps },
                 n_threads: prov.n_threads,
-                tps_samples: c.tps.clone(),
-                tps_mean: tps.as_ref().map_or(f64::NAN, |s| s.mean()),
-                tps_std: tps.as_ref().map_or(f64::NAN, |s| s.std_dev()),
+                tps_samples: (!decided).then(|| c.tps.clone()),
+                tps_mean: tps.as_ref().map(|s| s.mean()),
+                tps_std: tps.as_ref().map(|s| s.std_dev()),
                 speedup_samples: c.speedup.clone(),
                 speedup_mean: sp.as_ref().map(|s| s.mean()),
                 speedup_std: sp.as_ref().map(|s| s.std_dev()),
@@ -560,6 +626,8 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 measured_at: prov.measured_at.clone(),
                 hostname: prov.hostname.clone(),
                 cpu_info: prov.cpu_info.clone(),
+                decision: c.decision.clone(),
+                gate_id: None,
             });
         }
     }
@@ -596,28 +664,19 @@ pub fn table_md(rows: &[SpecBenchRow]) -> String {
         "| category | drafter | k | tok/s (mean ± std) | speedup measured | speedup predicted (before) | predicted with timed α̂ and draft lengths (after) | acceptance (acc/drafted) | α̂ | mean accepted / iter | tokens / target pass | outputs ≠ target |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
-        let k = if r.k_auto {
-            if r.k == 0 {
-                "auto→off".to_string()
-            } else {
-                format!("auto→{}", r.k)
-            }
-        } else if r.k == 0 {
-            "—".into()
-        } else {
-            r.k.to_string()
-        };
         s.push_str(&format!(
-            "| {} | {} | {} | {:.2} ± {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.category,
             if r.drafter_kind == "none" {
                 "target only"
             } else {
                 &r.drafter_kind
             },
-            k,
-            r.tps_mean,
-            r.tps_std,
+            r.k_label(),
+            match (r.tps_mean, r.tps_std) {
+                (Some(m), Some(sd)) => format!("{m:.2} ± {sd:.2}"),
+                _ => "—".into(),
+            },
             match (r.speedup_mean, r.speedup_std) {
                 (Some(m), Some(sd)) => format!("{m:.3} ± {sd:.3}"),
                 _ => "—".into(),
@@ -633,7 +692,11 @@ pub fn table_md(rows: &[SpecBenchRow]) -> String {
             or_dash(r.alpha_hat, |x| format!("{x:.3}")),
             or_dash(r.mean_accepted, |x| format!("{x:.2}")),
             or_dash(r.tokens_per_target_pass, |x| format!("{x:.2}")),
-            r.n_output_mismatch
+            if r.decision.is_some() {
+                "—".to_string()
+            } else {
+                r.n_output_mismatch.to_string()
+            }
         ));
     }
     s
@@ -684,8 +747,17 @@ pub fn cost_md(reports: &[CategoryReport]) -> String {
                     .map(|(k, p)| format!("k={k}: {p:.3}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                if c.choice.k == 0 {
-                    "off (no gated k is predicted to beat target-only decoding at the lower bound of α)".to_string()
+                if c.choice.k == 0 && c.allowed.is_empty() {
+                    format!("{AUTO_OFF_UNGATED}: no gate unlocks a measured k of this drafter")
+                } else if c.choice.k == 0 {
+                    format!(
+                        "{AUTO_OFF_PREDICTED}: no gated k is predicted to beat target-only decoding at the lower bound of α ({})",
+                        c.predicted_lo
+                            .iter()
+                            .map(|(k, p)| format!("k={k}: {p:.3}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 } else {
                     format!("k = {} (predicted {:.3} at the lower bound)", c.choice.k, c.choice.predicted)
                 }
@@ -795,6 +867,12 @@ mod tests {
         assert_eq!(r.cells.len(), 1 + 4 + 2);
         for c in &r.cells {
             assert_eq!(c.n_output_mismatch, 0, "{c:?}");
+            if c.decision.is_some() {
+                // auto → off: a decision, nothing measured under its name.
+                assert!(c.tps.is_empty() && c.speedup.is_none(), "{c:?}");
+                assert_eq!(c.stats, SpecStats::default());
+                continue;
+            }
             assert_eq!(c.tps.len(), 3);
             // 2 prompts × 20 tokens × 3 reps.
             assert_eq!(c.stats.n_emitted, 120);
@@ -815,6 +893,7 @@ mod tests {
             .find(|c| c.k_auto && c.drafter == Some(DrafterKind::Ngram))
             .unwrap();
         assert_eq!(auto_ng.k, 0);
+        assert_eq!(auto_ng.decision.as_deref(), Some(AUTO_OFF_UNGATED));
         // Distinct draft-step times per drafter (the measured ones could coincide on
         // the toy), so rows carrying the wrong drafter's timings are caught below.
         let mut reps = reps;
@@ -852,7 +931,203 @@ mod tests {
         }
         let md = table_md(&rows);
         assert!(md.contains("| code | target only | — |"), "{md}");
-        assert!(md.contains("auto→off"), "{md}");
+        assert!(
+            md.contains("| code | ngram | auto→off (no gated k) | — | — |"),
+            "{md}"
+        );
         assert!(cost_md(&reps).contains("t_verify(1)"));
+    }
+
+    fn plan_k2(auto: bool) -> SpecBenchPlan {
+        SpecBenchPlan {
+            ks: vec![2],
+            auto,
+            drafters: vec![DrafterKind::DraftModel],
+            reps: 2,
+            max_new: 12,
+            calib_k: 2,
+            calib_max_new: 8,
+            timing_reps: 1,
+            ngram: Ngram::default(),
+            gated: vec![("draft:mock".into(), 2)],
+        }
+    }
+
+    #[test]
+    fn spec_bench_fails_loudly_when_speculative_output_diverges() {
+        // The target's batched verify passes are rigged to disagree with its
+        // one-position passes: target-only decoding is right, speculative is not.
+        let mut t = crate::spec::mock::Diverging(Mock::new(30, 4.0));
+        let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+        let input = CategoryInput {
+            category: Category::Code,
+            measured: vec![tp("a", 5, 1), tp("b", 7, 2)],
+            calibration: tp("c", 6, 3),
+        };
+        let mut seen = Vec::new();
+        let e = run_bench(&mut t, Some(&mut dm), &[input], &plan_k2(true), &mut |m| {
+            seen.push(m.to_string())
+        })
+        .unwrap_err();
+        match &e {
+            SpecError::OutputMismatch {
+                category,
+                config,
+                prompt_id,
+                position,
+                got,
+                ..
+            } => {
+                assert_eq!(
+                    (category.as_str(), config.as_str(), prompt_id.as_str()),
+                    ("code", "draft-model k=2", "a")
+                );
+                assert_eq!(*position, 0, "the first verify pass is batched");
+                assert_eq!(*got, Some(0), "the rigged pass moves the argmax to 0");
+            }
+            other => panic!("want OutputMismatch, got {other:?}"),
+        }
+        let msg = e.to_string();
+        assert!(
+            msg.contains("differs from target-only decoding on prompt a")
+                && msg.contains("stores nothing"),
+            "{msg}"
+        );
+        // It stopped in the first repetition: no report exists to be stored.
+        assert_eq!(
+            seen.last().map(String::as_str),
+            Some("code: repetition 1/2")
+        );
+    }
+
+    fn calibration(choice_k: usize, allowed: Vec<usize>, lo: Vec<(usize, f64)>) -> Calibration {
+        Calibration {
+            drafter: DrafterKind::DraftModel,
+            drafter_key: "draft:mock".into(),
+            alpha_hat: Some(0.6),
+            alpha_lo: Some(0.45),
+            n_tested: 40,
+            draft_fraction: 1.0,
+            timings: Timings {
+                t_verify_ns: vec![30e6, 45e6, 60e6],
+                t_draft_ns: 12e6,
+                depth: 10,
+            },
+            predicted: vec![(2, 0.95)],
+            choice: Choice {
+                k: choice_k,
+                predicted: if choice_k == 0 { 1.0 } else { 1.2 },
+            },
+            allowed,
+            predicted_lo: lo,
+        }
+    }
+
+    fn measured_k2() -> Cell {
+        Cell {
+            category: Category::Code,
+            drafter: Some(DrafterKind::DraftModel),
+            drafter_key: "draft:mock".into(),
+            k: 2,
+            k_auto: false,
+            decision: None,
+            tps: vec![20.0, 22.0],
+            speedup: Some(vec![0.8, 0.9]),
+            predicted: Some(0.95),
+            alpha_calib: Some(0.6),
+            stats: SpecStats {
+                n_iterations: 4,
+                n_draft_iterations: 4,
+                n_drafted: 8,
+                n_accepted: 5,
+                n_rejections: 3,
+                n_emitted: 9,
+                ..Default::default()
+            },
+            n_output_mismatch: 0,
+        }
+    }
+
+    #[test]
+    fn auto_off_is_a_decision_without_samples_and_never_shows_a_speedup() {
+        let cells = vec![measured_k2()];
+        // Every gated k predicted ≤ 1 at the lower bound of α → off (predicted ≤ 1);
+        // the prediction kept is the best of them (0.91), not a placeholder 1.
+        let cal = calibration(0, vec![2, 4], vec![(2, 0.91), (4, 0.87)]);
+        let c = auto_cell(Category::Code, &cal, &cells).unwrap();
+        assert_eq!(c.decision.as_deref(), Some(AUTO_OFF_PREDICTED));
+        assert_eq!(c.decision.as_deref(), Some("off (predicted ≤ 1)"));
+        assert!(c.tps.is_empty() && c.speedup.is_none());
+        assert_eq!((c.k, c.k_auto, c.predicted), (0, true, Some(0.91)));
+        // No gate for any k of the drafter → off (no gated k), no prediction.
+        let un = auto_cell(Category::Code, &calibration(0, vec![], vec![]), &cells).unwrap();
+        assert_eq!(un.decision.as_deref(), Some(AUTO_OFF_UNGATED));
+        assert_eq!(un.predicted, None);
+        // When auto speculates, its cell is the measured cell of the chosen k.
+        let on = auto_cell(
+            Category::Code,
+            &calibration(2, vec![2], vec![(2, 1.2)]),
+            &cells,
+        )
+        .unwrap();
+        assert_eq!(on.decision, None);
+        assert_eq!((on.k, on.k_auto), (2, true));
+        assert_eq!((&on.tps, &on.speedup), (&cells[0].tps, &cells[0].speedup));
+        assert_eq!(on.stats, cells[0].stats);
+
+        let report = CategoryReport {
+            category: Category::Code,
+            prompt_ids: vec!["code-01".into()],
+            calibration_id: "code-18".into(),
+            calibrations: vec![cal],
+            cells: vec![cells[0].clone(), c],
+        };
+        let rows = to_rows(
+            &[report],
+            &BenchProvenance {
+                target_file: "t".into(),
+                target_sha256: "s".into(),
+                draft_file: Some("d".into()),
+                prompt_set_sha256: "p".into(),
+                engine_build: "mock".into(),
+                n_threads: 2,
+                max_new: 12,
+                reps: 2,
+                measured_at: "now".into(),
+                hostname: "h".into(),
+                cpu_info: "c".into(),
+            },
+        );
+        let off = &rows[1];
+        assert_eq!(off.decision.as_deref(), Some("off (predicted ≤ 1)"));
+        assert_eq!(off.reps, 0);
+        assert_eq!(
+            (off.tps_samples.as_ref(), off.tps_mean, off.tps_std),
+            (None, None, None)
+        );
+        assert_eq!(
+            (
+                off.speedup_samples.as_ref(),
+                off.speedup_mean,
+                off.speedup_std
+            ),
+            (None, None, None)
+        );
+        assert_eq!(
+            (off.n_emitted, off.n_iterations, off.acceptance_rate),
+            (0, 0, None)
+        );
+        let md = table_md(&rows);
+        assert!(
+            md.contains("| code | draft-model | auto→off (predicted ≤ 1) | — | — | 0.910 |"),
+            "{md}"
+        );
+        assert!(!md.contains("1.000 ± 0.000"), "{md}");
+        // The measured row keeps its samples.
+        assert_eq!(rows[0].tps_samples, Some(vec![20.0, 22.0]));
+        assert!(
+            md.contains("| code | draft-model | 2 | 21.00 ± 1.41 | 0.850 ± 0.071 |"),
+            "{md}"
+        );
     }
 }

@@ -43,12 +43,27 @@ enum Marker {
     None,
 }
 
-/// One legend line: a solid or dashed sample of the series' stroke, its marker, its label.
+/// One legend line: a solid or dashed sample of the series' stroke, its marker, its
+/// label; or (`line: false`) a line of text only.
 struct Entry {
     label: String,
     color: RGBColor,
     dashed: bool,
     marker: Marker,
+    line: bool,
+}
+
+impl Entry {
+    /// A text-only legend line (no series drawn for it).
+    fn note(label: String) -> Entry {
+        Entry {
+            label,
+            color: BLACK,
+            dashed: false,
+            marker: Marker::None,
+            line: false,
+        }
+    }
 }
 
 /// Draws `entries` top-down in `area` (the strip right of the plot).
@@ -63,6 +78,10 @@ where
     for (i, e) in entries.iter().enumerate() {
         let y = 70 + 24 * i as i32;
         let style = ShapeStyle::from(&e.color).stroke_width(2);
+        if !e.line {
+            area.draw(&Text::new(e.label.clone(), (8, y - 7), font.clone()))?;
+            continue;
+        }
         if e.dashed {
             area.draw(&PathElement::new(vec![(8, y), (18, y)], style))?;
             area.draw(&PathElement::new(vec![(24, y), (34, y)], style))?;
@@ -138,6 +157,7 @@ where
                 } else {
                     Marker::Triangle
                 },
+                line: true,
             });
             if di == 0 {
                 chart.draw_series(LineSeries::new(pts.clone(), style))?;
@@ -222,6 +242,7 @@ where
             color,
             dashed: false,
             marker: Marker::None,
+            line: true,
         });
         chart.draw_series(pts.iter().filter_map(|r| {
             let (m, s) = (r.speedup_mean?, r.speedup_std?);
@@ -245,7 +266,18 @@ where
                 color,
                 dashed: true,
                 marker: Marker::None,
+                line: true,
             });
+        }
+    }
+    // `--k auto`'s choice per category: a measured k is plotted above as that k's
+    // point; "off" is a decision without a measurement, so it is named, not plotted.
+    for cat in CATS {
+        if let Some(r) = rows
+            .iter()
+            .find(|r| r.k_auto && r.drafter_kind == drafter && r.category == cat)
+        {
+            entries.push(Entry::note(format!("{cat}: {}", r.k_label())));
         }
     }
     entries.push(Entry {
@@ -253,6 +285,7 @@ where
         color: BLACK,
         dashed: true,
         marker: Marker::None,
+        line: true,
     });
     draw_side_legend(&side, &entries)?;
     root.present()?;
@@ -322,5 +355,42 @@ mod tests {
             svg.contains(">\n3\n<") && !svg.contains(">\n1.5\n<") && !svg.contains(">\n2.0\n<")
         );
         assert!(write_charts(d.path(), &[]).is_err());
+    }
+
+    #[test]
+    fn auto_off_is_named_in_the_speedup_chart_not_plotted() {
+        let mut rows: Vec<SpecBenchRow> = (1..=3)
+            .map(|k| SpecBenchRow {
+                k,
+                speedup_mean: Some(0.9 - 0.1 * k as f64),
+                speedup_std: Some(0.01),
+                predicted_speedup: Some(0.95 - 0.1 * k as f64),
+                ..SpecBenchRow::example()
+            })
+            .collect();
+        rows.push(SpecBenchRow {
+            k: 0,
+            k_auto: true,
+            reps: 0,
+            decision: Some(crate::spec::store::AUTO_OFF_PREDICTED.into()),
+            tps_samples: None,
+            tps_mean: None,
+            tps_std: None,
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            predicted_speedup: Some(0.91),
+            ..SpecBenchRow::example()
+        });
+        let d = tempfile::tempdir().unwrap();
+        write_charts(d.path(), &rows).unwrap();
+        let svg = std::fs::read_to_string(d.path().join("speedup-draft-model.svg")).unwrap();
+        assert!(
+            svg.contains("code: auto→off (predicted ≤ 1)"),
+            "legend names the decision"
+        );
+        // Nothing is plotted for it: the x axis still starts at k = 1 (no k = 0 tick),
+        // and no "1.000" value appears anywhere.
+        assert!(!svg.contains(">\n0\n<") && !svg.contains("1.000"));
     }
 }

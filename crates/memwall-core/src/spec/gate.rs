@@ -444,66 +444,7 @@ mod tests {
     /// target whose greedy choice differs between single and batched passes.
     #[test]
     fn the_gate_reports_the_first_difference() {
-        struct Flaky(Mock);
-        impl Engine for Flaky {
-            fn info(&self) -> crate::engine::EngineInfo {
-                self.0.info()
-            }
-            fn n_vocab(&self) -> usize {
-                self.0.n_vocab()
-            }
-            fn n_ctx(&self) -> u32 {
-                self.0.n_ctx()
-            }
-            fn n_batch(&self) -> u32 {
-                self.0.n_batch()
-            }
-            fn decode(
-                &mut self,
-                b: &[crate::engine::BatchItem],
-            ) -> Result<(), crate::engine::EngineError> {
-                self.0.decode(b)?;
-                // Batched passes of ≥ 2 positions with logits: perturb the first row
-                // so that its argmax moves to token 0.
-                if b.iter().filter(|i| i.logits).count() >= 2 {
-                    self.0.bump_first_row();
-                }
-                Ok(())
-            }
-            fn logits(&self, i: usize) -> Result<&[f32], crate::engine::EngineError> {
-                self.0.logits(i)
-            }
-            fn kv_truncate(&mut self, s: i32, p: u32) -> Result<(), crate::engine::EngineError> {
-                self.0.kv_truncate(s, p)
-            }
-            fn kv_clear(&mut self) {
-                self.0.kv_clear()
-            }
-            fn synchronize(&mut self) {}
-            fn tokenize(
-                &self,
-                t: &str,
-                a: bool,
-            ) -> Result<Vec<TokenId>, crate::engine::EngineError> {
-                self.0.tokenize(t, a)
-            }
-            fn token_bytes(&self, t: TokenId) -> Vec<u8> {
-                self.0.token_bytes(t)
-            }
-            fn is_eog(&self, t: TokenId) -> bool {
-                self.0.is_eog(t)
-            }
-            fn bos(&self) -> Option<TokenId> {
-                None
-            }
-            fn apply_chat_template(
-                &self,
-                m: &[crate::engine::ChatMessage],
-            ) -> Result<String, crate::engine::EngineError> {
-                self.0.apply_chat_template(m)
-            }
-        }
-        let mut t = Flaky(Mock::new(30, 4.0));
+        let mut t = crate::spec::mock::Diverging(Mock::new(30, 4.0));
         let plan = GatePlan {
             ks: vec![2],
             drafters: vec![DrafterKind::DraftModel],

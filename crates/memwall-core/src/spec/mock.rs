@@ -165,6 +165,59 @@ impl Engine for Mock {
     }
 }
 
+/// A target rigged to diverge: its batched passes (≥ 2 positions with logits) move
+/// the first row's argmax to token 0, while one-position passes and prefills stay
+/// exact. So plain greedy decoding is correct and every speculative verify pass is
+/// wrong: what a broken batched kernel or a missed KV rollback would look like.
+pub struct Diverging(pub Mock);
+
+impl Engine for Diverging {
+    fn info(&self) -> EngineInfo {
+        self.0.info()
+    }
+    fn n_vocab(&self) -> usize {
+        self.0.n_vocab()
+    }
+    fn n_ctx(&self) -> u32 {
+        self.0.n_ctx()
+    }
+    fn n_batch(&self) -> u32 {
+        self.0.n_batch()
+    }
+    fn decode(&mut self, b: &[BatchItem]) -> Result<(), EngineError> {
+        self.0.decode(b)?;
+        if b.iter().filter(|i| i.logits).count() >= 2 {
+            self.0.bump_first_row();
+        }
+        Ok(())
+    }
+    fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
+        self.0.logits(i)
+    }
+    fn kv_truncate(&mut self, s: i32, p: u32) -> Result<(), EngineError> {
+        self.0.kv_truncate(s, p)
+    }
+    fn kv_clear(&mut self) {
+        self.0.kv_clear()
+    }
+    fn synchronize(&mut self) {}
+    fn tokenize(&self, t: &str, a: bool) -> Result<Vec<TokenId>, EngineError> {
+        self.0.tokenize(t, a)
+    }
+    fn token_bytes(&self, t: TokenId) -> Vec<u8> {
+        self.0.token_bytes(t)
+    }
+    fn is_eog(&self, t: TokenId) -> bool {
+        self.0.is_eog(t)
+    }
+    fn bos(&self) -> Option<TokenId> {
+        None
+    }
+    fn apply_chat_template(&self, m: &[ChatMessage]) -> Result<String, EngineError> {
+        self.0.apply_chat_template(m)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

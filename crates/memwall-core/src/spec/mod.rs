@@ -70,4 +70,25 @@ pub enum SpecError {
     /// A gate is missing for a configuration that is to be benchmarked.
     #[error("{0}")]
     NoGate(String),
+    /// A bench run's output differed from target-only decoding's: the speedup would
+    /// compare different work, so the bench stops and nothing is stored.
+    #[error(
+        "spec bench, {category}: the output of {config} differs from target-only decoding on prompt {prompt_id} (first difference at generated position {position}: target-only token {}, this run's {}); the bench stops and stores nothing. `memwall spec gate` with the same target, drafter, k and -n shows where the engines disagree",
+        want.map_or("end".to_string(), |t| t.to_string()),
+        got.map_or("end".to_string(), |t| t.to_string())
+    )]
+    OutputMismatch {
+        /// Prompt category.
+        category: String,
+        /// The configuration (`draft-model k=4`, `target-only repetition 2`).
+        config: String,
+        /// Prompt id.
+        prompt_id: String,
+        /// 0-based generated position of the first difference.
+        position: usize,
+        /// Target-only token there (`None`: that output had ended).
+        want: Option<crate::engine::TokenId>,
+        /// This run's token there (`None`: that output had ended).
+        got: Option<crate::engine::TokenId>,
+    },
 }

@@ -1,7 +1,13 @@
-//! The speculative-decoding tables (migration `0005_spec.sql`): gates, gated
-//! prompts' token counts, bench cells. Every run is written in one transaction with
-//! its `runs` row. The store itself refuses a speedup for a configuration without
-//! a passed greedy gate (a SQLite trigger), so no code path can record one.
+//! The speculative-decoding tables (migrations `0005_spec.sql`, `0008_spec_honesty.sql`):
+//! gates, gated prompts' token counts, bench cells. Every run is written in one
+//! transaction with its `runs` row. The store itself (SQLite triggers and checks), so
+//! that no code path can get around it:
+//! - refuses a speedup without the gate that unlocks it ([`StoredGate::lacks`]: a
+//!   passed greedy gate over the whole prompt set at ≥ the bench's tokens per prompt);
+//! - refuses a row whose speculative output differed from target-only decoding;
+//! - keeps `--k auto`'s "off" as a decision without samples ([`SpecBenchRow::decision`]);
+//! - refuses any UPDATE of a gate or bench row (write-once), and the deletion of a gate
+//!   while rows it unlocked exist ([`Store::delete_run`](crate::store::Store::delete_run)).
 
 use super::gate::{GateRow, SamplingCheck, TokenizedPrompt};
 use crate::store::{NewRun, Store, StoreError};
@@ -28,6 +34,9 @@ pub struct GateProvenance {
     pub engine_build: String,
     /// Tokens generated per prompt.
     pub max_new: usize,
+    /// Prompts in the frozen set the gated prompts were drawn from (a `--limit` gate
+    /// runs fewer: it is stored as partial and unlocks no bench).
+    pub n_prompts_set: usize,
 }
 
 /// Stores a gate run: the run row, one `spec_gates` row per greedy configuration
@@ -45,8 +54,8 @@ pub async fn insert_gate_run(
 ) -> Result<i64, StoreError> {
     let mut tx = store.begin().await?;
     let run_id = store.insert_run_tx(&mut tx, run).await?;
-    let insert = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, first_diff_json, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info)
-                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    let insert = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, first_diff_json, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info, n_prompts_set)
+                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     for r in rows {
         sqlx::query(insert)
             .bind(run_id)
@@ -72,6 +81,7 @@ pub async fn insert_gate_run(
             .bind(&run.finished_at)
             .bind(&run.host.hostname)
             .bind(&run.host.cpu_model)
+            .bind(prov.n_prompts_set as i64)
             .execute(&mut *tx)
             .await
             .map_err(|e| sql(store, e))?;
@@ -102,6 +112,7 @@ pub async fn insert_gate_run(
             .bind(&run.finished_at)
             .bind(&run.host.hostname)
             .bind(&run.host.cpu_model)
+            .bind(Option::<i64>::None)
             .execute(&mut *tx)
             .await
             .map_err(|e| sql(store, e))?;
@@ -127,20 +138,82 @@ pub async fn insert_gate_run(
     Ok(run_id)
 }
 
-/// `(drafter_key, k)` of every configuration with a passed greedy gate for this
-/// target, engine build and prompt set.
+/// One stored greedy gate row, with what the bench needs to judge it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredGate {
+    /// `spec_gates.id` (what a bench row's `gate_id` names).
+    pub id: i64,
+    /// The gate's run.
+    pub run_id: i64,
+    /// Drafter identity.
+    pub drafter_key: String,
+    /// Draft length.
+    pub k: usize,
+    /// Prompts gated.
+    pub n_prompts: usize,
+    /// Prompts in the frozen set (`None`: stored before memwall recorded it).
+    pub n_prompts_set: Option<usize>,
+    /// Prompts with identical output.
+    pub n_identical: usize,
+    /// Tokens generated per prompt.
+    pub max_new: usize,
+    /// All gated prompts identical.
+    pub passed: bool,
+}
+
+impl StoredGate {
+    /// Covered every prompt of the frozen set (not a `--limit` gate).
+    pub fn is_complete(&self) -> bool {
+        self.n_prompts_set == Some(self.n_prompts) && self.n_prompts > 0
+    }
+
+    /// Why this gate does not unlock a bench at `max_new` tokens per prompt, one
+    /// clause per reason; empty when it unlocks it. The same rules as the store's
+    /// insert trigger (`spec_bench_requires_an_unlocking_gate`).
+    pub fn lacks(&self, max_new: usize) -> Vec<String> {
+        let mut why = Vec::new();
+        match self.n_prompts_set {
+            None => why.push(
+                "it was stored before memwall recorded the prompt set's size, so its coverage is unknown"
+                    .to_string(),
+            ),
+            Some(n) if n != self.n_prompts => why.push(format!(
+                "it covered {} of the prompt set's {n} prompts (a --limit gate is partial)",
+                self.n_prompts
+            )),
+            Some(_) => {}
+        }
+        if !self.passed || self.n_identical != self.n_prompts {
+            why.push(format!(
+                "it failed: {}/{} outputs identical",
+                self.n_identical, self.n_prompts
+            ));
+        }
+        if self.max_new < max_new {
+            why.push(format!(
+                "it generated {} tokens per prompt, the bench uses {max_new}",
+                self.max_new
+            ));
+        }
+        why
+    }
+}
+
+/// Every greedy gate row stored for this target, engine build and prompt set, in
+/// storage order (oldest first).
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn passed_gates(
+pub async fn greedy_gates(
     store: &Store,
     target_sha256: &str,
     engine_build: &str,
     prompt_set_sha256: &str,
-) -> Result<Vec<(String, usize)>, StoreError> {
+) -> Result<Vec<StoredGate>, StoreError> {
     let rows = sqlx::query(
-        "SELECT DISTINCT drafter_key, k FROM spec_gates WHERE mode = 'greedy' AND passed = 1
-         AND target_sha256 = ? AND engine_build = ? AND prompt_set_sha256 = ? ORDER BY drafter_key, k",
+        "SELECT id, run_id, drafter_key, k, n_prompts, n_prompts_set, n_identical, max_new, passed
+         FROM spec_gates WHERE mode = 'greedy'
+         AND target_sha256 = ? AND engine_build = ? AND prompt_set_sha256 = ? ORDER BY id",
     )
     .bind(target_sha256)
     .bind(engine_build)
@@ -150,18 +223,100 @@ pub async fn passed_gates(
     .map_err(|e| sql(store, e))?;
     Ok(rows
         .iter()
-        .map(|r| {
-            (
-                r.get::<String, _>("drafter_key"),
-                r.get::<i64, _>("k") as usize,
-            )
+        .map(|r| StoredGate {
+            id: r.get("id"),
+            run_id: r.get("run_id"),
+            drafter_key: r.get("drafter_key"),
+            k: r.get::<i64, _>("k") as usize,
+            n_prompts: r.get::<i64, _>("n_prompts") as usize,
+            n_prompts_set: r.get::<Option<i64>, _>("n_prompts_set").map(|n| n as usize),
+            n_identical: r.get::<i64, _>("n_identical") as usize,
+            max_new: r.get::<i64, _>("max_new") as usize,
+            passed: r.get::<i64, _>("passed") != 0,
         })
         .collect())
 }
 
+/// The gate that unlocks `(drafter_key, k)` for a bench at `max_new` tokens per
+/// prompt: the latest gate with nothing in [`StoredGate::lacks`].
+///
+/// # Errors
+/// A sentence naming every gate run stored for that configuration and what each
+/// lacked, or saying there is none.
+pub fn unlocking_gate<'a>(
+    gates: &'a [StoredGate],
+    drafter_key: &str,
+    k: usize,
+    max_new: usize,
+) -> Result<&'a StoredGate, String> {
+    let same: Vec<&StoredGate> = gates
+        .iter()
+        .filter(|g| g.drafter_key == drafter_key && g.k == k)
+        .collect();
+    if let Some(g) = same.iter().rev().find(|g| g.lacks(max_new).is_empty()) {
+        return Ok(g);
+    }
+    if same.is_empty() {
+        return Err(format!("{drafter_key} k={k}: no gate run stored"));
+    }
+    Err(format!(
+        "{drafter_key} k={k}: {}",
+        same.iter()
+            .map(|g| format!("gate run {}: {}", g.run_id, g.lacks(max_new).join("; ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
+/// `(drafter_key, k)` of every configuration that some gate in `gates` unlocks at
+/// `max_new` tokens per prompt (what `--k auto` may choose from), sorted.
+pub fn unlocked(gates: &[StoredGate], max_new: usize) -> Vec<(String, usize)> {
+    let mut v: Vec<(String, usize)> = gates
+        .iter()
+        .filter(|g| g.lacks(max_new).is_empty())
+        .map(|g| (g.drafter_key.clone(), g.k))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Sets `gate_id` on every row that carries a speedup of a speculative
+/// configuration (k > 0) to the gate that unlocks it.
+///
+/// # Errors
+/// The [`unlocking_gate`] sentences of the rows no gate unlocks (nothing is set then).
+pub fn attach_gates(rows: &mut [SpecBenchRow], gates: &[StoredGate]) -> Result<(), String> {
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut missing: Vec<String> = Vec::new();
+    for r in rows.iter() {
+        if r.k == 0 || r.speedup_mean.is_none() {
+            ids.push(None);
+            continue;
+        }
+        match unlocking_gate(gates, &r.drafter_key, r.k, r.max_new) {
+            Ok(g) => ids.push(Some(g.id)),
+            Err(e) => {
+                if !missing.contains(&e) {
+                    missing.push(e);
+                }
+                ids.push(None);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(missing.join(". "));
+    }
+    for (r, id) in rows.iter_mut().zip(ids) {
+        r.gate_id = id;
+    }
+    Ok(())
+}
+
 /// One bench cell: a (category, drafter, k) configuration measured over `reps`
-/// repetitions. Units in the names; tok/s is decode tokens per second (prefill
-/// excluded).
+/// repetitions, or (`decision` set) `--k auto`'s decision to turn speculation off,
+/// which is not a measurement and carries no samples. Units in the names; tok/s is
+/// decode tokens per second (prefill excluded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecBenchRow {
     /// Row id (set on insert).
@@ -190,16 +345,16 @@ pub struct SpecBenchRow {
     pub prompt_ids: Vec<String>,
     /// Tokens per prompt.
     pub max_new: usize,
-    /// Repetitions.
+    /// Repetitions (0 for a decision row).
     pub reps: usize,
     /// Threads.
     pub n_threads: u32,
-    /// Decode tok/s per repetition.
-    pub tps_samples: Vec<f64>,
+    /// Decode tok/s per repetition (`None` only for a decision row).
+    pub tps_samples: Option<Vec<f64>>,
     /// Mean tok/s.
-    pub tps_mean: f64,
+    pub tps_mean: Option<f64>,
     /// Sample std of tok/s.
-    pub tps_std: f64,
+    pub tps_std: Option<f64>,
     /// Speedup per repetition (vs target-only of the same repetition).
     pub speedup_samples: Option<Vec<f64>>,
     /// Mean speedup.
@@ -254,6 +409,30 @@ pub struct SpecBenchRow {
     pub hostname: String,
     /// CPU.
     pub cpu_info: String,
+    /// A decision instead of a measurement: `--k auto` turning speculation off
+    /// ([`AUTO_OFF_PREDICTED`], [`AUTO_OFF_UNGATED`]). `None` for measured rows.
+    pub decision: Option<String>,
+    /// The `spec_gates` row that unlocked this row's speedup (k > 0).
+    pub gate_id: Option<i64>,
+}
+
+/// `--k auto`'s decision when no gated `k` is predicted to beat target-only
+/// decoding at the lower bound of α.
+pub const AUTO_OFF_PREDICTED: &str = "off (predicted ≤ 1)";
+
+/// `--k auto`'s decision when no `k` of its drafter is unlocked by a gate.
+pub const AUTO_OFF_UNGATED: &str = "off (no gated k)";
+
+impl SpecBenchRow {
+    /// `k` as tables show it: `4`, `auto→4`, `auto→off (predicted ≤ 1)`, `—` for target-only.
+    pub fn k_label(&self) -> String {
+        match (&self.decision, self.k_auto, self.k) {
+            (Some(d), _, _) => format!("auto→{d}"),
+            (None, true, k) => format!("auto→{k}"),
+            (None, false, 0) => "—".into(),
+            (None, false, k) => k.to_string(),
+        }
+    }
 }
 
 const BENCH_COLS: &[&str] = &[
@@ -301,13 +480,17 @@ const BENCH_COLS: &[&str] = &[
     "measured_at",
     "hostname",
     "cpu_info",
+    "decision",
+    "gate_id",
 ];
 
-/// Stores a bench run and its cells in one transaction (sets `id`/`run_id`).
+/// Stores a bench run and its cells in one transaction (sets `id`/`run_id`). Rows
+/// with a speedup (k > 0) need `gate_id` set ([`attach_gates`]).
 ///
 /// # Errors
-/// [`StoreError::Sql`], including the gate trigger's refusal ("refusing a speedup
-/// for a configuration without a passed greedy gate"); nothing is written then.
+/// [`StoreError::Sql`], including the triggers' refusals ("refusing a speedup
+/// without the gate that unlocks it", "refusing a row whose speculative output
+/// differed") and the checks of decision rows; nothing is written then.
 pub async fn insert_bench_run(
     store: &Store,
     run: &NewRun,
@@ -337,7 +520,7 @@ pub async fn insert_bench_run(
             .bind(r.max_new as i64)
             .bind(r.reps as i64)
             .bind(r.n_threads as i64)
-            .bind(js(&r.tps_samples))
+            .bind(r.tps_samples.as_ref().map(|s| js(s)))
             .bind(r.tps_mean)
             .bind(r.tps_std)
             .bind(r.speedup_samples.as_ref().map(|s| js(s)))
@@ -367,6 +550,8 @@ pub async fn insert_bench_run(
             .bind(&r.measured_at)
             .bind(&r.hostname)
             .bind(&r.cpu_info)
+            .bind(&r.decision)
+            .bind(r.gate_id)
             .execute(&mut *tx)
             .await
             .map_err(|e| sql(store, e))?;
@@ -424,6 +609,7 @@ pub async fn bench_rows(
                 serde_json::from_value(v).map_err(|e| bad(format!("{c}: {e}")))
             };
             let sp = de("speedup_samples")?;
+            let ts = de("tps_samples")?;
             Ok(SpecBenchRow {
                 id,
                 run_id: i("run_id")?,
@@ -441,9 +627,13 @@ pub async fn bench_rows(
                 max_new: i("max_new")? as usize,
                 reps: i("reps")? as usize,
                 n_threads: i("n_threads")? as u32,
-                tps_samples: from(de("tps_samples")?, "tps_samples")?,
-                tps_mean: g("tps_mean")?.unwrap_or(f64::NAN),
-                tps_std: g("tps_std")?.unwrap_or(f64::NAN),
+                tps_samples: if ts.is_null() {
+                    None
+                } else {
+                    Some(from(ts, "tps_samples")?)
+                },
+                tps_mean: g("tps_mean")?,
+                tps_std: g("tps_std")?,
                 speedup_samples: if sp.is_null() {
                     None
                 } else {
@@ -475,6 +665,8 @@ pub async fn bench_rows(
                 measured_at: s("measured_at")?,
                 hostname: s("hostname")?,
                 cpu_info: s("cpu_info")?,
+                decision: r.try_get("decision").map_err(|e| bad(e.to_string()))?,
+                gate_id: r.try_get("gate_id").map_err(|e| bad(e.to_string()))?,
             })
         })
         .collect()
@@ -499,9 +691,9 @@ impl SpecBenchRow {
             max_new: 32,
             reps: 5,
             n_threads: 2,
-            tps_samples: vec![30.0, 31.0, 29.0, 30.5, 30.2],
-            tps_mean: 30.14,
-            tps_std: 0.74,
+            tps_samples: Some(vec![30.0, 31.0, 29.0, 30.5, 30.2]),
+            tps_mean: Some(30.14),
+            tps_std: Some(0.74),
             speedup_samples: Some(vec![0.9, 0.92, 0.88, 0.91, 0.9]),
             speedup_mean: Some(0.902),
             speedup_std: Some(0.015),
@@ -529,6 +721,8 @@ impl SpecBenchRow {
             measured_at: "2026-01-01T00:00:00Z".into(),
             hostname: "h".into(),
             cpu_info: "cpu".into(),
+            decision: None,
+            gate_id: None,
         }
     }
 }
@@ -583,47 +777,107 @@ mod tests {
             target_sha256: e.target_sha256,
             prompt_set_sha256: e.prompt_set_sha256,
             engine_build: e.engine_build,
-            max_new: 24,
+            max_new: 32,
+            n_prompts_set: 54,
         }
+    }
+
+    fn prompts(n: usize) -> Vec<TokenizedPrompt> {
+        (0..n)
+            .map(|i| TokenizedPrompt {
+                id: format!("code-{:02}", i + 1),
+                category: Category::Code,
+                format: Format::Chat,
+                tokens: vec![1, 2, 3],
+            })
+            .collect()
+    }
+
+    /// Stores a gate run of `n` prompts (of the 54-prompt set) at `max_new` tokens,
+    /// `identical` of them identical; returns (run id, its greedy gates).
+    async fn gate(
+        s: &Store,
+        k: usize,
+        n: usize,
+        identical: usize,
+        max_new: usize,
+    ) -> (i64, Vec<StoredGate>) {
+        let row = GateRow {
+            n_prompts: n,
+            ..gate_row(k, identical)
+        };
+        let p = GateProvenance { max_new, ..prov() };
+        let id = insert_gate_run(s, &run("spec-gate"), &p, &prompts(n), &[row], &[])
+            .await
+            .unwrap();
+        let gates = greedy_gates(s, &p.target_sha256, &p.engine_build, &p.prompt_set_sha256)
+            .await
+            .unwrap();
+        (id, gates)
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("m.db")).await.unwrap();
+        (d, s)
+    }
+
+    async fn count(s: &Store, table: &str) -> i64 {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) AS n FROM {table}"
+        )))
+        .fetch_one(s.pool())
+        .await
+        .unwrap()
+        .get("n")
     }
 
     #[tokio::test]
     async fn the_store_refuses_a_speedup_without_a_passed_gate() {
-        let d = tempfile::tempdir().unwrap();
-        let s = Store::open(&d.path().join("m.db")).await.unwrap();
+        let (_d, s) = store().await;
         // No gate at all → refused, and nothing (not even the run) is written.
         let e = insert_bench_run(&s, &run("spec-bench"), &mut [SpecBenchRow::example()])
             .await
             .unwrap_err()
             .to_string();
-        assert!(e.contains("without a passed greedy gate"), "{e}");
+        assert!(e.contains("without the gate that unlocks it"), "{e}");
         assert!(s.runs().await.unwrap().is_empty());
-        // A failed gate (53/54) → still refused.
-        let tp = vec![TokenizedPrompt {
-            id: "code-01".into(),
-            category: Category::Code,
-            format: Format::Chat,
-            tokens: vec![1, 2, 3],
-        }];
-        insert_gate_run(&s, &run("spec-gate"), &prov(), &tp, &[gate_row(4, 53)], &[])
-            .await
-            .unwrap();
-        let e = insert_bench_run(&s, &run("spec-bench"), &mut [SpecBenchRow::example()])
+        // A failed gate (53/54) → nothing unlocked; naming it points at that gate → refused.
+        let (r53, gates) = gate(&s, 4, 54, 53, 32).await;
+        assert!(unlocked(&gates, 32).is_empty());
+        let e = unlocking_gate(&gates, "draft:bbbbbbbbbbbbbbbb", 4, 32).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "draft:bbbbbbbbbbbbbbbb k=4: gate run {r53}: it failed: 53/54 outputs identical"
+            )
+        );
+        let forged = SpecBenchRow {
+            gate_id: Some(gates[0].id),
+            ..SpecBenchRow::example()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [forged])
             .await
             .unwrap_err()
             .to_string();
-        assert!(e.contains("without a passed greedy gate"), "{e}");
+        assert!(e.contains("without the gate that unlocks it"), "{e}");
         // A passed gate for k = 8 does not cover k = 4.
-        insert_gate_run(&s, &run("spec-gate"), &prov(), &tp, &[gate_row(8, 54)], &[])
-            .await
-            .unwrap();
+        let (_, gates) = gate(&s, 8, 54, 54, 32).await;
+        let mut rows = [SpecBenchRow::example()];
+        let e = attach_gates(&mut rows, &gates).unwrap_err();
+        assert!(e.contains("k=4: gate run"), "{e}");
+        let k8 = gates.iter().find(|g| g.k == 8).unwrap().id;
+        let forged = SpecBenchRow {
+            gate_id: Some(k8),
+            ..SpecBenchRow::example()
+        };
         assert!(
-            insert_bench_run(&s, &run("spec-bench"), &mut [SpecBenchRow::example()])
+            insert_bench_run(&s, &run("spec-bench"), &mut [forged])
                 .await
                 .is_err()
         );
         // Target-only rows (k = 0) and rows without a speedup need no gate.
-        let mut base = SpecBenchRow {
+        let base = SpecBenchRow {
             k: 0,
             drafter_kind: "none".into(),
             drafter_key: "none".into(),
@@ -632,47 +886,38 @@ mod tests {
             speedup_std: None,
             ..SpecBenchRow::example()
         };
-        let mut acc_only = SpecBenchRow {
+        let acc_only = SpecBenchRow {
             speedup_samples: None,
             speedup_mean: None,
             speedup_std: None,
             ..SpecBenchRow::example()
         };
-        insert_bench_run(
-            &s,
-            &run("spec-bench"),
-            &mut [base.clone(), acc_only.clone()],
-        )
-        .await
-        .unwrap();
-        // A passed gate for k = 4 → accepted; round trip is exact.
-        insert_gate_run(&s, &run("spec-gate"), &prov(), &tp, &[gate_row(4, 54)], &[])
+        insert_bench_run(&s, &run("spec-bench"), &mut [base, acc_only])
             .await
             .unwrap();
-        let mut rows = vec![SpecBenchRow::example()];
-        let rid = insert_bench_run(&s, &run("spec-bench"), &mut rows)
-            .await
-            .unwrap();
-        let back = bench_rows(&s, Some(rid)).await.unwrap();
-        assert_eq!(back, rows);
-        let gates = passed_gates(
-            &s,
-            &prov().target_sha256,
-            &prov().engine_build,
-            &prov().prompt_set_sha256,
-        )
-        .await
-        .unwrap();
+        // A complete passed gate for k = 4 → unlocked; the row names it; exact round trip.
+        let (_, gates) = gate(&s, 4, 54, 54, 32).await;
         assert_eq!(
-            gates,
+            unlocked(&gates, 32),
             vec![
                 ("draft:bbbbbbbbbbbbbbbb".to_string(), 4),
                 ("draft:bbbbbbbbbbbbbbbb".to_string(), 8)
             ]
         );
-        // Another engine build is not covered.
+        let mut rows = vec![SpecBenchRow::example()];
+        attach_gates(&mut rows, &gates).unwrap();
+        let g4 = gates.iter().rfind(|g| g.k == 4).unwrap();
+        assert!(g4.is_complete() && g4.passed);
+        assert_eq!(rows[0].gate_id, Some(g4.id));
+        let rid = insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        let back = bench_rows(&s, Some(rid)).await.unwrap();
+        assert_eq!(back, rows);
+        // Another engine build is not covered by that gate.
         let other = SpecBenchRow {
             engine_build: "llama-cpp-sys-2 9.9.9".into(),
+            gate_id: Some(g4.id),
             ..SpecBenchRow::example()
         };
         assert!(
@@ -680,13 +925,342 @@ mod tests {
                 .await
                 .is_err()
         );
-        base.id = 0;
-        acc_only.id = 0;
-        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM spec_gate_prompts")
-            .fetch_one(s.pool())
+        assert_eq!(
+            count(&s, "spec_gate_prompts").await,
+            54 * 3,
+            "one prompt row per gated prompt"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_limit_gate_is_stored_partial_and_unlocks_nothing() {
+        let (_d, s) = store().await;
+        // `memwall spec gate --limit 6`: 6/6 identical, but 6 of the set's 54 prompts.
+        let (partial, gates) = gate(&s, 4, 6, 6, 32).await;
+        let g = &gates[0];
+        assert_eq!(
+            (g.n_prompts, g.n_prompts_set, g.passed),
+            (6, Some(54), true)
+        );
+        assert!(!g.is_complete());
+        assert_eq!(
+            g.lacks(32),
+            vec!["it covered 6 of the prompt set's 54 prompts (a --limit gate is partial)"]
+        );
+        assert!(unlocked(&gates, 32).is_empty(), "auto may not choose it");
+        let mut rows = [SpecBenchRow::example()];
+        let e = attach_gates(&mut rows, &gates).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "draft:bbbbbbbbbbbbbbbb k=4: gate run {partial}: it covered 6 of the prompt set's 54 prompts (a --limit gate is partial)"
+            )
+        );
+        assert_eq!(rows[0].gate_id, None);
+        // Naming the partial gate anyway: the store's trigger refuses it too.
+        let forged = SpecBenchRow {
+            gate_id: Some(g.id),
+            ..SpecBenchRow::example()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [forged])
             .await
-            .unwrap()
-            .get("n");
-        assert_eq!(n, 3, "one prompt row per gate run");
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without the gate that unlocks it"), "{e}");
+        assert_eq!(s.runs().await.unwrap().len(), 1, "only the gate run");
+    }
+
+    #[tokio::test]
+    async fn a_gate_at_fewer_tokens_than_the_bench_unlocks_nothing() {
+        let (_d, s) = store().await;
+        // The whole set, all identical, but 16 tokens per prompt; the bench uses 32.
+        let (short, gates) = gate(&s, 4, 54, 54, 16).await;
+        assert!(gates[0].is_complete());
+        assert!(unlocked(&gates, 32).is_empty());
+        assert_eq!(unlocked(&gates, 16).len(), 1, "a 16-token bench is covered");
+        let mut rows = [SpecBenchRow::example()];
+        assert_eq!(rows[0].max_new, 32);
+        let e = attach_gates(&mut rows, &gates).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "draft:bbbbbbbbbbbbbbbb k=4: gate run {short}: it generated 16 tokens per prompt, the bench uses 32"
+            )
+        );
+        let forged = SpecBenchRow {
+            gate_id: Some(gates[0].id),
+            ..SpecBenchRow::example()
+        };
+        assert!(
+            insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+                .await
+                .is_err()
+        );
+        // Gates stored before the set size was recorded (NULL) unlock nothing either.
+        let old = StoredGate {
+            n_prompts_set: None,
+            max_new: 32,
+            ..gates[0].clone()
+        };
+        assert_eq!(
+            old.lacks(32),
+            vec![
+                "it was stored before memwall recorded the prompt set's size, so its coverage is unknown"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_store_refuses_a_row_whose_output_differed() {
+        let (_d, s) = store().await;
+        let (_, gates) = gate(&s, 4, 54, 54, 32).await;
+        let mut rows = [SpecBenchRow {
+            n_output_mismatch: 1,
+            ..SpecBenchRow::example()
+        }];
+        attach_gates(&mut rows, &gates).unwrap();
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("speculative output differed from target-only"),
+            "{e}"
+        );
+        assert_eq!(
+            s.runs().await.unwrap().len(),
+            1,
+            "the bench run was rolled back"
+        );
+        assert_eq!(count(&s, "spec_bench").await, 0);
+    }
+
+    fn auto_off() -> SpecBenchRow {
+        SpecBenchRow {
+            k: 0,
+            k_auto: true,
+            reps: 0,
+            decision: Some(AUTO_OFF_PREDICTED.into()),
+            tps_samples: None,
+            tps_mean: None,
+            tps_std: None,
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            predicted_speedup: Some(0.91),
+            acceptance_rate: None,
+            alpha_hat: None,
+            mean_accepted: None,
+            tokens_per_target_pass: None,
+            n_drafted: 0,
+            n_accepted: 0,
+            n_iterations: 0,
+            n_emitted: 0,
+            draft_ns_per_iteration: None,
+            verify_ns_per_iteration: None,
+            ..SpecBenchRow::example()
+        }
+    }
+
+    #[tokio::test]
+    async fn auto_off_is_stored_as_a_decision_without_samples() {
+        let (_d, s) = store().await;
+        let mut rows = vec![auto_off()];
+        let rid = insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        let back = bench_rows(&s, Some(rid)).await.unwrap();
+        assert_eq!(back, rows);
+        let raw =
+            sqlx::query("SELECT decision, tps_samples, tps_mean, speedup_mean FROM spec_bench")
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+        assert_eq!(
+            raw.get::<Option<String>, _>("decision").as_deref(),
+            Some("off (predicted ≤ 1)")
+        );
+        assert_eq!(raw.get::<Option<String>, _>("tps_samples"), None);
+        assert_eq!(raw.get::<Option<f64>, _>("tps_mean"), None);
+        assert_eq!(raw.get::<Option<f64>, _>("speedup_mean"), None);
+        assert_eq!(back[0].k_label(), "auto→off (predicted ≤ 1)");
+        // A decision carrying samples (the old "1.000 ± 0.000" row) is refused …
+        let forged = SpecBenchRow {
+            speedup_samples: Some(vec![1.0, 1.0]),
+            speedup_mean: Some(1.0),
+            speedup_std: Some(0.0),
+            ..auto_off()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a_decision_row_has_no_samples"), "{e}");
+        // … and so is a measurement without samples.
+        let empty = SpecBenchRow {
+            k: 0,
+            drafter_kind: "none".into(),
+            drafter_key: "none".into(),
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            tps_samples: None,
+            tps_mean: None,
+            ..SpecBenchRow::example()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [empty])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a_measured_row_has_samples"), "{e}");
+        assert_eq!(s.runs().await.unwrap().len(), 1);
+    }
+
+    /// A store written before schema 8: its "auto → off" row (target-only samples
+    /// and a speedup of 1 by construction) becomes a decision row; its speedup row
+    /// is linked to the gate that unlocked it, and that gate's coverage is unknown.
+    #[tokio::test]
+    async fn migration_8_turns_old_auto_off_rows_into_decisions() {
+        use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.db");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .foreign_keys(true),
+            )
+            .await
+            .unwrap();
+        sqlx::migrate!("./migrations")
+            .run_to(7, &pool)
+            .await
+            .unwrap();
+        let runs = "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES
+            ('spec-gate','a','a','c','x','cpu',2,1,'os','k','h','{}'), ('spec-bench','a','a','c','x','cpu',2,1,'os','k','h','{}')";
+        let gate = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info)
+            VALUES (1,'greedy','t','T','draft-model','dk',4,'P',6,6,16,1,'{}','B','c','m','h','c')";
+        let bench = "INSERT INTO spec_bench (run_id,target_file,target_sha256,drafter_kind,drafter_key,k,k_auto,category,prompt_set_sha256,prompt_ids,max_new,reps,n_threads,tps_samples,tps_mean,tps_std,speedup_samples,speedup_mean,speedup_std,predicted_speedup,n_drafted,n_accepted,n_iterations,n_emitted,n_output_mismatch,p_mass_max,p_mass_mean,q_mass_max,q_mass_mean,stats_json,engine_build,build_commit,measured_at,hostname,cpu_info) VALUES
+            (2,'t','T','none','none',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{}','B','c','m','h','c'),
+            (2,'t','T','draft-model','dk',4,0,'code','P','[]',32,2,2,'[27,28]',27.5,0.7,'[0.9,0.9]',0.9,0.0,0.95,8,4,3,7,0,0,0,0,0,'{}','B','c','m','h','c'),
+            (2,'t','T','draft-model','dk',0,1,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,'[1,1]',1.0,0.0,1.0,0,0,10,10,0,0,0,0,0,'{}','B','c','m','h','c')";
+        for q in [runs, gate, bench] {
+            sqlx::query(q).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+        let s = Store::open(&path).await.unwrap();
+        let rows = bench_rows(&s, Some(2)).await.unwrap();
+        let off = &rows[2];
+        assert_eq!(off.decision.as_deref(), Some(AUTO_OFF_PREDICTED));
+        assert_eq!((off.k, off.k_auto, off.reps), (0, true, 0));
+        assert_eq!((off.tps_samples.as_ref(), off.tps_mean), (None, None));
+        assert_eq!(
+            (off.speedup_samples.as_ref(), off.speedup_mean),
+            (None, None)
+        );
+        assert_eq!((off.predicted_speedup, off.n_emitted), (None, 0));
+        // Measured rows keep their samples; the speedup row names its gate.
+        assert_eq!(rows[0].tps_samples, Some(vec![30.0, 31.0]));
+        assert_eq!(
+            (rows[1].speedup_mean, rows[1].gate_id),
+            (Some(0.9), Some(1))
+        );
+        assert_eq!((rows[0].gate_id, rows[2].gate_id), (None, None));
+        let gates = greedy_gates(&s, "T", "B", "P").await.unwrap();
+        assert_eq!(gates[0].n_prompts_set, None);
+        assert!(
+            unlocked(&gates, 16).is_empty(),
+            "unknown coverage unlocks nothing"
+        );
+        assert_eq!(s.dependent_runs(1).await.unwrap(), vec![2]);
+    }
+
+    #[tokio::test]
+    async fn spec_rows_are_write_once() {
+        let (_d, s) = store().await;
+        let (_, gates) = gate(&s, 4, 54, 54, 32).await;
+        let mut rows = vec![SpecBenchRow::example()];
+        attach_gates(&mut rows, &gates).unwrap();
+        insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        for (q, want) in [
+            (
+                "UPDATE spec_bench SET speedup_mean = 1.5",
+                "spec_bench: rows are write-once",
+            ),
+            (
+                "UPDATE spec_bench SET gate_id = NULL",
+                "spec_bench: rows are write-once",
+            ),
+            (
+                "UPDATE spec_gates SET passed = 1, n_identical = 54",
+                "spec_gates: rows are write-once",
+            ),
+            (
+                "UPDATE spec_gates SET n_prompts_set = n_prompts",
+                "spec_gates: rows are write-once",
+            ),
+        ] {
+            let e = sqlx::query(q)
+                .execute(s.pool())
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{q}: {e}");
+        }
+        assert_eq!(bench_rows(&s, None).await.unwrap(), rows, "unchanged");
+    }
+
+    #[tokio::test]
+    async fn a_gate_cannot_be_deleted_while_rows_it_unlocked_exist() {
+        let (_d, s) = store().await;
+        let (gate_run, gates) = gate(&s, 4, 54, 54, 32).await;
+        let bench = |n: usize| {
+            let mut rows = vec![SpecBenchRow::example(); n];
+            attach_gates(&mut rows, &gates).unwrap();
+            rows
+        };
+        let b1 = insert_bench_run(&s, &run("spec-bench"), &mut bench(1))
+            .await
+            .unwrap();
+        let b2 = insert_bench_run(&s, &run("spec-bench"), &mut bench(2))
+            .await
+            .unwrap();
+        assert_eq!(s.dependent_runs(gate_run).await.unwrap(), vec![b1, b2]);
+        assert!(s.dependent_runs(b1).await.unwrap().is_empty());
+        // The store API refuses, naming the dependent runs; nothing is deleted.
+        let e = s.delete_run(gate_run).await.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "run {gate_run} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {b1}, {b2}"
+            )) && e.contains(&format!("memwall history --delete {gate_run} --cascade")),
+            "{e}"
+        );
+        assert_eq!(s.runs().await.unwrap().len(), 3);
+        // Plain SQL cannot get around it either: the trigger refuses the cascade.
+        let e = sqlx::query("DELETE FROM runs WHERE id = ?")
+            .bind(gate_run)
+            .execute(s.pool())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("refusing to delete a gate whose spec-bench speedup rows still exist"),
+            "{e}"
+        );
+        // Deleting a dependent run first is fine; the gate still has one.
+        s.delete_run(b1).await.unwrap();
+        assert!(s.delete_run(gate_run).await.is_err());
+        // The cascading delete removes the gate run and the runs resting on it, and says which.
+        assert_eq!(s.delete_run_cascade(gate_run).await.unwrap(), vec![b2]);
+        assert!(s.runs().await.unwrap().is_empty());
+        assert_eq!(count(&s, "spec_bench").await, 0);
+        assert_eq!(count(&s, "spec_gates").await, 0);
+        // A gate run nothing rests on deletes plainly.
+        let (g2, _) = gate(&s, 4, 6, 6, 32).await;
+        s.delete_run(g2).await.unwrap();
     }
 }
