@@ -186,6 +186,7 @@ fn bind_cell<'q>(
 ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
     match c {
         Cell::Int(v) => q.bind(v),
+        Cell::Bool(v) => q.bind(v as i64),
         Cell::Real(v) => q.bind(v),
         Cell::Text(v) => q.bind(v),
         Cell::Null => q.bind(Option::<i64>::None),
@@ -643,6 +644,7 @@ fn stream_from_row(r: &SqliteRow) -> StoredStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::record::ColumnRole;
     use crate::units::Bytes;
 
     fn host() -> HostInfo {
@@ -757,6 +759,93 @@ mod tests {
         assert_eq!(t.id, ids[0][0]);
         assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
         assert!(s.latest_triad("other", None).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn rows_stored_before_the_llama_bench_columns_migrate() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.db");
+        {
+            // The schema as it was before migration 8, with one row in it.
+            let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+                .unwrap()
+                .create_if_missing(true);
+            let pool = SqlitePool::connect_with(opts).await.unwrap();
+            sqlx::migrate!("./migrations")
+                .run_to(7, &pool)
+                .await
+                .unwrap();
+            sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
+                .execute(&pool)
+                .await
+                .unwrap();
+            let new_columns = [
+                "id",
+                "build_number",
+                "backends",
+                "system_info",
+                "flash_attn",
+                "cpu_mask",
+                "cpu_strict",
+                "poll",
+                "n_cpu_moe",
+                "split_mode",
+                "main_gpu",
+                "no_kv_offload",
+                "devices",
+                "tensor_split",
+                "tensor_buft_overrides",
+                "load_mode",
+                "lazy_mode",
+                "embeddings",
+                "no_op_offload",
+                "no_host",
+                "repack",
+                "fit_target",
+                "fit_min_ctx",
+                "gpu_info",
+            ];
+            let old = BenchRecord::example();
+            let mut fields: Vec<_> = old
+                .fields()
+                .into_iter()
+                .filter(|(n, _, _)| !new_columns.contains(n))
+                .collect();
+            fields.push((
+                "backend",
+                ColumnRole::Key,
+                Cell::Text("CPU; CPU : AVX2 = 1 | FMA = 1 |".into()),
+            ));
+            fields.push(("flash_attn", ColumnRole::Key, Cell::Text("on".into())));
+            fields.push((
+                "gpu_info",
+                ColumnRole::Key,
+                Cell::Text("GPU A; GPU B".into()),
+            ));
+            let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+            let sql = format!(
+                "INSERT INTO bench_results ({}) VALUES ({})",
+                names.join(", "),
+                vec!["?"; names.len()].join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (_, _, c) in fields {
+                q = bind_cell(q, c);
+            }
+            q.execute(&pool).await.unwrap();
+            pool.close().await;
+        }
+        let s = Store::open(&path).await.unwrap();
+        let back = s.bench_rows(&RowFilter::default()).await.unwrap();
+        assert_eq!(back.len(), 1);
+        let r = &back[0];
+        assert_eq!(r.backends, "CPU");
+        assert_eq!(r.system_info, "CPU : AVX2 = 1 | FMA = 1 |");
+        assert_eq!(r.flash_attn, 1);
+        assert_eq!(r.gpu_info, "GPU A, GPU B");
+        assert_eq!(r.build_number, None);
+        assert_eq!(r.llama, crate::bench::record::LlamaDefaults::default());
+        assert_eq!(r.avg_ts, BenchRecord::example().avg_ts);
     }
 
     #[tokio::test]
