@@ -432,3 +432,25 @@ impl Engine for LlamaEngine {
             .state_seq_get_size_ext(seq, Default::default()) as u64)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A build without GPU back ends registers only the CPU; llama-bench then writes `CPU`.
+    #[cfg(not(any(feature = "cuda", feature = "metal")))]
+    #[test]
+    fn a_cpu_only_build_reports_the_cpu_back_end() {
+        super::backend().unwrap();
+        // The registry is populated (an empty one would also print `CPU`) and holds the CPU.
+        // SAFETY: registry queries with indices below the count.
+        let names: Vec<String> = (0..unsafe { llama_cpp_sys_2::ggml_backend_reg_count() })
+            .map(|i| unsafe {
+                let reg = llama_cpp_sys_2::ggml_backend_reg_get(i);
+                std::ffi::CStr::from_ptr(llama_cpp_sys_2::ggml_backend_reg_name(reg))
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(names, ["CPU"]);
+        assert_eq!(super::backends(), "CPU");
+    }
+}
