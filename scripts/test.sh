@@ -24,6 +24,14 @@ else
   [ "${MEMWALL_REQUIRE_E2E:-0}" = "1" ] && exit 1
 fi
 
+# llama.cpp's compare-llama-bench.py in a venv, for the export test that feeds it
+# memwall's exports (it skips loudly without it, unless MEMWALL_REQUIRE_LLAMA_TOOLS=1).
+echo "== compare-llama-bench.py venv"
+if ! ./scripts/setup-compare-venv.sh; then
+  echo "!!!!!!!! compare-llama-bench.py set-up failed: the export comparison test will skip !!!!!!!!" >&2
+  [ "${MEMWALL_REQUIRE_LLAMA_TOOLS:-0}" = "1" ] && exit 1
+fi
+
 echo "== cargo test (release: the engine is only meaningful optimized, and the build is shared with memwall bench)"
 # The CLI (scripts/setup.sh) and the workspace's tests share one build of llama.cpp
 # and memwall-core: crates/workspace-hack makes both resolve the same features.

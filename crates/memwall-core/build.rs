@@ -46,6 +46,26 @@ fn main() {
         commit
     };
     println!("cargo:rustc-env=MEMWALL_GIT_COMMIT={commit}");
+    // llama-bench's `build_number` is llama.cpp's commit count; memwall's is its own. A
+    // shallow clone counts only the fetched commits, so it gets none (empty).
+    let shallow = git(&[
+        "-C",
+        root.to_str().unwrap_or("."),
+        "rev-parse",
+        "--is-shallow-repository",
+    ]);
+    let build_number = match shallow.as_deref() {
+        Some("false") => git(&[
+            "-C",
+            root.to_str().unwrap_or("."),
+            "rev-list",
+            "--count",
+            "HEAD",
+        ])
+        .unwrap_or_default(),
+        _ => String::new(),
+    };
+    println!("cargo:rustc-env=MEMWALL_BUILD_NUMBER={build_number}");
     for p in [".git/HEAD", ".git/refs/heads", ".git/index"] {
         let p = root.join(p);
         if p.exists() {

@@ -309,7 +309,8 @@ mod tests {
             EngineInfo {
                 name: "fake".into(),
                 build: "0".into(),
-                backend: "none".into(),
+                backends: "none".into(),
+                system_info: String::new(),
             }
         }
         fn n_vocab(&self) -> usize {

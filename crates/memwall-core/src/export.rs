@@ -1,6 +1,11 @@
 //! Exporters: one trait, one implementation per format (CSV, JSON, JSONL,
 //! Markdown, SQL), chosen by [`Format`] (llama-bench's printers; hyperfine's
 //! `export/`). Every exporter walks [`BenchRecord::fields`]; none computes.
+//!
+//! CSV, JSON, JSONL and SQL are llama-bench's formats: its column names, types and
+//! order first, its SQL table name (`llama_bench`), its JSON booleans and sample
+//! arrays, so llama.cpp's `scripts/compare-llama-bench.py` reads them as it reads
+//! llama-bench's own output; memwall's columns follow llama-bench's.
 
 use crate::bench::record::{BenchRecord, Cell};
 use crate::units::or_dash;
@@ -12,13 +17,13 @@ use std::io::{self, Write};
 pub enum Format {
     /// Comma-separated, header row, lists space-separated (llama-bench style).
     Csv,
-    /// One JSON array of objects.
+    /// One JSON array of objects, keys in column order.
     Json,
     /// One JSON object per line.
     Jsonl,
     /// A Markdown table for reading.
     Md,
-    /// `CREATE TABLE IF NOT EXISTS` + `INSERT` statements (SQLite dialect).
+    /// `CREATE TABLE IF NOT EXISTS llama_bench` + `INSERT` statements (SQLite dialect).
     Sql,
 }
 
@@ -86,12 +91,43 @@ impl Exporter for Csv {
     }
 }
 
+/// A cell as a JSON value: numbers, `true`/`false`, `null` for not measured, arrays
+/// for the samples (llama-bench's `format_json_value`).
+fn json_value(c: &Cell) -> String {
+    let s = match c {
+        Cell::Int(v) => serde_json::to_string(v),
+        Cell::Real(v) => serde_json::to_string(v),
+        Cell::Bool(v) => serde_json::to_string(v),
+        Cell::Null => Ok("null".into()),
+        Cell::Text(v) => serde_json::to_string(v),
+        Cell::Ints(v) => serde_json::to_string(v),
+        Cell::Reals(v) => serde_json::to_string(v),
+    };
+    s.expect("finite numbers and strings serialize")
+}
+
+/// One record as `"name": value` pairs in column order.
+fn json_pairs(r: &BenchRecord) -> Vec<String> {
+    r.fields()
+        .iter()
+        .map(|(n, _, c)| format!("\"{n}\": {}", json_value(c)))
+        .collect()
+}
+
 /// JSON array exporter.
 pub struct Json;
 impl Exporter for Json {
     fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
-        serde_json::to_writer_pretty(&mut *out, rows)?;
-        writeln!(out)
+        writeln!(out, "[")?;
+        for (i, r) in rows.iter().enumerate() {
+            let sep = if i + 1 < rows.len() { "," } else { "" };
+            writeln!(
+                out,
+                "  {{\n    {}\n  }}{sep}",
+                json_pairs(r).join(",\n    ")
+            )?;
+        }
+        writeln!(out, "]")
     }
 }
 
@@ -100,8 +136,7 @@ pub struct Jsonl;
 impl Exporter for Jsonl {
     fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
         for r in rows {
-            serde_json::to_writer(&mut *out, r)?;
-            writeln!(out)?;
+            writeln!(out, "{{{}}}", json_pairs(r).join(", "))?;
         }
         Ok(())
     }
@@ -129,7 +164,6 @@ pub const TABLE_HEADERS: [(&str, bool); 13] = [
 
 /// One row of the human table, formatted.
 pub fn table_row(r: &BenchRecord) -> Vec<String> {
-    let backend = r.backend.split(';').next().unwrap_or("").trim().to_string();
     vec![
         if r.synthetic {
             format!("{} (SYNTHETIC)", r.model_type)
@@ -138,7 +172,7 @@ pub fn table_row(r: &BenchRecord) -> Vec<String> {
         },
         format!("{:.2} GiB", r.model_size as f64 / crate::units::GIB),
         format!("{:.2} B", r.model_n_params as f64 / 1e9),
-        format!("{} {}", r.engine, backend),
+        format!("{} {}", r.engine, r.backends),
         r.n_threads.to_string(),
         r.test_label(),
         if r.avg_ts.is_finite() {
@@ -217,12 +251,16 @@ impl Exporter for Markdown {
     }
 }
 
-/// SQL exporter.
+/// SQL exporter: llama-bench's table.
 pub struct Sql;
+
+/// The table llama-bench's SQL printer writes and compare-llama-bench.py reads.
+pub const SQL_TABLE: &str = "llama_bench";
 
 fn sql_literal(c: &Cell) -> String {
     match c {
         Cell::Int(v) => v.to_string(),
+        Cell::Bool(v) => (*v as i64).to_string(),
         Cell::Real(v) => format!("{v}"),
         Cell::Null => "NULL".into(),
         Cell::Text(s) => format!("'{}'", s.replace('\'', "''")),
@@ -241,14 +279,14 @@ impl Exporter for Sql {
             .collect();
         writeln!(
             out,
-            "CREATE TABLE IF NOT EXISTS bench_results (\n{}\n);",
+            "CREATE TABLE IF NOT EXISTS {SQL_TABLE} (\n{}\n);",
             cols.join(",\n")
         )?;
         for r in rows {
             let f = r.fields();
             writeln!(
                 out,
-                "INSERT INTO bench_results ({}) VALUES ({});",
+                "INSERT INTO {SQL_TABLE} ({}) VALUES ({});",
                 f.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
                 f.iter()
                     .map(|(_, _, c)| sql_literal(c))
@@ -308,6 +346,36 @@ mod tests {
     }
 
     #[test]
+    fn json_and_jsonl_follow_llama_bench_encoding() {
+        let s = Json.render(&rows()[..1]);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let o = &v[0];
+        assert_eq!(o["flash_attn"], serde_json::json!(-1));
+        assert_eq!(o["cpu_strict"], serde_json::json!(false));
+        assert_eq!(o["repack"], serde_json::json!(true));
+        assert_eq!(o["backends"], serde_json::json!("CPU"));
+        assert_eq!(
+            o["samples_ns"],
+            serde_json::json!([1_990_000_000u64, 2_010_000_000u64])
+        );
+        assert_eq!(o["samples_ts"], serde_json::json!([64.32, 63.68]));
+        // Keys in column order: llama-bench's first.
+        let keys: Vec<&str> = s
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix('"'))
+            .map(|l| l.split('"').next().unwrap())
+            .collect();
+        assert_eq!(keys, BenchRecord::column_names());
+        let l = Jsonl.render(&rows());
+        assert_eq!(l.lines().count(), 2);
+        assert!(
+            l.starts_with("{\"build_commit\": \"abc123\", \"build_number\": 100, \"cpu_info\": "),
+            "{l}"
+        );
+        assert_eq!(Json.render(&[]), "[\n]\n");
+    }
+
+    #[test]
     fn markdown_snapshot() {
         let s = Markdown.render(&rows()[..1]);
         let expected = "\
@@ -328,11 +396,30 @@ mod tests {
             .await
             .unwrap();
         let (n, name): (i64, String) =
-            sqlx::query_as("SELECT COUNT(*), MAX(model_filename) FROM bench_results")
+            sqlx::query_as("SELECT COUNT(*), MAX(model_filename) FROM llama_bench")
                 .fetch_one(&pool)
                 .await
                 .unwrap();
         assert_eq!((n, name.as_str()), (2, "m.gguf"));
+        assert!(s.starts_with(
+            "CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  build_number INTEGER,\n  cpu_info TEXT,"
+        ));
+        // SQLite's own view of the stored types: llama-bench's INT and BOOL are integers.
+        let types: (String, String, String, String) = sqlx::query_as(
+            "SELECT typeof(flash_attn), typeof(cpu_strict), typeof(avg_ts), typeof(backends) FROM llama_bench LIMIT 1",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            types,
+            (
+                "integer".into(),
+                "integer".into(),
+                "real".into(),
+                "text".into()
+            )
+        );
     }
 
     #[test]

@@ -51,3 +51,10 @@ pub mod views;
 
 /// memwall's git commit at build time (`-dirty` when the tree had changes).
 pub const BUILD_COMMIT: &str = env!("MEMWALL_GIT_COMMIT");
+
+/// memwall's build number: the number of commits in its history at build time (`git
+/// rev-list --count HEAD`, how llama.cpp numbers its builds). `None` when git could
+/// not count them (no git, or a shallow clone, whose count would be too small).
+pub fn build_number() -> Option<i64> {
+    env!("MEMWALL_BUILD_NUMBER").parse().ok()
+}

@@ -232,7 +232,11 @@ fn sql(store: &Store) -> impl Fn(sqlx::Error) -> PredictError + '_ {
 /// [`PredictError::Sql`].
 pub async fn record_sheet(store: &Store, payload: &SheetPayload) -> Result<Sheet, PredictError> {
     let e = sql(store);
-    let mut tx = store.pool().begin().await.map_err(&e)?;
+    let mut tx = store
+        .pool()
+        .begin_with(crate::store::BEGIN_WRITE)
+        .await
+        .map_err(&e)?;
     let prev: Option<String> =
         sqlx::query_scalar("SELECT sha256 FROM prediction_sheets ORDER BY id DESC LIMIT 1")
             .fetch_optional(&mut *tx)

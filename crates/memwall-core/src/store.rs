@@ -1,6 +1,17 @@
-//! The provenance store: SQLite through `sqlx`, WAL mode, migrations embedded from
+//! The provenance store: SQLite through `sqlx`, migrations embedded from
 //! `crates/memwall-core/migrations`. Every run is written in one transaction, so a
 //! killed run leaves no partial rows.
+//!
+//! Several processes may share one database (benches writing while the app reads
+//! history): WAL mode lets readers run beside the one writer, write transactions
+//! start with `BEGIN IMMEDIATE` (a transaction that read first and then tries to write
+//! could fail at once with SQLITE_BUSY instead of waiting), every connection waits up
+//! to [`BUSY_TIMEOUT`] for a lock, and migrations run inside one such transaction so
+//! that processes opening a new file together apply them once. WAL needs shared
+//! memory between the processes, which network file systems do not provide
+//! (<https://www.sqlite.org/wal.html>, "WAL does not work over a network
+//! filesystem"): a database on one (see [`network_filesystem`]) gets a rollback
+//! journal instead, with a warning.
 //!
 //! Default location: `$MEMWALL_DB`, else the user's data directory
 //! (`~/.local/share/memwall/memwall.db` on Linux,
@@ -14,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
 };
-use sqlx::{Column, Row, Sqlite, Transaction};
+use sqlx::{Column, Connection, Row, Sqlite, Transaction};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -86,6 +97,7 @@ pub enum StoreError {
 pub struct Store {
     pool: SqlitePool,
     path: PathBuf,
+    journal: SqliteJournalMode,
 }
 
 /// A run to record (the parent of stream/peak/bench rows).
@@ -193,12 +205,82 @@ pub fn default_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("memwall.db"))
 }
 
+/// How long a connection waits for another's lock before failing with "database is locked".
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The statement every write transaction starts with: takes the write lock up front
+/// (waiting up to [`BUSY_TIMEOUT`]), so the transaction never has to upgrade a read.
+pub const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+/// The name of a network file system from its `statfs` `f_type` magic number (Linux,
+/// `linux/magic.h` and `fs/smb/client/cifsglob.h`), or `None` for any other.
+pub fn network_filesystem(f_type: u32) -> Option<&'static str> {
+    Some(match f_type {
+        0x6969 => "NFS",
+        0x517B => "SMB",
+        0xFF53_4D42 => "CIFS",
+        0xFE53_4D42 => "SMB2",
+        0x6573_5546 => "FUSE (e.g. sshfs)",
+        0x0102_1997 => "9p",
+        _ => return None,
+    })
+}
+
+/// The name of a network file system from the `f_fstypename` of macOS's `statfs`, or
+/// `None` for any other.
+pub fn network_filesystem_by_name(fstypename: &str) -> Option<&'static str> {
+    Some(match fstypename {
+        "nfs" => "NFS",
+        "smbfs" => "SMB",
+        "afpfs" => "AFP",
+        "webdav" => "WebDAV",
+        "macfuse" | "osxfuse" | "fusefs" => "FUSE",
+        _ => return None,
+    })
+}
+
+/// The network file system holding `dir`, if it is on one (`None` when local or when
+/// the file system cannot be asked).
+#[cfg(target_os = "linux")]
+fn network_filesystem_of(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is NUL-terminated; `st` is plain data that statfs fills.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // f_type is a 32-bit magic number held in a wider (and on some targets signed) field.
+    network_filesystem(st.f_type as u32)
+}
+
+/// The network file system holding `dir`, if it is on one.
+#[cfg(target_os = "macos")]
+fn network_filesystem_of(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: as above; f_fstypename is a NUL-terminated C string inside `st`.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(st.f_fstypename.as_ptr()) };
+    network_filesystem_by_name(&name.to_string_lossy())
+}
+
+/// Other systems: not asked (WAL).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn network_filesystem_of(_dir: &Path) -> Option<&'static str> {
+    None
+}
+
 fn bind_cell<'q>(
     q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
     c: Cell,
 ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
     match c {
         Cell::Int(v) => q.bind(v),
+        Cell::Bool(v) => q.bind(v as i64),
         Cell::Real(v) => q.bind(v),
         Cell::Text(v) => q.bind(v),
         Cell::Null => q.bind(Option::<i64>::None),
@@ -208,47 +290,82 @@ fn bind_cell<'q>(
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path`, in WAL mode with foreign
-    /// keys on, and applies pending migrations.
+    /// Opens (creating if needed) the database at `path`, with foreign keys on, and
+    /// applies pending migrations. WAL mode, or a rollback journal (with a warning)
+    /// when the file lies on a network file system.
     ///
     /// # Errors
     /// [`StoreError`] naming the file.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        let ps = path.display().to_string();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
                 path: dir.display().to_string(),
                 source,
             })?;
         }
+        let network = network_filesystem_of(dir.unwrap_or(Path::new(".")));
+        if let Some(fs) = network {
+            tracing::warn!(
+                "store {}: the file is on a network file system ({fs}); SQLite's WAL mode needs shared memory that network file systems do not provide, so memwall uses a rollback journal (slower, and readers wait for writers). Pass --db (or set MEMWALL_DB) to a local path to avoid this.",
+                path.display()
+            );
+        }
+        Self::open_with_journal(path, network.is_some()).await
+    }
+
+    /// [`Store::open`] with the journal chosen by the caller: a rollback journal
+    /// (`journal_mode=DELETE`) when `rollback_journal`, else WAL.
+    async fn open_with_journal(path: &Path, rollback_journal: bool) -> Result<Store, StoreError> {
+        let ps = path.display().to_string();
+        let sql = |source| StoreError::Sql {
+            path: ps.clone(),
+            source,
+        };
+        let journal = if rollback_journal {
+            SqliteJournalMode::Delete
+        } else {
+            SqliteJournalMode::Wal
+        };
         let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-            .map_err(|source| StoreError::Sql {
-                path: ps.clone(),
-                source,
-            })?
+            .map_err(sql)?
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
+            .journal_mode(journal)
             .foreign_keys(true)
-            .busy_timeout(std::time::Duration::from_secs(10));
+            .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(opts)
             .await
-            .map_err(|source| StoreError::Sql {
-                path: ps.clone(),
-                source,
-            })?;
+            .map_err(sql)?;
+        // sqlx's migration lock is a no-op on SQLite: processes opening a new file
+        // together would each create the tables. One write transaction around the
+        // whole migration serializes them; the later ones find nothing to apply.
+        let mut conn = pool.acquire().await.map_err(sql)?;
+        let mut tx = conn.begin_with(BEGIN_WRITE).await.map_err(sql)?;
         sqlx::migrate!("./migrations")
-            .run(&pool)
+            .run(&mut *tx)
             .await
             .map_err(|source| StoreError::Migrate {
                 path: ps.clone(),
                 source,
             })?;
+        tx.commit().await.map_err(sql)?;
+        drop(conn);
         Ok(Store {
             pool,
             path: path.to_path_buf(),
+            journal,
         })
+    }
+
+    /// The journal mode in use: `wal`, or `delete` (a rollback journal) on a network
+    /// file system.
+    pub fn journal_mode(&self) -> &'static str {
+        match self.journal {
+            SqliteJournalMode::Delete => "delete",
+            _ => "wal",
+        }
     }
 
     /// The database file.
@@ -268,12 +385,16 @@ impl Store {
         }
     }
 
-    /// Begins a transaction.
+    /// Begins a write transaction ([`BEGIN_WRITE`]: holds the write lock from the start,
+    /// waiting up to [`BUSY_TIMEOUT`] for another writer to finish).
     ///
     /// # Errors
     /// [`StoreError::Sql`].
     pub async fn begin(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
-        self.pool.begin().await.map_err(|e| self.sql(e))
+        self.pool
+            .begin_with(BEGIN_WRITE)
+            .await
+            .map_err(|e| self.sql(e))
     }
 
     /// Inserts the run row inside `tx`; returns its id.
@@ -709,6 +830,7 @@ fn stream_from_row(r: &SqliteRow) -> StoredStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::record::ColumnRole;
     use crate::units::Bytes;
 
     fn host() -> HostInfo {
@@ -823,6 +945,305 @@ mod tests {
         assert_eq!(t.id, ids[0][0]);
         assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
         assert!(s.latest_triad("other", None).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn rows_stored_before_the_llama_bench_columns_migrate() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.db");
+        {
+            // The schema as it was before migration 12 (llama-bench's columns), with one row in it.
+            let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+                .unwrap()
+                .create_if_missing(true);
+            let pool = SqlitePool::connect_with(opts).await.unwrap();
+            sqlx::migrate!("./migrations")
+                .run_to(11, &pool)
+                .await
+                .unwrap();
+            sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
+                .execute(&pool)
+                .await
+                .unwrap();
+            let new_columns = [
+                "id",
+                "build_number",
+                "backends",
+                "system_info",
+                "flash_attn",
+                "cpu_mask",
+                "cpu_strict",
+                "poll",
+                "n_cpu_moe",
+                "split_mode",
+                "main_gpu",
+                "no_kv_offload",
+                "devices",
+                "tensor_split",
+                "tensor_buft_overrides",
+                "load_mode",
+                "lazy_mode",
+                "embeddings",
+                "no_op_offload",
+                "no_host",
+                "repack",
+                "fit_target",
+                "fit_min_ctx",
+                "gpu_info",
+            ];
+            let old = BenchRecord::example();
+            let mut fields: Vec<_> = old
+                .fields()
+                .into_iter()
+                .filter(|(n, _, _)| !new_columns.contains(n))
+                .collect();
+            fields.push((
+                "backend",
+                ColumnRole::Key,
+                Cell::Text("CPU; CPU : AVX2 = 1 | FMA = 1 |".into()),
+            ));
+            fields.push(("flash_attn", ColumnRole::Key, Cell::Text("on".into())));
+            fields.push((
+                "gpu_info",
+                ColumnRole::Key,
+                Cell::Text("GPU A; GPU B".into()),
+            ));
+            let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+            let sql = format!(
+                "INSERT INTO bench_results ({}) VALUES ({})",
+                names.join(", "),
+                vec!["?"; names.len()].join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (_, _, c) in fields {
+                q = bind_cell(q, c);
+            }
+            q.execute(&pool).await.unwrap();
+            pool.close().await;
+        }
+        let s = Store::open(&path).await.unwrap();
+        let back = s.bench_rows(&RowFilter::default()).await.unwrap();
+        assert_eq!(back.len(), 1);
+        let r = &back[0];
+        assert_eq!(r.backends, "CPU");
+        assert_eq!(r.system_info, "CPU : AVX2 = 1 | FMA = 1 |");
+        assert_eq!(r.flash_attn, 1);
+        assert_eq!(r.gpu_info, "GPU A, GPU B");
+        assert_eq!(r.build_number, None);
+        assert_eq!(r.llama, crate::bench::record::LlamaDefaults::default());
+        assert_eq!(r.avg_ts, BenchRecord::example().avg_ts);
+    }
+
+    #[test]
+    fn network_filesystems_are_recognised_by_magic_number() {
+        // statfs(2) f_type values from linux/magic.h and the SMB client's cifsglob.h.
+        assert_eq!(network_filesystem(0x6969), Some("NFS"));
+        assert_eq!(network_filesystem(0x517B), Some("SMB"));
+        assert_eq!(network_filesystem(0xFF53_4D42), Some("CIFS"));
+        assert_eq!(network_filesystem(0xFE53_4D42), Some("SMB2"));
+        assert_eq!(network_filesystem(0x6573_5546), Some("FUSE (e.g. sshfs)"));
+        assert_eq!(network_filesystem(0x0102_1997), Some("9p"));
+        // Local ones: ext4, tmpfs, btrfs, xfs, overlayfs.
+        for local in [0xEF53, 0x0102_1994, 0x9123_683E, 0x5846_5342, 0x794C_7630] {
+            assert_eq!(network_filesystem(local), None, "{local:#x}");
+        }
+        // A signed 64-bit f_type holding CIFS's magic number truncates to the same u32.
+        assert_eq!(network_filesystem(0xFF53_4D42_i64 as u32), Some("CIFS"));
+        assert_eq!(network_filesystem_by_name("smbfs"), Some("SMB"));
+        assert_eq!(network_filesystem_by_name("nfs"), Some("NFS"));
+        assert_eq!(network_filesystem_by_name("apfs"), None);
+    }
+
+    #[tokio::test]
+    async fn a_database_on_a_network_file_system_gets_a_rollback_journal() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(
+            network_filesystem_of(d.path()),
+            None,
+            "the temp dir is local"
+        );
+        let local = Store::open(&d.path().join("local.db")).await.unwrap();
+        let remote = Store::open_with_journal(&d.path().join("remote.db"), true)
+            .await
+            .unwrap();
+        for (s, want) in [(&local, "wal"), (&remote, "delete")] {
+            let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+            assert_eq!((mode.as_str(), s.journal_mode()), (want, want));
+        }
+        let mut rows = vec![BenchRecord::example()];
+        remote
+            .insert_bench_run(&run("bench"), &mut rows)
+            .await
+            .unwrap();
+        assert_eq!(
+            remote.bench_rows(&RowFilter::default()).await.unwrap(),
+            rows
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_transaction_that_reads_first_holds_the_write_lock() {
+        // A deferred transaction that reads and then writes fails at once with
+        // SQLITE_BUSY (a stale snapshot) when another connection commits in between;
+        // `begin` takes the write lock up front, so the other writer waits instead.
+        let (_d, s1) = store().await;
+        let s2 = Store::open(s1.path()).await.unwrap();
+        let mut tx = s1.begin().await.unwrap();
+        let before: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        let other = tokio::spawn(async move {
+            let mut rows = vec![BenchRecord::example()];
+            s2.insert_bench_run(&run("bench"), &mut rows).await
+        });
+        // Give the other writer the chance it would have without the lock.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        s1.insert_run_tx(&mut tx, &run("bench")).await.unwrap();
+        tx.commit().await.unwrap();
+        other.await.unwrap().unwrap();
+        assert_eq!(before, 0);
+        assert_eq!(s1.runs().await.unwrap().len(), 2);
+    }
+
+    const WRITERS: usize = 8;
+    /// Set in a re-invoked test binary: `<writer index>`; the binary is then one writer.
+    const WRITER_ENV: &str = "MEMWALL_STORE_TEST_WRITER";
+    const DB_ENV: &str = "MEMWALL_STORE_TEST_DB";
+
+    /// One writer process: `n_rows` bench rows, each in its own transaction (a run and
+    /// its row), on host `writer-<i>`. Fails listing every error.
+    async fn writer(i: usize, db: &Path, rollback_journal: bool, n_rows: usize) {
+        let s = Store::open_with_journal(db, rollback_journal)
+            .await
+            .unwrap();
+        let mut errors = Vec::new();
+        for j in 0..n_rows {
+            let mut r = run("bench");
+            r.host.hostname = format!("writer-{i}");
+            let mut rows = vec![BenchRecord {
+                hostname: format!("writer-{i}"),
+                model_filename: format!("w{i}-{j}.gguf"),
+                ..BenchRecord::example()
+            }];
+            if let Err(e) = s.insert_bench_run(&r, &mut rows).await {
+                errors.push(e.to_string());
+            }
+        }
+        assert!(
+            errors.is_empty(),
+            "writer {i}: {} errors, first: {:?}",
+            errors.len(),
+            errors.first()
+        );
+    }
+
+    /// Eight processes (this test binary, re-invoked as writers) write `n_rows` rows
+    /// each into one new database while this process lists history in a loop; every
+    /// row arrives and nobody sees an error.
+    async fn eight_processes_write_while_history_reads(
+        test_name: &str,
+        rollback_journal: bool,
+        n_rows: usize,
+    ) {
+        if let Ok(i) = std::env::var(WRITER_ENV) {
+            let db = PathBuf::from(std::env::var(DB_ENV).expect("the parent sets the db"));
+            return writer(i.parse().unwrap(), &db, rollback_journal, n_rows).await;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("shared.db");
+        let exe = std::env::current_exe().unwrap();
+        let mut children: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                std::process::Command::new(&exe)
+                    .args([test_name, "--exact", "--test-threads=1"])
+                    .env(WRITER_ENV, i.to_string())
+                    .env(DB_ENV, &db)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // The reader opens the new file together with the writers (migrations race too).
+        let reader = Store::open_with_journal(&db, rollback_journal)
+            .await
+            .unwrap();
+        let (mut reads, mut read_errors) = (0usize, Vec::new());
+        loop {
+            match reader.runs().await {
+                Ok(_) => reads += 1,
+                Err(e) => read_errors.push(e.to_string()),
+            }
+            if children.iter_mut().all(|c| c.try_wait().unwrap().is_some()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        for (i, c) in children.into_iter().enumerate() {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "writer {i} failed ({}):\n{}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            read_errors.is_empty(),
+            "{} of {} history reads failed, first: {:?}",
+            read_errors.len(),
+            reads + read_errors.len(),
+            read_errors.first()
+        );
+        let runs = reader.runs().await.unwrap();
+        let rows = reader.bench_rows(&RowFilter::default()).await.unwrap();
+        assert_eq!(runs.len(), WRITERS * n_rows);
+        assert_eq!(rows.len(), WRITERS * n_rows);
+        for i in 0..WRITERS {
+            let host = format!("writer-{i}");
+            let mine: Vec<&BenchRecord> = rows.iter().filter(|r| r.hostname == host).collect();
+            assert_eq!(mine.len(), n_rows, "{host}");
+            assert!(
+                runs.iter()
+                    .filter(|r| r.hostname == host)
+                    .all(|r| r.n_bench_rows == 1)
+            );
+        }
+        eprintln!(
+            "{} writers × {n_rows} rows = {} rows, {} runs; {reads} history reads, 0 errors (journal {})",
+            WRITERS,
+            rows.len(),
+            runs.len(),
+            reader.journal_mode()
+        );
+    }
+
+    #[tokio::test]
+    async fn eight_processes_write_while_history_reads_wal() {
+        eight_processes_write_while_history_reads(
+            "store::tests::eight_processes_write_while_history_reads_wal",
+            false,
+            200,
+        )
+        .await
+    }
+
+    /// The network-file-system configuration. A commit with a rollback journal costs
+    /// several fsyncs (creating, syncing and deleting the journal besides the database
+    /// itself): fewer rows per writer keep the test short.
+    #[tokio::test]
+    async fn eight_processes_write_while_history_reads_rollback_journal() {
+        eight_processes_write_while_history_reads(
+            "store::tests::eight_processes_write_while_history_reads_rollback_journal",
+            true,
+            25,
+        )
+        .await
     }
 
     #[tokio::test]

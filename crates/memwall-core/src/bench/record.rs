@@ -1,11 +1,14 @@
 //! The flat benchmark record: one row per test instance, with configuration,
 //! hardware, build, timestamps, raw samples and the roofline placement side by
-//! side (llama-bench's `test` struct). Column names match llama-bench's
-//! (`build_commit`, `model_filename`, `n_prompt`, `avg_ts`, …) where llama-bench
-//! has the column; memwall's own columns carry their unit in the name.
+//! side (llama-bench's `test` struct).
 //!
 //! [`BenchRecord::fields`] is the one field list that the store, every exporter
-//! and the charts walk.
+//! and the charts walk. It starts with llama-bench's columns, with llama-bench's
+//! names, types, encodings and order (`test::get_fields()` in llama.cpp's
+//! `tools/llama-bench/llama-bench.cpp`, then `samples_ns` and `samples_ts` as its
+//! JSON printers append them), so that llama.cpp's `scripts/compare-llama-bench.py`
+//! reads memwall's exports; memwall's own columns follow, each carrying its unit in
+//! its name.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -34,6 +37,8 @@ pub enum Cell {
     Text(String),
     /// Not measured / not applicable (printed `—` in tables, NULL in SQL, empty in CSV).
     Null,
+    /// Boolean: `true`/`false` in JSON, 1/0 in CSV and SQL (llama-bench's `BOOL` fields).
+    Bool(bool),
     /// Integer list (samples_ns).
     Ints(Vec<u64>),
     /// Real list (samples_ts).
@@ -44,7 +49,7 @@ impl Cell {
     /// SQLite column type of this cell.
     pub fn sql_type(&self) -> &'static str {
         match self {
-            Cell::Int(_) => "INTEGER",
+            Cell::Int(_) | Cell::Bool(_) => "INTEGER",
             Cell::Real(_) => "REAL",
             _ => "TEXT",
         }
@@ -53,6 +58,7 @@ impl Cell {
     pub fn to_text(&self) -> String {
         match self {
             Cell::Int(v) => v.to_string(),
+            Cell::Bool(v) => (*v as i64).to_string(),
             Cell::Real(v) => format!("{v}"),
             Cell::Text(s) => s.clone(),
             Cell::Null => String::new(),
@@ -70,6 +76,67 @@ impl Cell {
     }
 }
 
+/// llama-bench's columns in its order (`test::get_fields()` of llama.cpp's
+/// `tools/llama-bench/llama-bench.cpp`, as vendored by llama-cpp-python 0.3.36), then
+/// the two sample lists its JSON printers append. [`BenchRecord::fields`] starts with
+/// exactly these.
+pub const LLAMA_BENCH_COLUMNS: [&str; 44] = [
+    "build_commit",
+    "build_number",
+    "cpu_info",
+    "gpu_info",
+    "backends",
+    "model_filename",
+    "model_type",
+    "model_size",
+    "model_n_params",
+    "n_batch",
+    "n_ubatch",
+    "n_threads",
+    "cpu_mask",
+    "cpu_strict",
+    "poll",
+    "type_k",
+    "type_v",
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "split_mode",
+    "main_gpu",
+    "no_kv_offload",
+    "flash_attn",
+    "devices",
+    "tensor_split",
+    "tensor_buft_overrides",
+    "load_mode",
+    "lazy_mode",
+    "embeddings",
+    "no_op_offload",
+    "no_host",
+    "repack",
+    "fit_target",
+    "fit_min_ctx",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "test_time",
+    "avg_ns",
+    "stddev_ns",
+    "avg_ts",
+    "stddev_ts",
+    "samples_ns",
+    "samples_ts",
+];
+
+/// A flash-attention choice (`None` = llama.cpp decides) in llama.cpp's
+/// `llama_flash_attn_type` values, as llama-bench writes them: -1 auto, 0 off, 1 on.
+pub fn flash_attn_value(choice: Option<bool>) -> i64 {
+    match choice {
+        None => -1,
+        Some(false) => 0,
+        Some(true) => 1,
+    }
+}
+
 /// Whether a column identifies the configuration (compare runs on it) or holds a measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnRole {
@@ -81,6 +148,79 @@ pub enum ColumnRole {
     Provenance,
 }
 
+/// The llama.cpp parameters that memwall neither exposes nor changes, as llama-bench
+/// writes them. llama-bench's key columns must all be present and non-null: its
+/// `compare-llama-bench.py` pairs two builds' rows on every one of them.
+///
+/// [`Default`] is what memwall's engine runs with: `llama_model_default_params()` and
+/// `llama_context_default_params()` with only the fields memwall sets (threads,
+/// batch sizes, cache types, GPU layers, flash attention) changed, no CPU mask and no
+/// custom thread pool (ggml's `ggml_threadpool_params_init` polls at 50).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlamaDefaults {
+    /// CPU affinity mask, hex (`0x0` = none).
+    pub cpu_mask: String,
+    /// Strict CPU placement.
+    pub cpu_strict: bool,
+    /// Thread-pool polling level, 0–100.
+    pub poll: i64,
+    /// MoE expert layers kept on the CPU.
+    pub n_cpu_moe: i64,
+    /// Multi-GPU split mode (`none`, `layer`, `row`, `tensor`).
+    pub split_mode: String,
+    /// The GPU used when the split mode is `none`.
+    pub main_gpu: i64,
+    /// KV cache kept off the GPU.
+    pub no_kv_offload: bool,
+    /// Devices used, `/`-separated (`auto` = llama.cpp's choice).
+    pub devices: String,
+    /// Tensor split over GPUs, `/`-separated fractions.
+    pub tensor_split: String,
+    /// Tensor buffer-type overrides (`none`).
+    pub tensor_buft_overrides: String,
+    /// Model loading mode (`auto`, `none`, `mmap`, `mlock`, `mmap+mlock`, `dio`).
+    pub load_mode: String,
+    /// On-demand tensor reading (`off`, `auto`, `on`).
+    pub lazy_mode: String,
+    /// Embeddings output.
+    pub embeddings: bool,
+    /// Host tensor operations not offloaded to the device (llama-bench writes it as an integer).
+    pub no_op_offload: i64,
+    /// Host buffer bypassed.
+    pub no_host: bool,
+    /// Weight repacking into extra buffer types (`use_extra_bufts`).
+    pub repack: bool,
+    /// Memory margin for fitting parameters to the device, bytes (0 = not fitted).
+    pub fit_target: i64,
+    /// Minimum context when fitting parameters (0 = not fitted).
+    pub fit_min_ctx: i64,
+}
+
+impl Default for LlamaDefaults {
+    fn default() -> Self {
+        LlamaDefaults {
+            cpu_mask: "0x0".into(),
+            cpu_strict: false,
+            poll: 50,
+            n_cpu_moe: 0,
+            split_mode: "layer".into(),
+            main_gpu: 0,
+            no_kv_offload: false,
+            devices: "auto".into(),
+            tensor_split: "0.00".into(),
+            tensor_buft_overrides: "none".into(),
+            load_mode: "auto".into(),
+            lazy_mode: "auto".into(),
+            embeddings: false,
+            no_op_offload: 0,
+            no_host: false,
+            repack: true,
+            fit_target: 0,
+            fit_min_ctx: 0,
+        }
+    }
+}
+
 /// One benchmark test instance (pp, tg, or a batched tg) with full provenance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchRecord {
@@ -90,15 +230,23 @@ pub struct BenchRecord {
     pub run_id: i64,
     /// memwall git commit (embedded at build time; `-dirty` when built from a modified tree).
     pub build_commit: String,
+    /// memwall's build number: the commit count of its history (`git rev-list --count
+    /// HEAD`, as llama.cpp numbers its builds); `None` when git could not tell (no git,
+    /// or a shallow clone whose count would be wrong).
+    pub build_number: Option<i64>,
     /// Engine name (`llama.cpp`).
     pub engine: String,
     /// Engine build (`llama-cpp-sys-2 0.1.161`).
     pub engine_build: String,
-    /// Back end and features (`CPU; AVX512 = 1 | …`).
-    pub backend: String,
+    /// llama.cpp's registered back ends other than the CPU, `,`-separated, or `CPU`
+    /// when there are none (llama-bench's `backends`: `CPU`, `CUDA`, `Metal`, …).
+    pub backends: String,
+    /// llama.cpp's `llama_print_system_info()`: the CPU features it was built with
+    /// (`CPU : SSE3 = 1 | AVX2 = 1 | …`).
+    pub system_info: String,
     /// CPU brand string.
     pub cpu_info: String,
-    /// Accelerators, `;`-separated, empty when none.
+    /// Accelerators, `, `-separated as llama-bench writes them, empty when none.
     pub gpu_info: String,
     /// Model path as given.
     pub model_filename: String,
@@ -124,12 +272,16 @@ pub struct BenchRecord {
     pub n_threads: i64,
     /// Layers offloaded.
     pub n_gpu_layers: i64,
+    /// llama.cpp parameters memwall leaves at their defaults, in llama-bench's encoding.
+    #[serde(flatten, default)]
+    pub llama: LlamaDefaults,
     /// K cache type.
     pub type_k: String,
     /// V cache type.
     pub type_v: String,
-    /// `auto`, `on`, `off`.
-    pub flash_attn: String,
+    /// Flash attention in llama.cpp's `llama_flash_attn_type` (llama-bench's integer
+    /// encoding): -1 = auto (llama.cpp decides), 0 = off, 1 = on.
+    pub flash_attn: i64,
     /// Prompt tokens (pp test), 0 for tg.
     pub n_prompt: i64,
     /// Generated tokens per sequence (tg test), 0 for pp.
@@ -255,54 +407,79 @@ impl BenchRecord {
         self.n_gen > 0 && self.n_prompt == 0
     }
 
-    /// The field list in column order: `(name, role, value)`.
+    /// The field list in column order: `(name, role, value)`. llama-bench's columns come
+    /// first, in its order and encoding (see [`LLAMA_BENCH_COLUMNS`]); memwall's own follow.
     pub fn fields(&self) -> Vec<(&'static str, ColumnRole, Cell)> {
         use Cell::*;
         use ColumnRole::*;
         let opt_i = |v: Option<i64>| v.map_or(Null, Int);
         let opt_r = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(Null, Real);
         let real = |v: f64| if v.is_finite() { Real(v) } else { Null };
+        let text = |v: &String| Text(v.clone());
+        let l = &self.llama;
         vec![
-            ("id", Provenance, Int(self.id)),
-            ("run_id", Provenance, Int(self.run_id)),
-            ("build_commit", Key, Text(self.build_commit.clone())),
-            ("engine", Key, Text(self.engine.clone())),
-            ("engine_build", Key, Text(self.engine_build.clone())),
-            ("backend", Key, Text(self.backend.clone())),
-            ("cpu_info", Key, Text(self.cpu_info.clone())),
-            ("gpu_info", Key, Text(self.gpu_info.clone())),
-            ("model_filename", Key, Text(self.model_filename.clone())),
-            ("model_type", Key, Text(self.model_type.clone())),
+            // llama-bench's columns (`test::get_fields()`), then its JSON samples.
+            ("build_commit", Key, text(&self.build_commit)),
+            ("build_number", Provenance, opt_i(self.build_number)),
+            ("cpu_info", Key, text(&self.cpu_info)),
+            ("gpu_info", Key, text(&self.gpu_info)),
+            ("backends", Key, text(&self.backends)),
+            ("model_filename", Key, text(&self.model_filename)),
+            ("model_type", Key, text(&self.model_type)),
             ("model_size", Key, Int(self.model_size)),
             ("model_n_params", Key, Int(self.model_n_params)),
-            ("model_sha256", Key, Text(self.model_sha256.clone())),
-            ("model_file_bytes", Key, Int(self.model_file_bytes)),
-            ("quant", Key, Text(self.quant.clone())),
-            ("synthetic", Key, Int(self.synthetic as i64)),
             ("n_batch", Key, Int(self.n_batch)),
             ("n_ubatch", Key, Int(self.n_ubatch)),
             ("n_threads", Key, Int(self.n_threads)),
+            ("cpu_mask", Key, text(&l.cpu_mask)),
+            ("cpu_strict", Key, Bool(l.cpu_strict)),
+            ("poll", Key, Int(l.poll)),
+            ("type_k", Key, text(&self.type_k)),
+            ("type_v", Key, text(&self.type_v)),
             ("n_gpu_layers", Key, Int(self.n_gpu_layers)),
-            ("type_k", Key, Text(self.type_k.clone())),
-            ("type_v", Key, Text(self.type_v.clone())),
-            ("flash_attn", Key, Text(self.flash_attn.clone())),
+            ("n_cpu_moe", Key, Int(l.n_cpu_moe)),
+            ("split_mode", Key, text(&l.split_mode)),
+            ("main_gpu", Key, Int(l.main_gpu)),
+            ("no_kv_offload", Key, Bool(l.no_kv_offload)),
+            ("flash_attn", Key, Int(self.flash_attn)),
+            ("devices", Key, text(&l.devices)),
+            ("tensor_split", Key, text(&l.tensor_split)),
+            ("tensor_buft_overrides", Key, text(&l.tensor_buft_overrides)),
+            ("load_mode", Key, text(&l.load_mode)),
+            ("lazy_mode", Key, text(&l.lazy_mode)),
+            ("embeddings", Key, Bool(l.embeddings)),
+            ("no_op_offload", Key, Int(l.no_op_offload)),
+            ("no_host", Key, Bool(l.no_host)),
+            ("repack", Key, Bool(l.repack)),
+            ("fit_target", Key, Int(l.fit_target)),
+            ("fit_min_ctx", Key, Int(l.fit_min_ctx)),
             ("n_prompt", Key, Int(self.n_prompt)),
             ("n_gen", Key, Int(self.n_gen)),
             ("n_depth", Key, Int(self.n_depth)),
-            ("n_seqs", Key, Int(self.n_seqs)),
-            ("test_time", Provenance, Text(self.test_time.clone())),
+            ("test_time", Provenance, text(&self.test_time)),
             ("avg_ns", Measure, Int(self.avg_ns)),
             ("stddev_ns", Measure, Int(self.stddev_ns)),
             ("avg_ts", Measure, real(self.avg_ts)),
             ("stddev_ts", Measure, real(self.stddev_ts)),
-            ("min_ts", Measure, real(self.min_ts)),
-            ("max_ts", Measure, real(self.max_ts)),
             ("samples_ns", Measure, Ints(self.samples_ns.clone())),
             ("samples_ts", Measure, Reals(self.samples_ts.clone())),
+            // memwall's own columns.
+            ("id", Provenance, Int(self.id)),
+            ("run_id", Provenance, Int(self.run_id)),
+            ("engine", Key, text(&self.engine)),
+            ("engine_build", Key, text(&self.engine_build)),
+            ("system_info", Provenance, text(&self.system_info)),
+            ("model_sha256", Key, text(&self.model_sha256)),
+            ("model_file_bytes", Key, Int(self.model_file_bytes)),
+            ("quant", Key, text(&self.quant)),
+            ("synthetic", Key, Bool(self.synthetic)),
+            ("n_seqs", Key, Int(self.n_seqs)),
+            ("min_ts", Measure, real(self.min_ts)),
+            ("max_ts", Measure, real(self.max_ts)),
             ("bandwidth_gbps", Measure, real(self.bandwidth_gbps)),
             ("stream_id", Provenance, Int(self.stream_id)),
             ("peak_gflops", Measure, real(self.peak_gflops)),
-            ("peak_kind", Provenance, Text(self.peak_kind.clone())),
+            ("peak_kind", Provenance, text(&self.peak_kind)),
             ("streamed_bytes", Measure, Int(self.streamed_bytes)),
             ("kv_bytes_per_token", Measure, Int(self.kv_bytes_per_token)),
             ("bytes_per_step", Measure, real(self.bytes_per_step)),
@@ -334,22 +511,14 @@ impl BenchRecord {
             ("achieved_read", Measure, opt_r(self.achieved_read)),
             ("cores_logical", Provenance, Int(self.cores_logical)),
             ("ram_bytes", Provenance, Int(self.ram_bytes)),
-            ("os", Provenance, Text(self.os.clone())),
-            ("kernel", Provenance, Text(self.kernel.clone())),
-            ("hostname", Provenance, Text(self.hostname.clone())),
-            (
-                "thermal_before",
-                Provenance,
-                Text(self.thermal_before.clone()),
-            ),
-            (
-                "thermal_after",
-                Provenance,
-                Text(self.thermal_after.clone()),
-            ),
-            ("power_source", Provenance, Text(self.power_source.clone())),
+            ("os", Provenance, text(&self.os)),
+            ("kernel", Provenance, text(&self.kernel)),
+            ("hostname", Provenance, text(&self.hostname)),
+            ("thermal_before", Provenance, text(&self.thermal_before)),
+            ("thermal_after", Provenance, text(&self.thermal_after)),
+            ("power_source", Provenance, text(&self.power_source)),
             ("swap_out_pages", Measure, opt_i(self.swap_out_pages)),
-            ("warnings", Measure, Text(self.warnings.clone())),
+            ("warnings", Measure, text(&self.warnings)),
         ]
     }
 
@@ -369,9 +538,11 @@ impl BenchRecord {
             id: 1,
             run_id: 1,
             build_commit: "abc123".into(),
+            build_number: Some(100),
             engine: "llama.cpp".into(),
             engine_build: "llama-cpp-sys-2 0.0.0".into(),
-            backend: "CPU".into(),
+            backends: "CPU".into(),
+            system_info: "CPU : AVX2 = 1 |".into(),
             cpu_info: "Example CPU".into(),
             gpu_info: String::new(),
             model_filename: "m.gguf".into(),
@@ -386,9 +557,10 @@ impl BenchRecord {
             n_ubatch: 512,
             n_threads: 2,
             n_gpu_layers: 0,
+            llama: LlamaDefaults::default(),
             type_k: "f16".into(),
             type_v: "f16".into(),
-            flash_attn: "auto".into(),
+            flash_attn: -1,
             n_prompt: 0,
             n_gen: 128,
             n_depth: 0,
@@ -520,27 +692,68 @@ mod tests {
     }
 
     #[test]
-    fn llama_bench_columns_are_present() {
-        let cols = BenchRecord::column_names();
-        for c in [
-            "build_commit",
-            "model_filename",
-            "model_type",
+    fn llama_bench_columns_come_first_with_its_types() {
+        let f = BenchRecord::example().fields();
+        let names: Vec<&str> = f.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(names[..LLAMA_BENCH_COLUMNS.len()], LLAMA_BENCH_COLUMNS);
+        // llama-bench's `test::get_field_type`, transcribed: these are INT, these BOOL,
+        // these FLOAT, every other field STRING; the samples are number arrays.
+        const INT: [&str; 19] = [
+            "build_number",
+            "n_batch",
+            "n_ubatch",
+            "n_threads",
+            "poll",
             "model_size",
             "model_n_params",
-            "n_threads",
+            "n_gpu_layers",
+            "main_gpu",
             "n_prompt",
             "n_gen",
             "n_depth",
-            "test_time",
             "avg_ns",
             "stddev_ns",
-            "avg_ts",
-            "stddev_ts",
-            "samples_ns",
-            "samples_ts",
-        ] {
-            assert!(cols.contains(&c), "missing {c}");
+            "no_op_offload",
+            "n_cpu_moe",
+            "fit_target",
+            "fit_min_ctx",
+            "flash_attn",
+        ];
+        const BOOL: [&str; 5] = [
+            "no_kv_offload",
+            "cpu_strict",
+            "embeddings",
+            "no_host",
+            "repack",
+        ];
+        const FLOAT: [&str; 2] = ["avg_ts", "stddev_ts"];
+        for (name, _, cell) in &f[..LLAMA_BENCH_COLUMNS.len() - 2] {
+            let want = if INT.contains(name) {
+                "INT"
+            } else if BOOL.contains(name) {
+                "BOOL"
+            } else if FLOAT.contains(name) {
+                "FLOAT"
+            } else {
+                "STRING"
+            };
+            let got = match cell {
+                Cell::Int(_) => "INT",
+                Cell::Bool(_) => "BOOL",
+                Cell::Real(_) => "FLOAT",
+                Cell::Text(_) => "STRING",
+                other => panic!("{name}: {other:?}"),
+            };
+            assert_eq!(got, want, "column {name}");
         }
+        assert!(matches!(f[42].2, Cell::Ints(_)) && matches!(f[43].2, Cell::Reals(_)));
+    }
+
+    #[test]
+    fn flash_attn_uses_llama_cpp_values() {
+        // llama.h: LLAMA_FLASH_ATTN_TYPE_AUTO = -1, _DISABLED = 0, _ENABLED = 1.
+        assert_eq!(flash_attn_value(None), -1);
+        assert_eq!(flash_attn_value(Some(false)), 0);
+        assert_eq!(flash_attn_value(Some(true)), 1);
     }
 }

@@ -79,6 +79,43 @@ pub fn check_model(path: &Path) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// llama.cpp's registered back ends other than the CPU, `,`-separated, or `CPU` when
+/// there are none; RPC back ends count once and only when they have a device. The
+/// same string llama-bench writes in its `backends` column (its `test::get_backend()`).
+pub fn backends() -> String {
+    let name = |reg| {
+        // SAFETY: `reg` comes from the registry; the name is a static NUL-terminated string.
+        unsafe {
+            let p = llama_cpp_sys_2::ggml_backend_reg_name(reg);
+            if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        }
+    };
+    let mut names = Vec::new();
+    let mut rpc_used = false;
+    // SAFETY: plain registry queries; indices are below the count.
+    for i in 0..unsafe { llama_cpp_sys_2::ggml_backend_reg_count() } {
+        let reg = unsafe { llama_cpp_sys_2::ggml_backend_reg_get(i) };
+        let n = name(reg);
+        if n.starts_with("RPC") {
+            rpc_used |= unsafe { llama_cpp_sys_2::ggml_backend_reg_dev_count(reg) } > 0;
+        } else if n != "CPU" {
+            names.push(n);
+        }
+    }
+    if rpc_used {
+        names.push("RPC".into());
+    }
+    if names.is_empty() {
+        "CPU".into()
+    } else {
+        names.join(",")
+    }
+}
+
 /// A loaded model, shareable between contexts (llama-bench reuses one model across
 /// instances that differ only in context parameters).
 #[derive(Clone)]
@@ -259,16 +296,11 @@ impl LlamaEngine {
 
 impl Engine for LlamaEngine {
     fn info(&self) -> EngineInfo {
-        let backend =
-            if self.handle.n_gpu_layers > 0 && backend().is_ok_and(|b| b.supports_gpu_offload()) {
-                "GPU offload"
-            } else {
-                "CPU"
-            };
         EngineInfo {
             name: "llama.cpp".into(),
             build: engine_build(),
-            backend: format!("{backend}; {}", system_info()),
+            backends: backends(),
+            system_info: system_info(),
         }
     }
 
@@ -414,5 +446,27 @@ impl Engine for LlamaEngine {
             .cell
             .borrow_dependent()
             .state_seq_get_size_ext(seq, Default::default()) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A build without GPU back ends registers only the CPU; llama-bench then writes `CPU`.
+    #[cfg(not(any(feature = "cuda", feature = "metal")))]
+    #[test]
+    fn a_cpu_only_build_reports_the_cpu_back_end() {
+        super::backend().unwrap();
+        // The registry is populated (an empty one would also print `CPU`) and holds the CPU.
+        // SAFETY: registry queries with indices below the count.
+        let names: Vec<String> = (0..unsafe { llama_cpp_sys_2::ggml_backend_reg_count() })
+            .map(|i| unsafe {
+                let reg = llama_cpp_sys_2::ggml_backend_reg_get(i);
+                std::ffi::CStr::from_ptr(llama_cpp_sys_2::ggml_backend_reg_name(reg))
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        assert_eq!(names, ["CPU"]);
+        assert_eq!(super::backends(), "CPU");
     }
 }

@@ -137,8 +137,12 @@ pub struct EngineInfo {
     pub name: String,
     /// Engine version/build string (e.g. `llama-cpp-sys-2 0.1.161`).
     pub build: String,
-    /// Back end in use (`CPU`, `CUDA`, `Metal`) and its features.
-    pub backend: String,
+    /// The engine's back ends other than the CPU, `,`-separated, or `CPU` when there
+    /// are none (llama-bench's `backends` column: `CPU`, `CUDA`, `Metal`, …).
+    pub backends: String,
+    /// The engine's description of its build (llama.cpp: `llama_print_system_info()`,
+    /// the CPU features compiled in).
+    pub system_info: String,
 }
 
 /// A chat message for template application.

@@ -96,7 +96,8 @@ impl Engine for Mock {
         EngineInfo {
             name: "mock".into(),
             build: "test".into(),
-            backend: "none".into(),
+            backends: "none".into(),
+            system_info: String::new(),
         }
     }
     fn n_vocab(&self) -> usize {
