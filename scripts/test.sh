@@ -6,6 +6,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Test set-up: packages only the tests need (setup.sh installs what `memwall bench`
+# needs). bubblewrap isolates the generated code the HumanEval sandbox executes; its
+# tests skip loudly without it (MEMWALL_REQUIRE_SANDBOX=1, as in CI, fails instead).
+TEST_PKGS=(bubblewrap)
+missing=()
+for p in "${TEST_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "== test set-up: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
