@@ -561,6 +561,7 @@ mod tests {
                 hostname: "h".into(),
             },
             notes: String::new(),
+            guard: None,
         }
     }
 
