@@ -29,6 +29,9 @@ pub enum AppError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] memwall_core::engine::EngineError),
+    /// The measuring guard refused (battery power, not enough memory).
+    #[error(transparent)]
+    Guard(#[from] memwall_core::guard::GuardError),
     /// The catalogue failed.
     #[error(transparent)]
     Catalog(#[from] memwall_core::catalog::CatalogError),

@@ -390,6 +390,7 @@ impl AppState {
             reps: r.reps,
             seed: 42,
             allow_battery: false,
+            skip_capacity_check: false,
         };
         plan.validate()
             .map_err(|e| AppError::Invalid(e.to_string()))?;
@@ -462,6 +463,12 @@ impl AppState {
                 _ => None,
             }
         };
+        // The guard: battery refused (as the app's bench), the model must fit unless it
+        // is already loaded; thermal and swap-outs compared after the turn.
+        let mut guard = memwall_core::guard::Guard::begin(Default::default())?;
+        if engine.is_none() {
+            guard.check_fit(&[(&facts, 4096)], CacheType::F16)?;
+        }
         let cancel = g.cancel.clone();
         let cfg = ChatConfig {
             max_tokens: r.max_tokens.clamp(1, 4096),
@@ -490,7 +497,9 @@ impl AppState {
         if let (Some(e), Ok(mut slot)) = (engine, self.chat_engine.lock()) {
             *slot = Some((path, e));
         }
-        Ok(out?)
+        let mut stats = out?;
+        stats.warnings = guard.finish().warnings;
+        Ok(stats)
     }
 
     /// Stored runs, newest first, optionally only those with bench rows matching `f`.

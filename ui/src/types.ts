@@ -45,6 +45,8 @@ export interface BenchOutcome { run_id: number; records: BenchRecord[]; results_
 export interface ChatStats {
   prompt_tokens: number; n_gen: number; ttft_ms: number | null; prefill_tps: number | null;
   decode_tps: number | null; ceiling_tps: number | null; pct_of_ceiling: number | null;
+  /** The measuring guard's warnings for the turn (battery, swapping, thermal); on the final stats only. */
+  warnings?: string[];
 }
 export type StopReason = "end_of_generation" | "max_tokens" | "cancelled" | "context_full";
 export type ChatEvent =

@@ -157,9 +157,9 @@ pub struct BenchArgs {
     /// Seed of the synthetic tokens.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Record on battery power (rows are marked).
-    #[arg(long)]
-    pub allow_battery: bool,
+    /// Battery and memory overrides.
+    #[command(flatten)]
+    pub guard: GuardArgs,
     /// Use the latest stored STREAM/peak measurement instead of measuring now.
     #[arg(long)]
     pub reuse_stream: bool,
@@ -181,6 +181,27 @@ pub struct BenchArgs {
     /// With --predict: the fraction of each ceiling you expect to reach (1 = the ceiling).
     #[arg(long, default_value_t = 1.0)]
     pub efficiency: f64,
+}
+
+/// The measuring guard's overrides, shared by every command that measures.
+#[derive(Debug, Args, Clone, Default)]
+pub struct GuardArgs {
+    /// Measure on battery power (rows and runs are marked 'battery').
+    #[arg(long)]
+    pub allow_battery: bool,
+    /// Start even when the models do not seem to fit in available memory, or the OS gives no memory reading (the run records that the check was skipped).
+    #[arg(long)]
+    pub skip_capacity_check: bool,
+}
+
+impl GuardArgs {
+    /// The core options.
+    pub fn options(&self) -> memwall_core::guard::GuardOptions {
+        memwall_core::guard::GuardOptions {
+            allow_battery: self.allow_battery,
+            skip_capacity_check: self.skip_capacity_check,
+        }
+    }
 }
 
 /// On, off, or the engine's choice.
@@ -382,6 +403,9 @@ pub struct KvVerifyArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+    /// Battery and memory overrides.
+    #[command(flatten)]
+    pub guard: GuardArgs,
 }
 
 /// `memwall quant ...`.
@@ -496,6 +520,9 @@ pub struct FrontierArgs {
     /// HumanEval sandbox timeout per problem, ms.
     #[arg(long, default_value_t = 10_000)]
     pub sandbox_timeout_ms: u64,
+    /// Execute HumanEval completions even where bubblewrap cannot isolate them (file system and network exposed; items are marked 'isolation: none').
+    #[arg(long)]
+    pub unsafe_no_sandbox: bool,
     /// Seed of the task subsets.
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
@@ -514,6 +541,9 @@ pub struct FrontierArgs {
     /// No progress output.
     #[arg(long)]
     pub quiet: bool,
+    /// Battery and memory overrides.
+    #[command(flatten)]
+    pub guard: GuardArgs,
 }
 
 /// `memwall perplexity`.
@@ -549,6 +579,9 @@ pub struct PerplexityArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+    /// Battery and memory overrides.
+    #[command(flatten)]
+    pub guard: GuardArgs,
 }
 
 /// Which analysis.
@@ -658,6 +691,9 @@ pub struct SpecGateArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+    /// Battery and memory overrides.
+    #[command(flatten)]
+    pub guard: GuardArgs,
 }
 
 /// `memwall spec bench`.
@@ -710,6 +746,9 @@ pub struct SpecBenchArgs {
     /// Print the rows as JSON on stdout (progress stays on stderr).
     #[arg(long)]
     pub json: bool,
+    /// Battery and memory overrides.
+    #[command(flatten)]
+    pub guard: GuardArgs,
 }
 
 /// The model side of `memwall calc` / `memwall model synth`: a file, a preset, a

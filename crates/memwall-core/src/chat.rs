@@ -61,6 +61,10 @@ pub struct ChatStats {
     pub ceiling_tps: Option<f64>,
     /// decode_tps ÷ ceiling_tps × 100.
     pub pct_of_ceiling: Option<f64>,
+    /// The measuring guard's warnings for the turn (battery, swapping, thermal),
+    /// set on the final stats the caller returns; empty while streaming.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl ChatStats {
@@ -92,6 +96,7 @@ impl ChatStats {
             decode_tps,
             ceiling_tps,
             pct_of_ceiling,
+            warnings: Vec::new(),
         }
     }
 }

@@ -26,6 +26,9 @@ pub enum JobError {
     /// The benchmark failed.
     #[error(transparent)]
     Bench(#[from] BenchError),
+    /// The guard refused to start (battery, memory).
+    #[error(transparent)]
+    Guard(#[from] crate::guard::GuardError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -136,6 +139,7 @@ pub async fn stream_job_sized(
         command: command.to_string(),
         host: host.clone(),
         notes: String::new(),
+        guard: None,
     };
     let (run_id, ids) = store.insert_stream_run(&run, &results, &peaks).await?;
     Ok(StreamOutcome {
@@ -274,7 +278,12 @@ pub async fn bench_job(
 ) -> Result<BenchOutcome, JobError> {
     plan.validate()?;
     let host = hw::host_info();
-    crate::bench::check_power(&hw::live_state(), plan.allow_battery)?;
+    // Refuse battery and models that cannot fit before STREAM runs or anything is stored.
+    let mut guard = crate::guard::Guard::begin(plan.guard_options())?;
+    for (mi, path) in plan.models.iter().enumerate() {
+        let facts = crate::model::ModelFacts::open(path).map_err(BenchError::from)?;
+        guard.check_fit(&[(&facts, plan.max_ctx(mi))], plan.type_k)?;
+    }
     let counts: Vec<usize> = plan.n_threads.iter().map(|&t| t as usize).collect();
     let roof = machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?;
     let started = crate::util::now_rfc3339();
@@ -299,6 +308,7 @@ pub async fn bench_job(
         command: opts.command.clone(),
         host,
         notes: roof.provenance.clone(),
+        guard: Some(guard.finish()),
     };
     let run_id = store.insert_bench_run(&run, &mut records).await?;
     let (dir, files) = match &opts.results_dir {

@@ -32,6 +32,7 @@ pub mod evidence;
 pub mod export;
 pub mod frontier;
 pub mod gguf;
+pub mod guard;
 pub mod hw;
 pub mod jobs;
 pub mod model;

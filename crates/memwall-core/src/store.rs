@@ -115,6 +115,10 @@ pub struct NewRun {
     pub host: HostInfo,
     /// Free-form notes.
     pub notes: String,
+    /// What the measuring guard saw (power, thermal before/after, swap-outs,
+    /// capacity checks); `None` for runs that measured nothing under it.
+    #[serde(default)]
+    pub guard: Option<crate::guard::GuardReport>,
 }
 
 /// A stored run, as listed by the History page and `memwall history`.
@@ -407,9 +411,13 @@ impl Store {
         run: &NewRun,
     ) -> Result<i64, StoreError> {
         let host_json = serde_json::to_string(&run.host).expect("host serializes");
+        let guard_json = run
+            .guard
+            .as_ref()
+            .map(|g| serde_json::to_string(g).expect("guard report serializes"));
         let r = sqlx::query(
-            "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json, notes)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json, notes, guard_json)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&run.kind)
         .bind(&run.started_at)
@@ -424,6 +432,7 @@ impl Store {
         .bind(&run.host.hostname)
         .bind(host_json)
         .bind(&run.notes)
+        .bind(guard_json)
         .execute(&mut **tx)
         .await
         .map_err(|e| self.sql(e))?;
@@ -740,6 +749,32 @@ impl Store {
             .collect())
     }
 
+    /// The guard's findings stored with a run (`None`: measured nothing under the guard).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; [`StoreError::NotFound`] for an unknown run.
+    pub async fn run_guard(
+        &self,
+        run_id: i64,
+    ) -> Result<Option<crate::guard::GuardReport>, StoreError> {
+        let json: Option<Option<String>> =
+            sqlx::query_scalar("SELECT guard_json FROM runs WHERE id = ?")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.sql(e))?;
+        let json = json.ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| StoreError::Decode {
+                path: self.path.display().to_string(),
+                table: "runs",
+                id: run_id,
+                problem: format!("guard_json: {e}"),
+            })
+        })
+        .transpose()
+    }
+
     /// Runs whose rows rest on run `id`: the spec-bench runs with speedup rows that
     /// a gate of run `id` unlocked (`spec_bench.gate_id`), ascending.
     ///
@@ -856,6 +891,7 @@ mod tests {
             command: "memwall test".into(),
             host: host(),
             notes: String::new(),
+            guard: None,
         }
     }
 
@@ -1244,6 +1280,42 @@ mod tests {
             25,
         )
         .await
+    }
+
+    #[tokio::test]
+    async fn the_guard_report_is_stored_with_its_run() {
+        use crate::guard::{Guard, GuardOptions};
+        use crate::hw::{LiveState, MemState, PowerSource, Thermal, ThermalState};
+        let (_d, s) = store().await;
+        let live = |swapped| LiveState {
+            power: PowerSource::Unknown,
+            thermal: Thermal {
+                state: ThermalState::Nominal,
+                max_celsius: Some(50.0),
+            },
+            mem: MemState {
+                total: Bytes(1 << 30),
+                available: Bytes(1 << 29),
+                swap_total: Bytes(0),
+                swap_used: Bytes(0),
+            },
+            swap_out_pages: Some(swapped),
+        };
+        let report = Guard::begin_at(live(7), GuardOptions::default())
+            .unwrap()
+            .finish_at(live(9));
+        let mut with = run("kv");
+        with.guard = Some(report.clone());
+        let mut tx = s.begin().await.unwrap();
+        let a = s.insert_run_tx(&mut tx, &with).await.unwrap();
+        let b = s.insert_run_tx(&mut tx, &run("stream")).await.unwrap();
+        tx.commit().await.unwrap();
+        let back = s.run_guard(a).await.unwrap().unwrap();
+        assert_eq!(back, report);
+        assert_eq!(back.swap_out_pages, Some(2));
+        assert_eq!(back.thermal_after, "nominal 50.0C");
+        assert_eq!(s.run_guard(b).await.unwrap(), None);
+        assert!(s.run_guard(b + 1).await.is_err());
     }
 
     #[tokio::test]

@@ -128,6 +128,7 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         reps: 2,
         seed: 1,
         allow_battery: true,
+        skip_capacity_check: false,
     };
     let host = memwall_core::hw::host_info();
     // A fixed roof, not a fresh STREAM: on a shared 2-core machine a STREAM taken
@@ -194,14 +195,22 @@ fn kv_state_growth_equals_the_formula_exactly() {
         let Some(path) = testing::model(name) else {
             continue;
         };
+        let mut guard = memwall_core::guard::Guard::begin(memwall_core::guard::GuardOptions {
+            allow_battery: true,
+            skip_capacity_check: false,
+        })
+        .unwrap();
         let rows = memwall_core::evidence::run_kv_verify(
             &[path],
             &[CacheType::F16, CacheType::Q8_0],
             640,
             2,
+            &mut guard,
             &mut |_| {},
         )
         .unwrap();
+        // The model's fit was checked (and recorded) before it was loaded.
+        assert_eq!(guard.finish().capacity.len(), 1);
         for r in &rows {
             // Independent value: 2 × layers × kv_heads × head_dim × bytes per element, over the
             // layers that still grow between n and 2n (Gemma-3: 3 global layers past the 512 window).

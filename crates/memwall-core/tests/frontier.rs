@@ -283,6 +283,10 @@ fn tiny_plan(source: PathBuf) -> FrontierPlan {
             (TaskKind::HumanEval, tc(1, 48)),
         ],
         remeasure: vec![],
+        guard: memwall_core::guard::GuardOptions {
+            allow_battery: true,
+            skip_capacity_check: false,
+        },
     }
 }
 
@@ -367,6 +371,23 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
         ))
         .unwrap();
     assert_eq!((again.measured, again.skipped), (0, n_cells));
+    // Every cell's run carries the guard's findings, with the arm's capacity check.
+    let guards: Vec<Option<String>> = rt
+        .block_on(
+            sqlx::query_scalar("SELECT guard_json FROM runs WHERE kind = 'frontier' ORDER BY id")
+                .fetch_all(store.pool()),
+        )
+        .unwrap();
+    assert_eq!(guards.len(), n_cells);
+    for g in &guards {
+        let g: memwall_core::guard::GuardReport =
+            serde_json::from_str(g.as_deref().expect("guard_json stored")).unwrap();
+        assert_eq!(g.capacity.len(), 1, "{g:?}");
+        assert!(
+            !g.capacity[0].skipped && g.capacity[0].needed_bytes > 0,
+            "{g:?}"
+        );
+    }
 
     // The arms: the Q4_1 source and a Q8_0 arm above it (cached by key).
     let rows = &out.rows;

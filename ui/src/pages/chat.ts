@@ -47,8 +47,9 @@ export async function chatPage(root: HTMLElement) {
     $<HTMLTextAreaElement>("#msg").value = "";
     render();
     try {
-      await api.chat({ model: $<HTMLSelectElement>("#cmodel").value, messages: request(s), max_tokens: Number($<HTMLInputElement>("#maxt").value) || 128 },
+      const last = await api.chat({ model: $<HTMLSelectElement>("#cmodel").value, messages: request(s), max_tokens: Number($<HTMLInputElement>("#maxt").value) || 128 },
         (e) => { s = apply(s, e); render(); });
+      if (last.warnings?.length) s = { ...s, error: `warning: ${last.warnings.join("; ")}` };
     } catch (e) {
       s = failed(s, errText(e));
     }

@@ -46,7 +46,8 @@ pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
         },
         reps: a.reps,
         seed: a.seed,
-        allow_battery: a.allow_battery,
+        allow_battery: a.guard.allow_battery,
+        skip_capacity_check: a.guard.skip_capacity_check,
     };
     plan.validate()?;
     Ok(plan)

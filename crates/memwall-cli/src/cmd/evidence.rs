@@ -1,6 +1,6 @@
 //! `memwall kv verify` and `memwall analyze batch|depth|threads|ceilings`.
 
-use super::{command_line, open_store, parse_cache, physical_cores, resolve_model};
+use super::{command_line, open_store, parse_cache, physical_cores, print_guard, resolve_model};
 use crate::args::{AnalyzeArgs, AnalyzeKind, KvVerifyArgs};
 use anyhow::{Result, bail};
 use memwall_core::catalog::Catalog;
@@ -41,12 +41,15 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
     let threads = a.threads.unwrap_or_else(physical_cores);
     let started = memwall_core::util::now_rfc3339();
     let n = a.n;
-    let rows: Vec<KvVerify> = tokio::task::spawn_blocking(move || {
-        evidence::run_kv_verify(&models, &caches, n, threads, &mut |m| {
+    let mut guard = memwall_core::guard::Guard::begin(a.guard.options())?;
+    let (rows, guard): (Vec<KvVerify>, _) = tokio::task::spawn_blocking(move || {
+        let rows = evidence::run_kv_verify(&models, &caches, n, threads, &mut guard, &mut |m| {
             eprintln!("kv verify: {m}…")
-        })
+        });
+        rows.map(|r| (r, guard.finish()))
     })
     .await??;
+    print_guard(&guard);
     let store = open_store(db).await?;
     let run = NewRun {
         kind: "kv".into(),
@@ -55,6 +58,7 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
         command: command_line(),
         host: memwall_core::hw::host_info(),
         notes: String::new(),
+        guard: Some(guard),
     };
     let run_id = evidence::store_kv_run(&store, &run, &rows).await?;
     if a.json {

@@ -1,7 +1,7 @@
 //! `memwall frontier` and `memwall perplexity`.
 
 use super::bench::ctrlc_flag;
-use super::{command_line, open_store, physical_cores, resolve_model};
+use super::{command_line, guard_line, open_store, physical_cores, print_guard, resolve_model};
 use crate::args::{FrontierArgs, PerplexityArgs};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -32,9 +32,16 @@ fn plan_of(a: &FrontierArgs) -> Result<FrontierPlan> {
         max_new_tokens: max_new,
         sandbox: SandboxLimits {
             timeout_ms: a.sandbox_timeout_ms,
+            unsafe_no_sandbox: a.unsafe_no_sandbox,
             ..Default::default()
         },
     };
+    if a.humaneval > 0 && !a.table_only {
+        // Refuse before measuring anything when generated code could not be isolated.
+        memwall_core::evals::sandbox::check_isolation(
+            &tc(a.humaneval, a.humaneval_tokens).sandbox,
+        )?;
+    }
     let mut tasks = Vec::new();
     for (k, n, max_new) in [
         (TaskKind::Gsm8k, a.gsm8k, a.gsm8k_tokens),
@@ -67,6 +74,7 @@ fn plan_of(a: &FrontierArgs) -> Result<FrontierPlan> {
         kld: !a.no_kld,
         tasks,
         remeasure: a.remeasure.clone(),
+        guard: a.guard.options(),
     };
     plan.validate()?;
     Ok(plan)
@@ -80,6 +88,8 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
         let (src, arms) = frontier::existing_arms(&plan)?;
         frontier::load_rows(&store, &plan, &src, &arms).await?
     } else {
+        // Refuse battery before STREAM runs (each cell checks again, with its memory fit).
+        memwall_core::guard::Guard::begin(plan.guard)?;
         let roof = if plan.speed {
             if !a.quiet && !a.reuse_stream {
                 eprintln!("measuring bandwidth (STREAM) and compute peaks for the ceilings…");
@@ -227,6 +237,19 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
     let text = std::fs::read_to_string(&text_path)
         .with_context(|| format!("reading {}", text_path.display()))?;
     let threads = a.threads.unwrap_or_else(physical_cores);
+    let mut guard = memwall_core::guard::Guard::begin(a.guard.options())?;
+    {
+        let facts = memwall_core::model::ModelFacts::open(&model)?;
+        let reference = match &a.reference {
+            Some(r) => Some(memwall_core::model::ModelFacts::open(&resolve_model(r)?)?),
+            None => None,
+        };
+        let mut parts = vec![(&facts, a.ctx as u64)];
+        if let Some(r) = &reference {
+            parts.push((r, a.ctx as u64));
+        }
+        guard.check_fit(&parts, memwall_core::model::CacheType::F16)?;
+    }
     let cfg = PplConfig {
         dataset: a.data.clone(),
         n_ctx: a.ctx,
@@ -272,6 +295,8 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
         )?,
     };
     eprintln!();
+    let guard = guard.finish();
+    print_guard(&guard);
     let reference = if a.compare {
         let tool = expand_home(&a.tool);
         Some(ppl::llama_perplexity_reference(
@@ -281,7 +306,7 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
         None
     };
     if a.json {
-        let v = serde_json::json!({ "memwall": res, "llama_perplexity": reference.map(|(p, u)| serde_json::json!({"ppl": p, "unc": u})) });
+        let v = serde_json::json!({ "memwall": res, "llama_perplexity": reference.map(|(p, u)| serde_json::json!({"ppl": p, "unc": u})), "guard": guard });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -310,6 +335,7 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
             k.ppl_ref
         );
     }
+    println!("{}", guard_line(&guard));
     if let Some((p, u)) = reference {
         println!("llama-perplexity: PPL = {p:.4} +/- {u:.5}");
         println!(

@@ -111,6 +111,31 @@ pub(crate) fn default_model() -> Result<PathBuf> {
     Ok(p)
 }
 
+/// One line for reports: power, thermal and swap-outs before → after, and the warnings.
+pub(crate) fn guard_line(r: &memwall_core::guard::GuardReport) -> String {
+    format!(
+        "guard: power {} → {}, thermal {} → {}, pages swapped out {}; {}",
+        r.power_before,
+        r.power_after,
+        r.thermal_before,
+        r.thermal_after,
+        r.swap_out_pages
+            .map_or("— (not reported by the OS)".into(), |p| p.to_string()),
+        if r.warnings.is_empty() {
+            "no warnings".to_string()
+        } else {
+            format!("warnings: {}", r.warnings.join("; "))
+        }
+    )
+}
+
+/// Prints the guard's warnings (battery, swapping, thermal, skipped capacity check) on stderr.
+pub(crate) fn print_guard(report: &memwall_core::guard::GuardReport) {
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
 pub(crate) fn physical_cores() -> u32 {
     let h = memwall_core::hw::host_info();
     h.cores_physical.max(1) as u32

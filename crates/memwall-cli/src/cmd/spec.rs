@@ -1,9 +1,11 @@
 //! `memwall spec prompts | gate | bench`: flags → core `spec` plans → printed tables.
 
-use super::{command_line, open_store, physical_cores, resolve_model};
+use super::{command_line, guard_line, open_store, physical_cores, print_guard, resolve_model};
 use crate::args::{SpecBenchArgs, SpecCmd, SpecGateArgs, SpecModelArgs, SpecPromptsArgs};
 use anyhow::{Context, Result, bail};
 use memwall_core::engine::Engine;
+use memwall_core::guard::{Guard, GuardReport};
+use memwall_core::model::{CacheType, ModelFacts};
 use memwall_core::spec::bench::{self, BenchProvenance, CategoryInput, SpecBenchPlan};
 use memwall_core::spec::drafter::Ngram;
 use memwall_core::spec::gate::{self, DrafterKind, GatePlan, TokenizedPrompt};
@@ -83,6 +85,24 @@ fn load_pair(m: &SpecModelArgs, need_draft: bool, n_ctx: u32) -> Result<pair::Pa
     Ok(pair::load(&target, draft.as_deref(), n_ctx, threads)?)
 }
 
+/// Checks that the target (and the draft, when loaded) fit in memory together with
+/// `n_ctx` tokens of context each, before llama.cpp loads them.
+fn fit_pair(guard: &mut Guard, m: &SpecModelArgs, need_draft: bool, n_ctx: u32) -> Result<()> {
+    let n = pair::engine_config(n_ctx, 1).n_ctx as u64;
+    let target = ModelFacts::open(&resolve_model(&m.target)?)?;
+    let draft = if need_draft {
+        Some(ModelFacts::open(&resolve_model(&m.draft)?)?)
+    } else {
+        None
+    };
+    let mut parts = vec![(&target, n)];
+    if let Some(d) = &draft {
+        parts.push((d, n));
+    }
+    guard.check_fit(&parts, CacheType::F16)?;
+    Ok(())
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name().map_or_else(
         || p.display().to_string(),
@@ -153,7 +173,7 @@ fn limit_round_robin(toks: Vec<TokenizedPrompt>, n: usize) -> Vec<TokenizedPromp
     out
 }
 
-fn new_run(kind: &str, started_at: String, notes: String) -> NewRun {
+fn new_run(kind: &str, started_at: String, notes: String, guard: GuardReport) -> NewRun {
     NewRun {
         kind: kind.into(),
         started_at,
@@ -161,6 +181,7 @@ fn new_run(kind: &str, started_at: String, notes: String) -> NewRun {
         command: command_line(),
         host: memwall_core::hw::host_info(),
         notes,
+        guard: Some(guard),
     }
 }
 
@@ -176,6 +197,8 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
     let set = prompt_set(&a.m)?;
     let need_draft = ds.contains(&DrafterKind::DraftModel) || a.sampling_trials > 0;
     let started = now_rfc3339();
+    let mut guard = Guard::begin(a.guard.options())?;
+    fit_pair(&mut guard, &a.m, need_draft, 4096)?;
     // Tokenize with a throwaway context first to size the real one.
     let mut p = load_pair(&a.m, need_draft, 4096)?;
     let mut toks = pair::tokenize_set(&p.target, &set)?;
@@ -187,6 +210,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
     let longest = toks.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
     let need_ctx = (longest + a.max_new + memwall_core::spec::K_MAX + 8) as u32;
     if need_ctx > 4096 {
+        fit_pair(&mut guard, &a.m, need_draft, need_ctx)?;
         p = load_pair(&a.m, need_draft, need_ctx)?;
     }
     let plan = GatePlan {
@@ -251,6 +275,8 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
         )?);
     }
     let info = p.target.info();
+    let guard = guard.finish();
+    print_guard(&guard);
     if a.json {
         println!(
             "{}",
@@ -258,7 +284,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
                 "prompt_set_sha256": set.sha256, "max_new": a.max_new,
                 "n_prompts_set": n_prompts_set, "partial": partial,
                 "prompts": toks.iter().map(|t| serde_json::json!({"id": t.id, "n_prompt_tokens": t.tokens.len()})).collect::<Vec<_>>(),
-                "greedy": rows, "sampling": sampling,
+                "greedy": rows, "sampling": sampling, "guard": guard,
             }))?
         );
     } else {
@@ -323,6 +349,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
                 },
                 a.max_new
             ),
+            guard,
         );
         let id = sstore::insert_gate_run(&store, &run, &prov, &toks, &rows, &sampling).await?;
         eprintln!("stored as run {id} in {}", store.path().display());
@@ -367,6 +394,8 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     let set = prompt_set(&a.m)?;
     let started = now_rfc3339();
     let need_draft = ds.contains(&DrafterKind::DraftModel);
+    let mut guard = Guard::begin(a.guard.options())?;
+    fit_pair(&mut guard, &a.m, need_draft, 4096)?;
     let mut p = load_pair(&a.m, need_draft, 4096)?;
     let toks = pair::tokenize_set(&p.target, &set)?;
     let mut inputs = Vec::new();
@@ -395,6 +424,7 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     let need_ctx =
         (longest + a.max_new.max(a.calib_max_new) + memwall_core::spec::K_MAX + 8) as u32;
     if need_ctx > 4096 {
+        fit_pair(&mut guard, &a.m, need_draft, need_ctx)?;
         p = load_pair(&a.m, need_draft, need_ctx)?;
     }
     let info = p.target.info();
@@ -451,6 +481,8 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     let reports = bench::run_bench(&mut p.target, p.draft.as_mut(), &inputs, &plan, &mut |m| {
         eprintln!("[{:>5.0} s] {m}", t0.elapsed().as_secs_f64());
     })?;
+    let guard = guard.finish();
+    print_guard(&guard);
     let threads = a.m.threads.unwrap_or_else(physical_cores);
     let host = memwall_core::hw::host_info();
     let prov = BenchProvenance {
@@ -487,11 +519,13 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
         bench::table_md(&rows),
         bench::cost_md(&reports)
     );
+    let md = format!("{md}\n{}\n", guard_line(&guard));
     if !a.no_store {
         let run = new_run(
             "spec-bench",
             started,
             format!("loadavg start {load_start}, end {load_end}"),
+            guard.clone(),
         );
         let id = sstore::insert_bench_run(&store, &run, &mut rows).await?;
         eprintln!("stored as run {id} in {}", store.path().display());
@@ -501,7 +535,9 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
         .with_context(|| format!("writing {}/spec.md", a.out.display()))?;
     std::fs::write(
         a.out.join("spec.json"),
-        serde_json::to_string_pretty(&serde_json::json!({"rows": rows, "reports": reports}))?,
+        serde_json::to_string_pretty(
+            &serde_json::json!({"rows": rows, "reports": reports, "guard": guard}),
+        )?,
     )
     .with_context(|| format!("writing {}/spec.json", a.out.display()))?;
     let charts = chart::write_charts(&a.out, &rows)?;

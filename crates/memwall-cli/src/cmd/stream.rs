@@ -155,6 +155,7 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
         command: command_line(),
         host,
         notes: String::new(),
+        guard: None,
     };
     let (id, _) = store.insert_stream_run(&run, &[], &peaks).await?;
     if a.json {

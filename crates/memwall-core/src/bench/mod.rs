@@ -17,10 +17,10 @@
 pub mod record;
 pub mod stats;
 
-use crate::hw::{self, HostInfo, LiveState, ThermalState};
+use crate::hw::{self, HostInfo, LiveState};
 use crate::model::{CacheType, ModelFacts};
 use crate::roofline;
-use crate::units::{Bytes, Gbps, Gflops};
+use crate::units::{Gbps, Gflops};
 use record::BenchRecord;
 use serde::{Deserialize, Serialize};
 use stats::Sample;
@@ -59,6 +59,9 @@ pub struct BenchPlan {
     pub seed: u64,
     /// Record even on battery power (rows are marked).
     pub allow_battery: bool,
+    /// Start even when the models' fit in memory cannot be checked or fails (`--skip-capacity-check`).
+    #[serde(default)]
+    pub skip_capacity_check: bool,
 }
 
 /// Errors of the harness.
@@ -68,31 +71,9 @@ pub enum BenchError {
     /// The plan is invalid.
     #[error("invalid benchmark plan: {0}")]
     Plan(String),
-    /// Running on battery without `--allow-battery`.
-    #[error(
-        "refusing to record on battery power ({0}): laptops lower CPU/GPU clocks and memory bandwidth on battery, so the numbers would not describe this machine. Plug in, or pass --allow-battery (rows are then marked 'battery')"
-    )]
-    OnBattery(String),
-    /// The model does not fit in available memory.
-    #[error(
-        "{model}: needs {needed} (weights {weights} + KV cache {kv} for {n_ctx} tokens + headroom {headroom}) but only {available} is available. Close other programs, use a smaller quantization, or lower -p/-n/-d"
-    )]
-    DoesNotFit {
-        /// Model path.
-        model: String,
-        /// Total needed.
-        needed: Bytes,
-        /// Weights.
-        weights: Bytes,
-        /// KV cache.
-        kv: Bytes,
-        /// Context tokens.
-        n_ctx: u64,
-        /// Headroom.
-        headroom: Bytes,
-        /// Available memory.
-        available: Bytes,
-    },
+    /// The guard refused: battery power, or the model does not fit in memory.
+    #[error(transparent)]
+    Guard(#[from] crate::guard::GuardError),
     /// The model file could not be read.
     #[error(transparent)]
     Model(#[from] crate::gguf::GgufError),
@@ -108,6 +89,24 @@ pub enum BenchError {
 }
 
 impl BenchPlan {
+    /// What the guard allows for this plan.
+    pub fn guard_options(&self) -> crate::guard::GuardOptions {
+        crate::guard::GuardOptions {
+            allow_battery: self.allow_battery,
+            skip_capacity_check: self.skip_capacity_check,
+        }
+    }
+
+    /// The largest context any instance of model `model` (index into `models`) needs.
+    pub fn max_ctx(&self, model: usize) -> u64 {
+        self.instances()
+            .iter()
+            .filter(|i| i.model == model)
+            .map(|i| i.n_ctx() as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Checks the plan.
     ///
     /// # Errors
@@ -449,44 +448,24 @@ pub fn mean_step_bytes(facts: &ModelFacts, inst: &Instance, batch: u64, cache: C
     total / n as f64
 }
 
-/// The memory a run of `inst` on `facts` needs, checked against what is available.
+/// The memory a run on `facts` with `n_ctx` tokens of context needs, checked
+/// against what is available now ([`crate::guard::check_fit`]; `skip` is
+/// `--skip-capacity-check`).
 ///
 /// # Errors
-/// [`BenchError::DoesNotFit`] naming every number.
+/// [`BenchError::Guard`] naming every number, or the missing memory reading.
 pub fn check_capacity(
     facts: &ModelFacts,
     n_ctx: u64,
     cache: CacheType,
-) -> Result<roofline::Capacity, BenchError> {
-    let c = roofline::Capacity {
-        weights: facts.tensor_bytes,
-        kv: Bytes(facts.kv_bytes_per_token(cache).0 * n_ctx),
-        headroom: roofline::default_headroom(facts.tensor_bytes),
-        available: hw::available_memory(),
-    };
-    if c.available.0 > 0 && !c.fits() {
-        return Err(BenchError::DoesNotFit {
-            model: facts.path.display().to_string(),
-            needed: c.needed(),
-            weights: c.weights,
-            kv: c.kv,
-            n_ctx,
-            headroom: c.headroom,
-            available: c.available,
-        });
-    }
-    Ok(c)
-}
-
-/// Refuses to run on battery unless allowed.
-///
-/// # Errors
-/// [`BenchError::OnBattery`].
-pub fn check_power(live: &LiveState, allow_battery: bool) -> Result<(), BenchError> {
-    if live.power.on_battery() && !allow_battery {
-        return Err(BenchError::OnBattery(live.power.to_string()));
-    }
-    Ok(())
+    skip: bool,
+) -> Result<crate::guard::CapacityFinding, BenchError> {
+    Ok(crate::guard::check_fit(
+        &[(facts, n_ctx)],
+        cache,
+        hw::available_memory(),
+        skip,
+    )?)
 }
 
 /// Builds the record for a finished instance from its samples and context.
@@ -516,23 +495,7 @@ pub fn make_record(
     let ts = Sample::new(samples_ts.clone()).expect("finite");
     let (ceiling, bytes_per_step) = instance_ceiling(facts, inst, cx.roof, plan);
     let (peak, peak_kind) = cx.roof.peak_for(facts);
-    let mut warnings = Vec::new();
-    if before.power.on_battery() || after.power.on_battery() {
-        warnings.push(Warning::OnBattery);
-    }
-    let swapped = match (before.swap_out_pages, after.swap_out_pages) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
-    if let Some(p) = swapped.filter(|&p| p > 0) {
-        warnings.push(Warning::Swapping { pages: p });
-    }
-    for th in [&before.thermal, &after.thermal] {
-        if matches!(th.state, ThermalState::Throttling | ThermalState::Critical) {
-            warnings.push(Warning::Thermal { state: th.label() });
-            break;
-        }
-    }
+    let (mut warnings, swapped) = crate::guard::findings(before, after);
     let outliers = ns.outliers().len();
     if outliers > 0 {
         warnings.push(Warning::Outliers { n: outliers });
@@ -638,6 +601,7 @@ pub use run_llama::run_plan;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::Bytes;
 
     fn plan() -> BenchPlan {
         BenchPlan {
@@ -656,6 +620,7 @@ mod tests {
             reps: 5,
             seed: 42,
             allow_battery: false,
+            skip_capacity_check: false,
         }
     }
 
@@ -712,9 +677,10 @@ mod tests {
         let g = crate::gguf::Gguf::parse(&b[..], b.len() as u64, "m.gguf".into()).unwrap();
         let mut f = ModelFacts::from_gguf(&g).unwrap();
         f.tensor_bytes = Bytes(1 << 50); // 1 PiB of weights
-        let e = check_capacity(&f, 4096, CacheType::F16)
-            .unwrap_err()
-            .to_string();
+        let avail = Bytes(16 << 30);
+        let fit =
+            |f: &ModelFacts| crate::guard::check_fit(&[(f, 4096)], CacheType::F16, avail, false);
+        let e = fit(&f).unwrap_err().to_string();
         assert!(e.starts_with("m.gguf: needs "), "{e}");
         assert!(e.contains("weights 1125899.91 GB (1048576.00 GiB)"), "{e}");
         assert!(
@@ -723,7 +689,7 @@ mod tests {
         ); // 1 layer × 4 KV heads × (16 + 16) × 2 B × 4096 tokens
         assert!(e.contains("is available"), "{e}");
         f.tensor_bytes = Bytes(2560);
-        assert!(check_capacity(&f, 4096, CacheType::F16).is_ok());
+        assert!(fit(&f).is_ok());
     }
 
     /// Relative tolerance for hand-computed ceilings.
@@ -855,31 +821,5 @@ mod tests {
             ),
             (None, None, None)
         );
-    }
-
-    #[test]
-    fn battery_is_refused_unless_allowed() {
-        let live = LiveState {
-            power: hw::PowerSource::Battery {
-                percent: Some(50.0),
-            },
-            thermal: hw::Thermal {
-                state: ThermalState::Unknown,
-                max_celsius: None,
-            },
-            mem: hw::MemState {
-                total: Bytes(1),
-                available: Bytes(1),
-                swap_total: Bytes(0),
-                swap_used: Bytes(0),
-            },
-            swap_out_pages: None,
-        };
-        let e = check_power(&live, false).unwrap_err().to_string();
-        assert!(
-            e.contains("refusing to record on battery power (battery (50%))"),
-            "{e}"
-        );
-        assert!(check_power(&live, true).is_ok());
     }
 }

@@ -46,7 +46,7 @@ pub fn run_plan(
             .map(|(_, i)| i.n_ctx() as u64)
             .max()
             .unwrap_or(0);
-        check_capacity(&facts, max_ctx, plan.type_k)?;
+        check_capacity(&facts, max_ctx, plan.type_k, plan.skip_capacity_check)?;
         let sha256 = crate::util::sha256_file(path)?;
         let mr = ModelRun { facts, sha256 };
         on_progress(Progress::Loading {

@@ -5,7 +5,7 @@
 //! | `gsm8k` | GSM8K test, 1,319 items (JSONL) | greedy generation; the final number (after the last `####`, else the last number in the reply) must equal the reference's |
 //! | `mmlu` | MMLU, 14,044 lines = 14,042 items + 2 repeated CSV header rows (JSONL) | log-likelihood of the answer letters: the letter whose first token has the highest log-probability right after the assistant's opening |
 //! | `arc-easy` | ARC-Easy validation, 570 items (Arrow IPC stream) | as MMLU, with the item's own labels |
-//! | `humaneval` | HumanEval, 164 problems (gzip JSONL) | greedy generation, the code block is **executed** against the problem's tests in the [`super::sandbox`]; pass@1 |
+//! | `humaneval` | HumanEval, 164 problems (gzip JSONL) | greedy generation, the code block is **executed** against the problem's tests in the isolated [`super::sandbox`]; a pass is the runner's random token printed after `check(...)` returned (not exit status 0); pass@1 |
 //!
 //! Prompts go through the model's own chat template (from the GGUF); the exact
 //! templated prompt and its token count are kept per item ([`ItemResult`]).
@@ -697,7 +697,7 @@ pub fn run_task<E: Engine>(
                     n_prompt_tokens,
                     output: text,
                     n_gen_tokens: n,
-                    extracted: format!("{} (network: {})", ex.status, ex.network),
+                    extracted: format!("{} (isolation: {})", ex.status, ex.isolation),
                     expected: "passed".into(),
                     correct: ex.passed,
                 }

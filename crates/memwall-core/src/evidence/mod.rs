@@ -65,7 +65,8 @@ pub async fn store_kv_run(
 }
 
 /// Runs the KV verification for each model and cache type on llama.cpp: a fresh
-/// context per (model, cache type) with room for `2n` tokens.
+/// context per (model, cache type) with room for `2n` tokens; `guard` checks each
+/// model fits before it is loaded.
 ///
 /// # Errors
 /// Model or engine errors, naming the model.
@@ -75,6 +76,7 @@ pub fn run_kv_verify(
     caches: &[crate::model::CacheType],
     n: u64,
     threads: u32,
+    guard: &mut crate::guard::Guard,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<KvVerify>, crate::bench::BenchError> {
     use crate::engine::EngineConfig;
@@ -82,7 +84,7 @@ pub fn run_kv_verify(
     let mut out = Vec::new();
     for path in models {
         let facts = crate::model::ModelFacts::open(path)?;
-        crate::bench::check_capacity(&facts, 2 * n + 64, crate::model::CacheType::F16)?;
+        guard.check_fit(&[(&facts, 2 * n + 64)], crate::model::CacheType::F16)?;
         let handle = LlamaModelHandle::load(path, 0)?;
         let cfg = |c, n_ctx: u64| EngineConfig {
             n_ctx: n_ctx as u32,

@@ -61,6 +61,9 @@ pub struct FrontierPlan {
     /// cell is stored (e.g. speed on a quieter machine); the newest cell wins.
     #[serde(default)]
     pub remeasure: Vec<String>,
+    /// What the measuring guard allows (battery, skipping the capacity check).
+    #[serde(default)]
+    pub guard: crate::guard::GuardOptions,
 }
 
 /// Errors of the frontier.
@@ -76,6 +79,9 @@ pub enum FrontierError {
     /// Benchmark.
     #[error(transparent)]
     Bench(#[from] crate::bench::BenchError),
+    /// The guard refused to start a cell (battery, memory).
+    #[error(transparent)]
+    Guard(#[from] crate::guard::GuardError),
     /// Evaluation.
     #[error(transparent)]
     Eval(#[from] crate::evals::EvalError),
@@ -327,6 +333,7 @@ struct NewCell {
     items: Vec<crate::evals::tasks::ItemResult>,
     bench: Vec<crate::bench::record::BenchRecord>,
     started_at: String,
+    guard: Option<crate::guard::GuardReport>,
 }
 
 struct CellContext<'a> {
@@ -364,6 +371,7 @@ async fn store_cell(
             c.measure,
             cx.source.path.display()
         ),
+        guard: c.guard.clone(),
     };
     let mut tx = store.begin().await?;
     let run_id = store.insert_run_tx(&mut tx, &run).await?;

@@ -113,6 +113,7 @@ fn run_blocking(
                 total,
             });
             let started_at = crate::util::now_rfc3339();
+            let guard = guard_cell(plan, &source, arm, &m)?;
             let mut cell = match &m {
                 Measure::Speed => measure_speed(plan, arm, &host, roof, cancel, &mut progress)?,
                 Measure::Ppl(c) => {
@@ -127,6 +128,7 @@ fn run_blocking(
             cell.measure = name.clone();
             cell.config = cfg;
             cell.started_at = started_at;
+            cell.guard = Some(guard.finish());
             let summary = summary_of(&cell);
             rt.block_on(store_cell(&cx, arm, cell))?;
             progress(FrontierProgress::Stored {
@@ -144,6 +146,34 @@ fn run_blocking(
         skipped,
         rows,
     })
+}
+
+/// Context of a task cell's engine, tokens.
+const TASK_N_CTX: u32 = 4096;
+
+/// Starts the guard for one cell: refuses battery unless allowed, and checks the arm
+/// (with the source as KLD reference for a perplexity cell of another arm) fits with
+/// the cell's context.
+fn guard_cell(
+    plan: &FrontierPlan,
+    source: &crate::quant::Source,
+    arm: &ArmInfo,
+    m: &Measure,
+) -> Result<crate::guard::Guard, FrontierError> {
+    let mut guard = crate::guard::Guard::begin(plan.guard)?;
+    let facts = crate::model::ModelFacts::open(&arm.arm.path)?;
+    let n_ctx = match m {
+        Measure::Speed => (plan.n_prompt + plan.n_gen) as u64,
+        Measure::Ppl(c) => c.n_ctx as u64,
+        Measure::Task(..) => TASK_N_CTX as u64,
+    };
+    let with_ref = matches!(m, Measure::Ppl(_)) && plan.kld && arm.arm.sha256 != source.sha256;
+    if with_ref {
+        guard.check_fit(&[(&facts, n_ctx), (&source.facts, n_ctx)], CacheType::F16)?;
+    } else {
+        guard.check_fit(&[(&facts, n_ctx)], CacheType::F16)?;
+    }
+    Ok(guard)
 }
 
 /// Caches shared across cells: the tokenized texts, the task items, the reference model.
@@ -191,6 +221,7 @@ fn new_cell(result: serde_json::Value) -> NewCell {
         items: vec![],
         bench: vec![],
         started_at: String::new(),
+        guard: None,
     }
 }
 
@@ -217,7 +248,8 @@ fn measure_speed(
         flash_attn: None,
         reps: plan.reps,
         seed: 42,
-        allow_battery: false,
+        allow_battery: plan.guard.allow_battery,
+        skip_capacity_check: plan.guard.skip_capacity_check,
     };
     let rcx = RunContext {
         plan: &bp,
@@ -348,7 +380,7 @@ fn measure_task(
     }
     let items = &state.items[&k];
     let ecfg = EngineConfig {
-        n_ctx: 4096,
+        n_ctx: TASK_N_CTX,
         n_batch: 512,
         n_ubatch: 512,
         n_threads: plan.n_threads,

@@ -32,6 +32,52 @@ pub(crate) fn parse_pswpout(vmstat: &str) -> Option<u64> {
     })
 }
 
+/// The power source from a `/sys/class/power_supply`-shaped directory: each entry
+/// has a `type` (`Mains`, `USB`, `Battery`, …), mains/USB an `online` flag,
+/// batteries a `status` and a `capacity` in percent.
+///
+/// - a mains or USB supply online → AC;
+/// - otherwise a battery `Discharging` → battery; `Charging`, `Full` or
+///   `Not charging` (a charger is attached) → AC;
+/// - anything else (no supply at all, as in most VMs and many desktops; only
+///   offline supplies; a battery in state `Unknown`) → unknown: the OS did not say.
+pub(crate) fn power_source_at(dir: &Path) -> PowerSource {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return PowerSource::Unknown;
+    };
+    let mut mains_online = false;
+    let mut battery: Option<(String, Option<f64>)> = None;
+    for e in entries.filter_map(Result::ok) {
+        let p = e.path();
+        match read(p.join("type")).as_deref() {
+            Some("Mains") | Some("USB") => {
+                if read(p.join("online")).as_deref() == Some("1") {
+                    mains_online = true;
+                }
+            }
+            Some("Battery") => {
+                let status = read(p.join("status")).unwrap_or_default();
+                let pct = read(p.join("capacity")).and_then(|c| c.parse().ok());
+                // A discharging battery wins over one that is not (two-battery laptops).
+                if battery.as_ref().is_none_or(|(s, _)| s != "Discharging") {
+                    battery = Some((status, pct));
+                }
+            }
+            _ => {}
+        }
+    }
+    if mains_online {
+        return PowerSource::Ac;
+    }
+    match battery {
+        Some((status, pct)) if status == "Discharging" => PowerSource::Battery { percent: pct },
+        Some((status, _)) if matches!(status.as_str(), "Charging" | "Full" | "Not charging") => {
+            PowerSource::Ac
+        }
+        _ => PowerSource::Unknown,
+    }
+}
+
 impl Platform for Os {
     fn llc_bytes() -> Option<Bytes> {
         let dir = fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
@@ -51,36 +97,7 @@ impl Platform for Os {
     }
 
     fn power_source() -> PowerSource {
-        let Ok(dir) = fs::read_dir("/sys/class/power_supply") else {
-            return PowerSource::Unknown;
-        };
-        let mut saw_mains_online = false;
-        let mut battery: Option<(String, Option<f64>)> = None;
-        for e in dir.filter_map(Result::ok) {
-            let p = e.path();
-            match read(p.join("type")).as_deref() {
-                Some("Mains") | Some("USB") => {
-                    if read(p.join("online")).as_deref() == Some("1") {
-                        saw_mains_online = true;
-                    }
-                }
-                Some("Battery") => {
-                    let status = read(p.join("status")).unwrap_or_default();
-                    let pct = read(p.join("capacity")).and_then(|c| c.parse().ok());
-                    battery = Some((status, pct));
-                }
-                _ => {}
-            }
-        }
-        match battery {
-            Some((status, pct)) if status == "Discharging" && !saw_mains_online => {
-                PowerSource::Battery { percent: pct }
-            }
-            Some(_) => PowerSource::Ac,
-            // No battery at all: a desktop or server on mains.
-            None if saw_mains_online => PowerSource::Ac,
-            None => PowerSource::Ac,
-        }
+        power_source_at(Path::new("/sys/class/power_supply"))
     }
 
     fn thermal() -> Thermal {
@@ -161,6 +178,81 @@ mod tests {
         assert_eq!(parse_cache_size("2M"), Some(2 << 20));
         assert_eq!(parse_cache_size("512"), Some(512));
         assert_eq!(parse_cache_size("x"), None);
+    }
+
+    /// A fake `/sys/class/power_supply`: (entry, [(file, content)]).
+    fn sysfs(entries: &[(&str, &[(&str, &str)])]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (name, files) in entries {
+            let e = d.path().join(name);
+            fs::create_dir(&e).unwrap();
+            for (f, v) in *files {
+                fs::write(e.join(f), format!("{v}\n")).unwrap();
+            }
+        }
+        d
+    }
+
+    #[test]
+    fn no_battery_and_no_mains_is_unknown_not_ac() {
+        // A VM: the directory exists and is empty.
+        assert_eq!(power_source_at(sysfs(&[]).path()), PowerSource::Unknown);
+        // No directory at all.
+        assert_eq!(
+            power_source_at(Path::new("/nonexistent/power_supply")),
+            PowerSource::Unknown
+        );
+        // Only an offline mains supply, no battery: nothing says what powers it.
+        let d = sysfs(&[("AC", &[("type", "Mains"), ("online", "0")])]);
+        assert_eq!(power_source_at(d.path()), PowerSource::Unknown);
+        // A battery whose state is unknown, no mains entry.
+        let d = sysfs(&[("BAT0", &[("type", "Battery"), ("status", "Unknown")])]);
+        assert_eq!(power_source_at(d.path()), PowerSource::Unknown);
+    }
+
+    #[test]
+    fn mains_and_batteries_are_read() {
+        let d = sysfs(&[("AC", &[("type", "Mains"), ("online", "1")])]);
+        assert_eq!(power_source_at(d.path()), PowerSource::Ac);
+        let d = sysfs(&[
+            ("AC", &[("type", "Mains"), ("online", "0")]),
+            (
+                "BAT0",
+                &[
+                    ("type", "Battery"),
+                    ("status", "Discharging"),
+                    ("capacity", "57"),
+                ],
+            ),
+        ]);
+        assert_eq!(
+            power_source_at(d.path()),
+            PowerSource::Battery {
+                percent: Some(57.0)
+            }
+        );
+        // Two batteries, the second discharging.
+        let d = sysfs(&[
+            ("BAT0", &[("type", "Battery"), ("status", "Not charging")]),
+            ("BAT1", &[("type", "Battery"), ("status", "Discharging")]),
+        ]);
+        assert_eq!(
+            power_source_at(d.path()),
+            PowerSource::Battery { percent: None }
+        );
+        for s in ["Charging", "Full", "Not charging"] {
+            let d = sysfs(&[("BAT0", &[("type", "Battery"), ("status", s)])]);
+            assert_eq!(power_source_at(d.path()), PowerSource::Ac, "{s}");
+        }
+        // USB-C power delivery online while the battery reports discharging: the supply wins.
+        let d = sysfs(&[
+            (
+                "ucsi-source-psy-USBC000:001",
+                &[("type", "USB"), ("online", "1")],
+            ),
+            ("BAT0", &[("type", "Battery"), ("status", "Discharging")]),
+        ]);
+        assert_eq!(power_source_at(d.path()), PowerSource::Ac);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! macOS probes through the system's own tools: `sysctl`, `pmset`, `vm_stat`,
 //! `system_profiler`. Kept to one small file so the Apple path stays reviewable.
-//! (Not built on the Linux CI; the parsers are plain functions.)
+//! The parsers are plain functions, compiled and tested on every OS; only the
+//! [`Platform`] implementation runs the tools.
 
 use super::{Platform, PowerSource, Thermal, ThermalState};
 use crate::units::Bytes;
@@ -13,6 +14,44 @@ fn run(cmd: &str, args: &[&str]) -> Option<String> {
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The power source from `pmset -g batt` (`None`: pmset did not run). "Now drawing
+/// from 'Battery Power'" → battery (with the percentage of the first battery line);
+/// 'AC Power' → AC; anything else (no output, another source such as 'UPS Power'
+/// without a battery line, garbage) → unknown.
+pub(crate) fn parse_pmset_batt(out: Option<&str>) -> PowerSource {
+    match out {
+        Some(s) if s.contains("'Battery Power'") => {
+            let pct = s
+                .split('%')
+                .next()
+                .and_then(|h| h.rsplit(['\t', ' ']).next())
+                .and_then(|p| p.trim().parse().ok());
+            PowerSource::Battery { percent: pct }
+        }
+        Some(s) if s.contains("'AC Power'") => PowerSource::Ac,
+        _ => PowerSource::Unknown,
+    }
+}
+
+/// The thermal state from `pmset -g therm` (`None`: pmset did not run).
+/// `CPU_Speed_Limit = 100` → nominal, below 100 → throttling. When pmset prints no
+/// speed limit (Apple Silicon prints only "No thermal warning level has been
+/// recorded" notes), or nothing, or garbage, the state is unknown: silence is not
+/// evidence of a cool machine.
+pub(crate) fn parse_pmset_therm(out: Option<&str>) -> ThermalState {
+    let Some(s) = out else {
+        return ThermalState::Unknown;
+    };
+    match s.lines().find_map(|l| l.split("CPU_Speed_Limit").nth(1)) {
+        Some(v) => match v.trim_start_matches([' ', '\t', '=']).trim().parse::<u32>() {
+            Ok(100) => ThermalState::Nominal,
+            Ok(n) if n < 100 => ThermalState::Throttling,
+            _ => ThermalState::Unknown,
+        },
+        None => ThermalState::Unknown,
+    }
 }
 
 impl Platform for Os {
@@ -35,35 +74,12 @@ impl Platform for Os {
     }
 
     fn power_source() -> PowerSource {
-        match run("pmset", &["-g", "batt"]) {
-            Some(s) if s.contains("'Battery Power'") => {
-                let pct = s
-                    .split('%')
-                    .next()
-                    .and_then(|h| h.rsplit('\t').next())
-                    .and_then(|p| p.trim().parse().ok());
-                PowerSource::Battery { percent: pct }
-            }
-            Some(s) if s.contains("'AC Power'") => PowerSource::Ac,
-            _ => PowerSource::Unknown,
-        }
+        parse_pmset_batt(run("pmset", &["-g", "batt"]).as_deref())
     }
 
     fn thermal() -> Thermal {
-        // `pmset -g therm` prints "CPU_Speed_Limit = 100" when not throttled.
-        let state = match run("pmset", &["-g", "therm"]) {
-            Some(s) => match s.lines().find_map(|l| l.split("CPU_Speed_Limit").nth(1)) {
-                Some(v) => match v.trim_start_matches([' ', '=']).trim().parse::<u32>() {
-                    Ok(100) => ThermalState::Nominal,
-                    Ok(_) => ThermalState::Throttling,
-                    Err(_) => ThermalState::Unknown,
-                },
-                None => ThermalState::Nominal,
-            },
-            None => ThermalState::Unknown,
-        };
         Thermal {
-            state,
+            state: parse_pmset_therm(run("pmset", &["-g", "therm"]).as_deref()),
             max_celsius: None,
         }
     }
@@ -79,5 +95,62 @@ impl Platform for Os {
         run("sysctl", &["-n", "machdep.cpu.brand_string"])
             .map(|s| vec![format!("{} GPU (unified memory)", s.trim())])
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thermal_is_unknown_when_pmset_says_nothing() {
+        for out in [
+            None,
+            Some(""),
+            Some("\n\n"),
+            Some("garbage \u{1}\u{2} output"),
+            Some("CPU_Speed_Limit = lots"),
+            Some("CPU_Speed_Limit = 250"),
+            // Apple Silicon: notes only, no speed limit.
+            Some(
+                "Note: No thermal warning level has been recorded\nNote: No performance warning level has been recorded\nNote: No CPU power status has been recorded\n",
+            ),
+        ] {
+            assert_eq!(parse_pmset_therm(out), ThermalState::Unknown, "{out:?}");
+        }
+        let intel = "Note: No thermal warning level has been recorded\nNote: No performance warning level has been recorded\n2026-01-01 CPU Power notify\n\tCPU_Scheduler_Limit \t= 100\n\tCPU_Available_CPUs \t= 8\n\tCPU_Speed_Limit \t= 100\n";
+        assert_eq!(parse_pmset_therm(Some(intel)), ThermalState::Nominal);
+        assert_eq!(
+            parse_pmset_therm(Some(
+                &intel.replace("Speed_Limit \t= 100", "Speed_Limit \t= 63")
+            )),
+            ThermalState::Throttling
+        );
+    }
+
+    #[test]
+    fn power_is_unknown_when_pmset_says_nothing() {
+        for out in [
+            None,
+            Some(""),
+            Some("garbage"),
+            Some("Now drawing from 'UPS Power'\n"),
+        ] {
+            assert_eq!(parse_pmset_batt(out), PowerSource::Unknown, "{out:?}");
+        }
+        assert_eq!(
+            parse_pmset_batt(Some(
+                "Now drawing from 'AC Power'\n -InternalBattery-0 (id=4653155)\t100%; charged; 0:00 remaining present: true\n"
+            )),
+            PowerSource::Ac
+        );
+        assert_eq!(
+            parse_pmset_batt(Some(
+                "Now drawing from 'Battery Power'\n -InternalBattery-0 (id=4653155)\t85%; discharging; 4:51 remaining present: true\n"
+            )),
+            PowerSource::Battery {
+                percent: Some(85.0)
+            }
+        );
     }
 }

@@ -755,6 +755,7 @@ mod tests {
                 hostname: "h".into(),
             },
             notes: String::new(),
+            guard: None,
         }
     }
 
