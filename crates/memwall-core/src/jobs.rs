@@ -32,6 +32,9 @@ pub enum JobError {
     /// STREAM failed.
     #[error(transparent)]
     Stream(#[from] stream::StreamError),
+    /// A compute peak failed (or was physically impossible).
+    #[error(transparent)]
+    Peak(#[from] peak::PeakError),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {
@@ -87,7 +90,7 @@ pub async fn stream_job(
     let started = crate::util::now_rfc3339();
     let llc = host.llc;
     let (results, peaks) = blocking(
-        move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
+        move || -> Result<(Vec<StreamResult>, Vec<Peak>), JobError> {
             let mut out = Vec::new();
             for &t in &threads {
                 let cfg = if quick {
@@ -100,8 +103,8 @@ pub async fn stream_job(
             let mut peaks = Vec::new();
             if with_peaks {
                 let t = threads.iter().copied().max().unwrap_or(1);
-                for k in [PeakKind::F32Fma, PeakKind::Int8Dot] {
-                    peaks.push(peak::measure(k, t, Duration::from_millis(200), 5));
+                for k in PeakKind::ALL {
+                    peaks.push(peak::measure(k, t, Duration::from_millis(200), 5)?);
                 }
             }
             Ok((out, peaks))
