@@ -199,8 +199,9 @@ pub async fn machine_roof_at(
         roof: MachineRoof {
             bandwidth: Gbps(s.best_gbps),
             stream_id: s.id,
-            peak_f32: Gflops(f32p.map_or(f64::NAN, |p| p.gflops)),
-            peak_int8: Gflops(i8p.map_or(f64::NAN, |p| p.gflops)),
+            peak_f32: f32p.map(|p| Gflops(p.gflops)),
+            peak_int8: i8p.map(|p| Gflops(p.gflops)),
+            gpu: gpu_spec_peak(host),
         },
         stream: s,
         provenance,
@@ -380,6 +381,39 @@ pub fn write_results(
         )?;
     }
     Ok(files)
+}
+
+/// The prefill roof of this host's GPU when it is not measured: on macOS llama.cpp
+/// runs offloaded layers on the Metal GPU, whose peak memwall does not measure yet,
+/// so the device catalogue's figure is used, labelled spec (or none, when the
+/// catalogue has no figure for this chip).
+#[cfg(target_os = "macos")]
+pub fn gpu_spec_peak(host: &HostInfo) -> Option<crate::bench::GpuPeak> {
+    let cat = crate::devices::Devices::builtin().ok();
+    Some(match cat.as_ref().and_then(|c| c.for_host(host)) {
+        Some(d) => crate::bench::GpuPeak {
+            device: d.name.clone(),
+            gflops: d.peak().map(|(g, _)| g),
+            basis: match d.peak() {
+                Some((_, label)) if d.basis == "derived" => {
+                    format!("{label}, derived in catalog/devices.toml")
+                }
+                Some((_, label)) => label.to_string(),
+                None => "no compute figure".to_string(),
+            },
+        },
+        None => crate::bench::GpuPeak {
+            device: host.cpu_model.clone(),
+            gflops: None,
+            basis: "not in catalog/devices.toml".to_string(),
+        },
+    })
+}
+
+/// Elsewhere no GPU spec figure is used: the prefill roof is the CPU's measured peak.
+#[cfg(not(target_os = "macos"))]
+pub fn gpu_spec_peak(_host: &HostInfo) -> Option<crate::bench::GpuPeak> {
+    None
 }
 
 /// This machine as a calculator device: the latest stored STREAM triad and peaks

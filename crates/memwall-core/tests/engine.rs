@@ -138,8 +138,9 @@ fn tiny_plan_runs_and_respects_the_roofline() {
     let roof = MachineRoof {
         bandwidth: res.kernels[0].best_gbps,
         stream_id: 0,
-        peak_f32: Gflops(1e3),
-        peak_int8: Gflops(4e3),
+        peak_f32: Some(Gflops(1e3)),
+        peak_int8: Some(Gflops(4e3)),
+        gpu: None,
     };
     let cancel = AtomicBool::new(false);
     let cx = RunContext {
