@@ -863,3 +863,39 @@ fn vs_llama_speculative_prints_no_auto_ratio_for_an_off_decision() {
         "{s}"
     );
 }
+
+/// `memwall peak --isa scalar` prints each peak with its bound and stores nothing (a
+/// forced lower path is not the roof); a path this CPU lacks is refused by name.
+#[test]
+fn peak_forced_paths_print_their_bounds_and_are_not_the_roof() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("p.db");
+    let o = memwall(&db, &["peak", "--isa", "scalar", "-t", "1", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let peaks = v.as_array().unwrap();
+    assert_eq!(peaks.len(), 2);
+    for p in peaks {
+        assert_eq!(p["isa"], "scalar");
+        let (g, b) = (
+            p["gflops"].as_f64().unwrap(),
+            p["bound"]["gflops"].as_f64().unwrap(),
+        );
+        assert!(g > 0.0 && g <= b, "{p}");
+    }
+    let o = memwall(&db, &["history"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains(" peak "), "{}", text(&o.stdout));
+    let missing = if cfg!(target_arch = "x86_64") {
+        "neon"
+    } else {
+        "avx2"
+    };
+    let o = memwall(&db, &["peak", "--isa", missing]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(&format!("on the {missing} path here")) && e.contains("paths on this CPU:"),
+        "{e}"
+    );
+}

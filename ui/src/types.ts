@@ -18,7 +18,7 @@ export interface StoredStream {
   id: number; run_id: number; measured_at: string; kernel: string; threads: number;
   array_bytes: number; best_gbps: number; avg_gbps: number; hostname: string;
 }
-export interface StoredPeak { id: number; measured_at: string; kind: string; threads: number; gflops: number; isa: string }
+export interface StoredPeak { id: number; measured_at: string; kind: string; threads: number; gflops: number; isa: string; bound_gflops: number; clock_ghz: number; clock_source: string }
 export interface MachineView {
   host: HostInfo; live: LiveState; tray: TrayStatus; streams: StoredStream[]; peaks: StoredPeak[];
   spec_gbps: number | null; spec_device: string | null; spec_source: string | null;

@@ -243,9 +243,28 @@ pub struct PeakArgs {
     /// Threads (default: all logical CPUs).
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
+    /// Instruction path to force (default: the widest this CPU has). The output lists
+    /// the paths this CPU supports.
+    #[arg(long, value_enum, default_value_t = IsaArg::Auto)]
+    pub isa: IsaArg,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--isa` of `memwall peak`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsaArg {
+    /// The widest path this CPU supports, per kind.
+    Auto,
+    /// x86-64 AVX-512F FMA / AVX-512 VNNI vpdpbusd.
+    Avx512,
+    /// x86-64 AVX2+FMA / AVX2 vpmaddubsw.
+    Avx2,
+    /// AArch64 NEON fmla / sdot (dotprod).
+    Neon,
+    /// One lane per instruction.
+    Scalar,
 }
 
 /// `memwall model ...`.

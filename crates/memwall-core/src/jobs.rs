@@ -35,6 +35,9 @@ pub enum JobError {
     /// STREAM failed.
     #[error(transparent)]
     Stream(#[from] stream::StreamError),
+    /// A compute peak failed (or was physically impossible).
+    #[error(transparent)]
+    Peak(#[from] peak::PeakError),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {
@@ -108,7 +111,7 @@ pub async fn stream_job_sized(
     let started = crate::util::now_rfc3339();
     let llc = host.llc;
     let (results, peaks) = blocking(
-        move || -> Result<(Vec<StreamResult>, Vec<Peak>), stream::StreamError> {
+        move || -> Result<(Vec<StreamResult>, Vec<Peak>), JobError> {
             let mut out = Vec::new();
             for &t in &threads {
                 let mut cfg = if quick {
@@ -124,8 +127,8 @@ pub async fn stream_job_sized(
             let mut peaks = Vec::new();
             if with_peaks {
                 let t = threads.iter().copied().max().unwrap_or(1);
-                for k in [PeakKind::F32Fma, PeakKind::Int8Dot] {
-                    peaks.push(peak::measure(k, t, Duration::from_millis(200), 5));
+                for k in PeakKind::ALL {
+                    peaks.push(peak::measure(k, t, Duration::from_millis(200), 5)?);
                 }
             }
             Ok((out, peaks))
@@ -229,8 +232,9 @@ pub async fn machine_roof_at(
             bandwidth: Gbps(s.best_gbps),
             stream_id: s.id,
             read_bandwidth: read.map(|r| Gbps(r.best_gbps)),
-            peak_f32: Gflops(f32p.map_or(f64::NAN, |p| p.gflops)),
-            peak_int8: Gflops(i8p.map_or(f64::NAN, |p| p.gflops)),
+            peak_f32: f32p.map(|p| Gflops(p.gflops)),
+            peak_int8: i8p.map(|p| Gflops(p.gflops)),
+            gpu: gpu_spec_peak(host),
         },
         stream: s,
         provenance,
@@ -416,6 +420,39 @@ pub fn write_results(
         )?;
     }
     Ok(files)
+}
+
+/// The prefill roof of this host's GPU when it is not measured: on macOS llama.cpp
+/// runs offloaded layers on the Metal GPU, whose peak memwall does not measure yet,
+/// so the device catalogue's figure is used, labelled spec (or none, when the
+/// catalogue has no figure for this chip).
+#[cfg(target_os = "macos")]
+pub fn gpu_spec_peak(host: &HostInfo) -> Option<crate::bench::GpuPeak> {
+    let cat = crate::devices::Devices::builtin().ok();
+    Some(match cat.as_ref().and_then(|c| c.for_host(host)) {
+        Some(d) => crate::bench::GpuPeak {
+            device: d.name.clone(),
+            gflops: d.peak().map(|(g, _)| g),
+            basis: match d.peak() {
+                Some((_, label)) if d.basis == "derived" => {
+                    format!("{label}, derived in catalog/devices.toml")
+                }
+                Some((_, label)) => label.to_string(),
+                None => "no compute figure".to_string(),
+            },
+        },
+        None => crate::bench::GpuPeak {
+            device: host.cpu_model.clone(),
+            gflops: None,
+            basis: "not in catalog/devices.toml".to_string(),
+        },
+    })
+}
+
+/// Elsewhere no GPU spec figure is used: the prefill roof is the CPU's measured peak.
+#[cfg(not(target_os = "macos"))]
+pub fn gpu_spec_peak(_host: &HostInfo) -> Option<crate::bench::GpuPeak> {
+    None
 }
 
 /// This machine as a calculator device: the latest stored STREAM triad and peaks

@@ -84,10 +84,14 @@ pub struct PredictedTest {
     pub n_seqs: u32,
     /// Threads.
     pub n_threads: u32,
-    /// The roofline ceiling, tok/s.
-    pub ceiling_tps: f64,
-    /// `efficiency × ceiling`, tok/s.
-    pub predicted_tps: f64,
+    /// The roofline ceiling, tok/s; `None` (JSON `null`) when a roof it needs was
+    /// not measured (see `no_ceiling`).
+    pub ceiling_tps: Option<f64>,
+    /// `efficiency × ceiling`, tok/s; `None` with the ceiling.
+    pub predicted_tps: Option<f64>,
+    /// Why there is no ceiling (e.g. no compute peak measured); absent when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_ceiling: Option<String>,
 }
 
 /// A predicted ratio of two models' tg rates at the same test.
@@ -171,6 +175,15 @@ pub fn build_payload(
         .map(|inst: &Instance| {
             let (facts, sha) = &models[inst.model];
             let (ceiling, _) = crate::bench::instance_ceiling(facts, inst, roof, plan);
+            let no_ceiling = ceiling.is_none().then(|| {
+                match (
+                    inst.n_prompt > 0,
+                    roof.peak_for(facts, plan.n_gpu_layers).missing_reason(),
+                ) {
+                    (true, Some(r)) => r,
+                    _ => "no STREAM bandwidth".to_string(),
+                }
+            });
             PredictedTest {
                 model_filename: file(inst.model),
                 model_sha256: sha.clone(),
@@ -181,7 +194,8 @@ pub fn build_payload(
                 n_seqs: inst.n_seqs,
                 n_threads: inst.n_threads,
                 ceiling_tps: ceiling,
-                predicted_tps: efficiency * ceiling,
+                predicted_tps: ceiling.map(|c| efficiency * c),
+                no_ceiling,
             }
         })
         .collect();
@@ -196,14 +210,15 @@ pub fn build_payload(
                     && (b.n_gen, b.n_depth, b.n_seqs, b.n_threads)
                         == (t.n_gen, t.n_depth, t.n_seqs, t.n_threads)
             });
-            if let Some(b) = base {
+            let both = base.and_then(|b| Some((b, t.predicted_tps?, b.predicted_tps?)));
+            if let Some((b, num, den)) = both {
                 ratios.push(PredictedRatio {
                     test: t.test.clone(),
                     numerator: t.model_filename.clone(),
                     numerator_sha256: t.model_sha256.clone(),
                     denominator: b.model_filename.clone(),
                     denominator_sha256: b.model_sha256.clone(),
-                    predicted_ratio: t.predicted_tps / b.predicted_tps,
+                    predicted_ratio: num / den,
                 });
             }
         }
@@ -357,8 +372,8 @@ pub struct ScoredTest {
     pub test: String,
     /// Threads.
     pub n_threads: u32,
-    /// Predicted tok/s.
-    pub predicted_tps: f64,
+    /// Predicted tok/s (`—` when the sheet had no ceiling for this test).
+    pub predicted_tps: Option<f64>,
     /// Measured mean tok/s (`—` when the run has no such row).
     pub measured_tps: Option<f64>,
     /// `(measured − predicted) ÷ predicted × 100`.
@@ -435,7 +450,7 @@ pub fn score(sheet: &Sheet, run_id: i64, run_started_at: &str, rows: &[BenchReco
                 n_threads: t.n_threads,
                 predicted_tps: t.predicted_tps,
                 measured_tps: m,
-                error_pct: m.map(|m| pct(m, t.predicted_tps)),
+                error_pct: m.zip(t.predicted_tps).map(|(m, p)| pct(m, p)),
             }
         })
         .collect();
@@ -556,11 +571,11 @@ pub fn table(card: &Scorecard) -> String {
     for t in &card.tests {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             t.model_filename,
             t.test,
             t.n_threads,
-            t.predicted_tps,
+            o(t.predicted_tps, 2),
             o(t.measured_tps, 2),
             o(t.error_pct, 1)
         );
@@ -601,8 +616,9 @@ mod tests {
                 bandwidth: Gbps(40.0),
                 stream_id: 0,
                 read_bandwidth: None,
-                peak_f32: Gflops(100.0),
-                peak_int8: Gflops(200.0),
+                peak_f32: Some(Gflops(100.0)),
+                peak_int8: Some(Gflops(200.0)),
+                gpu: None,
             },
             efficiency: eff,
             tests: vec![PredictedTest {
@@ -614,8 +630,9 @@ mod tests {
                 n_depth: 0,
                 n_seqs: 1,
                 n_threads: 2,
-                ceiling_tps: 100.0,
-                predicted_tps: 100.0 * eff,
+                ceiling_tps: Some(100.0),
+                predicted_tps: Some(100.0 * eff),
+                no_ceiling: None,
             }],
             ratios: vec![],
             note: String::new(),
@@ -700,13 +717,95 @@ mod tests {
         assert!(e.contains("previous sheet"), "{e}");
     }
 
+    /// A sheet made without any compute peak (the app's "Measure bandwidth now"
+    /// stores none) records its pp predictions as `null` with the reason, loads back
+    /// verified and equal, and scores as `—`.
+    #[tokio::test]
+    async fn a_sheet_without_peaks_round_trips() {
+        let b = crate::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
+            .data(2560 + 128 * 34)
+            .build();
+        let g = crate::gguf::Gguf::parse(&b[..], b.len() as u64, "q8.gguf".into()).unwrap();
+        let facts = ModelFacts::from_gguf(&g).unwrap();
+        let plan = BenchPlan {
+            models: vec!["q8.gguf".into()],
+            n_prompt: vec![512],
+            n_gen: vec![128],
+            n_depth: vec![0],
+            n_seqs: vec![1],
+            n_threads: vec![2],
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_gpu_layers: 0,
+            type_k: crate::model::CacheType::F16,
+            type_v: crate::model::CacheType::F16,
+            flash_attn: None,
+            reps: 5,
+            seed: 42,
+            allow_battery: false,
+        };
+        let roof = MachineRoof {
+            bandwidth: Gbps(40.0),
+            stream_id: 3,
+            peak_f32: None,
+            peak_int8: None,
+            gpu: None,
+        };
+        let p = build_payload(
+            &plan,
+            &[(facts, "aa".into())],
+            &roof,
+            "stored",
+            "h",
+            1.0,
+            "",
+        );
+        let pp = &p.tests[0];
+        assert_eq!(
+            (pp.test.as_str(), pp.ceiling_tps, pp.predicted_tps),
+            ("pp512", None, None)
+        );
+        assert!(
+            pp.no_ceiling
+                .as_deref()
+                .unwrap()
+                .starts_with("no compute peak measured"),
+            "{pp:?}"
+        );
+        let tg = &p.tests[1];
+        assert!(tg.ceiling_tps.is_some_and(f64::is_finite) && tg.no_ceiling.is_none());
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""ceiling_tps":null"#) && json.contains(r#""peak_int8":null"#));
+        let (_d, s) = store().await;
+        let sheet = record_sheet(&s, &p).await.unwrap();
+        let back = load_sheet(&s, sheet.id).await.unwrap();
+        assert_eq!(back.payload, p);
+        let mut r = BenchRecord::example();
+        r.model_sha256 = "aa".into();
+        (r.n_prompt, r.n_gen, r.n_depth, r.n_seqs, r.n_threads) = (512, 0, 0, 1, 2);
+        let card = score(&back, 1, "2099-01-01T00:00:00Z", &[r]);
+        assert_eq!(card.tests[0].predicted_tps, None);
+        assert_eq!(card.tests[0].error_pct, None);
+        assert!(
+            table(&card).contains("| q8.gguf | pp512 | 2 | — |"),
+            "{}",
+            table(&card)
+        );
+    }
+
     #[test]
     fn scoring_computes_percent_error_and_ratios() {
         let mut p = payload(1.0);
         let mut t2 = p.tests[0].clone();
         t2.model_filename = "q8.gguf".into();
         t2.model_sha256 = "bb".into();
-        t2.predicted_tps = 60.0;
+        t2.predicted_tps = Some(60.0);
         p.tests.push(t2);
         p.ratios.push(PredictedRatio {
             test: "tg128".into(),

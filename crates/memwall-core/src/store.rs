@@ -182,6 +182,12 @@ pub struct StoredPeak {
     pub gflops: f64,
     /// Instruction path.
     pub isa: String,
+    /// Plausibility bound of this peak, GFLOP/s (GOP/s).
+    pub bound_gflops: f64,
+    /// The bound's clock, GHz.
+    pub clock_ghz: f64,
+    /// Where that clock came from.
+    pub clock_source: String,
 }
 
 /// Which bench rows to read.
@@ -482,7 +488,7 @@ impl Store {
         }
         for p in peaks {
             sqlx::query(
-                "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname, bound_gflops, clock_ghz, clock_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(run_id)
             .bind(&run.finished_at)
@@ -492,6 +498,9 @@ impl Store {
             .bind(&p.isa)
             .bind(&run.host.cpu_model)
             .bind(&run.host.hostname)
+            .bind(p.bound.gflops.0)
+            .bind(p.bound.clock_ghz)
+            .bind(p.bound.clock_source.name())
             .execute(&mut *tx)
             .await
             .map_err(|e| self.sql(e))?;
@@ -688,7 +697,9 @@ impl Store {
         Ok(rows.iter().map(stream_from_row).collect())
     }
 
-    /// The most recent peak of `kind` on `hostname`.
+    /// The most recent peak of `kind` on `hostname` that carries its plausibility
+    /// bound (rows stored before bounds existed are not trusted as a roof: see
+    /// migration 0011).
     ///
     /// # Errors
     /// [`StoreError::Sql`].
@@ -698,7 +709,8 @@ impl Store {
         kind: &str,
     ) -> Result<Option<StoredPeak>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, measured_at, kind, threads, gflops, isa FROM peak_results WHERE hostname = ? AND kind = ? ORDER BY id DESC LIMIT 1",
+            "SELECT id, measured_at, kind, threads, gflops, isa, bound_gflops, clock_ghz, clock_source FROM peak_results
+             WHERE hostname = ? AND kind = ? AND bound_gflops IS NOT NULL AND gflops <= bound_gflops ORDER BY id DESC LIMIT 1",
         )
         .bind(hostname)
         .bind(kind)
@@ -712,6 +724,9 @@ impl Store {
             threads: r.get("threads"),
             gflops: r.get("gflops"),
             isa: r.get("isa"),
+            bound_gflops: r.get("bound_gflops"),
+            clock_ghz: r.get("clock_ghz"),
+            clock_source: r.get("clock_source"),
         }))
     }
 
@@ -981,6 +996,44 @@ mod tests {
         assert_eq!(t.id, ids[0][0]);
         assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
         assert!(s.latest_triad("other", None).await.unwrap().is_none());
+    }
+
+    /// A peak is stored with its bound and read back; a row without a bound (stored
+    /// before bounds existed, by kernels the compiler could hoist) is not a roof.
+    #[tokio::test]
+    async fn only_peaks_with_a_bound_are_a_roof() {
+        use crate::peak::{Bound, Clock, ClockSource, Isa, Peak, PeakKind};
+        use crate::units::Gflops;
+        let (_d, s) = store().await;
+        // An old row, as migration 0001 stored it: no bound.
+        let (old_run, _) = s.insert_stream_run(&run("peak"), &[], &[]).await.unwrap();
+        sqlx::query(
+            "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname) VALUES (?, 't', 'int8 dot', 2, 16428.2, 'avx2', 'cpu', 'h')",
+        )
+        .bind(old_run)
+        .execute(s.pool())
+        .await
+        .unwrap();
+        assert_eq!(s.latest_peak("h", "int8 dot").await.unwrap(), None);
+        let clock = Clock {
+            ghz: 3.0,
+            source: ClockSource::AddChain,
+        };
+        let p = Peak {
+            kind: PeakKind::Int8Dot,
+            gflops: Gflops(300.0),
+            threads: 2,
+            isa: "avx2".into(),
+            bound: Bound::new(2, clock, Isa::Avx2.limits(PeakKind::Int8Dot)),
+        };
+        s.insert_stream_run(&run("peak"), &[], &[p]).await.unwrap();
+        let got = s.latest_peak("h", "int8 dot").await.unwrap().unwrap();
+        assert_eq!((got.gflops, got.isa.as_str()), (300.0, "avx2"));
+        assert_eq!(got.bound_gflops, 768.0); // 2 × 3 GHz × 32 × 2 × 2
+        assert_eq!(
+            (got.clock_ghz, got.clock_source.as_str()),
+            (3.0, "measured dependent-add chain")
+        );
     }
 
     #[tokio::test]

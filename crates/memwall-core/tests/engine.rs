@@ -139,8 +139,9 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         bandwidth: Gbps(1000.0),
         stream_id: 0,
         read_bandwidth: None,
-        peak_f32: Gflops(1e3),
-        peak_int8: Gflops(4e3),
+        peak_f32: Some(Gflops(1e3)),
+        peak_int8: Some(Gflops(4e3)),
+        gpu: None,
     };
     let cancel = AtomicBool::new(false);
     let cx = RunContext {

@@ -314,8 +314,9 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
         bandwidth: Gbps(40.0),
         stream_id: 0,
         read_bandwidth: None,
-        peak_f32: Gflops(500.0),
-        peak_int8: Gflops(1000.0),
+        peak_f32: Some(Gflops(500.0)),
+        peak_int8: Some(Gflops(1000.0)),
+        gpu: None,
     };
     let plan = tiny_plan(src.clone());
     let n_cells = 2 * plan.measures().len();

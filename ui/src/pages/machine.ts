@@ -41,8 +41,8 @@ export async function machinePage(root: HTMLElement) {
       <td>${x.present ? "fetched" : "not fetched"}</td><td>${x.present ? "" : `<button class="fetch" data-name="${esc(x.name)}">Fetch</button>`}</td></tr>`).join("")}
     </tbody></table><div class="row"><span id="fout" class="muted"></span><button id="fcancel" hidden>Cancel fetch</button></div>
     <h2>Compute peaks</h2>
-    ${m.peaks.length === 0 ? `<p class="muted">— (not measured; a benchmark run measures them)</p>` : `<table><thead><tr><th>kind</th><th>threads</th><th>GFLOP/s</th><th>path</th><th>measured</th></tr></thead><tbody>
-    ${m.peaks.map((p) => `<tr><td>${esc(p.kind)}</td><td class="n">${p.threads}</td><td class="n">${num(p.gflops, 0)}</td><td>${esc(p.isa)}</td><td>${esc(p.measured_at)}</td></tr>`).join("")}</tbody></table>`}
+    ${m.peaks.length === 0 ? `<p class="muted">— (not measured; a benchmark run measures them)</p>` : `<table><thead><tr><th>kind</th><th>threads</th><th>GFLOP/s</th><th>bound</th><th>path</th><th>measured</th></tr></thead><tbody>
+    ${m.peaks.map((p) => `<tr><td>${esc(p.kind)}</td><td class="n">${p.threads}</td><td class="n">${num(p.gflops, 0)}</td><td class="n" title="cores × clock (${esc(p.clock_source)}, ${num(p.clock_ghz, 2)} GHz) × lanes × ops × ports">≤ ${num(p.bound_gflops, 0)}</td><td>${esc(p.isa)}</td><td>${esc(p.measured_at)}</td></tr>`).join("")}</tbody></table>`}
   `;
   const btn = root.querySelector("#measure") as HTMLButtonElement;
   const out = root.querySelector("#mout") as HTMLElement;

@@ -13,7 +13,7 @@ use memwall_core::evals::sandbox::SandboxLimits;
 use memwall_core::evals::tasks::{TaskConfig, TaskKind};
 use memwall_core::frontier::{self, FrontierPlan, FrontierProgress, chart, table};
 use memwall_core::quant::QuantType;
-use memwall_core::units::{Gbps, Gflops};
+use memwall_core::units::Gbps;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -109,8 +109,9 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
                 bandwidth: Gbps(f64::NAN),
                 stream_id: 0,
                 read_bandwidth: None,
-                peak_f32: Gflops(f64::NAN),
-                peak_int8: Gflops(f64::NAN),
+                peak_f32: None,
+                peak_int8: None,
+                gpu: None,
             }
         };
         let pb = if a.quiet {

@@ -51,9 +51,17 @@ pub(crate) async fn make_sheet(store: &Store, plan: &BenchPlan, efficiency: f64)
         efficiency
     );
     for t in &sheet.payload.tests {
+        let o = |v: Option<f64>| memwall_core::units::or_dash(v, 2);
         eprintln!(
-            "  {:<40} {:<16} t{:<3} predicted {:>9.2} t/s (ceiling {:.2})",
-            t.model_filename, t.test, t.n_threads, t.predicted_tps, t.ceiling_tps
+            "  {:<40} {:<16} t{:<3} predicted {:>9} t/s (ceiling {}){}",
+            t.model_filename,
+            t.test,
+            t.n_threads,
+            o(t.predicted_tps),
+            o(t.ceiling_tps),
+            t.no_ceiling
+                .as_ref()
+                .map_or(String::new(), |r| format!(": {r}"))
         );
     }
     for r in &sheet.payload.ratios {

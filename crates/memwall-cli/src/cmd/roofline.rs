@@ -17,13 +17,14 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
     let cache = parse_cache(&a.cache_type)?;
     let f = ModelFacts::open(&path)?;
     let host = hw::host_info();
+    // The peak is `None` when none is measured: prefill ceilings and the ridge are then `—`.
     let (bw, bw_src, pk, pk_src) = {
         let mut bw = a
             .bandwidth
             .map(|b| (Gbps(b), "given on the command line".to_string()));
         let mut pk = a
             .peak
-            .map(|p| (Gflops(p), "given on the command line".to_string()));
+            .map(|p| (Some(Gflops(p)), "given on the command line".to_string()));
         if bw.is_none() || pk.is_none() {
             if !a.measured {
                 bail!(
@@ -34,10 +35,13 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
             let has = store.latest_triad(&host.hostname, None).await?.is_some();
             let threads = host.cores_logical;
             let src = jobs::machine_roof(&store, &host, threads, has, &command_line()).await?;
-            let roof = memwall_core::bench::MachineRoof { ..src.roof.clone() };
-            let (peak, kind) = roof.peak_for(&f);
-            bw = bw.or(Some((roof.bandwidth, src.provenance.clone())));
-            pk = pk.or(Some((peak, format!("measured {kind} peak"))));
+            // `memwall roofline` models CPU inference (no offload).
+            let peak = src.roof.peak_for(&f, 0);
+            bw = bw.or(Some((src.roof.bandwidth, src.provenance.clone())));
+            let what = peak
+                .missing_reason()
+                .unwrap_or_else(|| format!("measured {} peak", peak.kind));
+            pk = pk.or(Some((peak.gflops, what)));
         }
         let (bw, bs) = bw.expect("set above");
         let (pk, ps) = pk.expect("set above");
@@ -50,7 +54,7 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
             let bytes = roofline::bytes_per_step(&f, d, 1, cache);
             let dec = roofline::decode_ceiling_tps(bw, bytes);
             let pf = roofline::prefill_flops_per_token(&f, a.n_prompt, d);
-            let pre = roofline::prefill_ceiling_tps(pk, pf);
+            let pre = pk.map(|pk| roofline::prefill_ceiling_tps(pk, pf));
             let ai = roofline::decode_intensity(&f, d, 1, cache);
             serde_json::json!({
                 "n_depth": d, "bytes_per_step": bytes.0, "decode_ceiling_tps": dec,
@@ -58,21 +62,22 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
             })
         })
         .collect();
-    let ridge = roofline::ridge_point(pk, bw);
+    let ridge = pk.map(|pk| roofline::ridge_point(pk, bw));
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "model": path.display().to_string(), "bandwidth_gbps": bw.0, "bandwidth_source": bw_src,
-                "peak_gflops": pk.0, "peak_source": pk_src, "ridge_flop_per_byte": ridge, "rows": rows,
+                "peak_gflops": pk.map(|p| p.0), "peak_source": pk_src, "ridge_flop_per_byte": ridge, "rows": rows,
             }))?
         );
         return Ok(());
     }
     println!("model      {} ({})", path.display(), f.model_type());
     println!("bandwidth  {bw} — {bw_src}");
-    println!("peak       {:.1} GFLOP/s — {pk_src}", pk.0);
-    println!("ridge      {ridge:.1} FLOP/byte (peak ÷ bandwidth)");
+    let dash = memwall_core::units::or_dash;
+    println!("peak       {} GFLOP/s — {pk_src}", dash(pk.map(|p| p.0), 1));
+    println!("ridge      {} FLOP/byte (peak ÷ bandwidth)", dash(ridge, 1));
     println!(
         "weights streamed per step {}; KV ({}) {} B/token",
         f.streamed_bytes,
@@ -89,14 +94,14 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
     );
     for r in &rows {
         println!(
-            "| {:>5} | {:>10.1} MB | {:>18.1} | {:>16.2} | {:>25.1} |",
+            "| {:>5} | {:>10.1} MB | {:>18.1} | {:>16.2} | {:>25} |",
             r["n_depth"],
             r["bytes_per_step"].as_f64().unwrap_or(0.0) / 1e6,
             r["decode_ceiling_tps"].as_f64().unwrap_or(f64::NAN),
             r["decode_intensity_flop_per_byte"]
                 .as_f64()
                 .unwrap_or(f64::NAN),
-            r["prefill_ceiling_tps"].as_f64().unwrap_or(f64::NAN)
+            dash(r["prefill_ceiling_tps"].as_f64(), 1)
         );
     }
     println!(

@@ -1,12 +1,12 @@
 //! `memwall stream` and `memwall peak`.
 
 use super::{command_line, open_store};
-use crate::args::{PeakArgs, StreamArgs};
+use crate::args::{IsaArg, PeakArgs, StreamArgs};
 use anyhow::{Result, bail};
 use memwall_core::hw;
 use memwall_core::jobs;
 use memwall_core::peak::{self, PeakKind};
-use memwall_core::stream::{self, Isa, StreamConfig, StreamResult};
+use memwall_core::stream::{self, StreamConfig, StreamResult};
 use memwall_core::units::Bytes;
 
 pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
@@ -87,17 +87,14 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
     }
     print_table(&out.results);
     for p in &out.peaks {
-        let unit = if p.kind == PeakKind::Int8Dot {
-            "GOP/s"
-        } else {
-            "GFLOP/s"
-        };
         println!(
-            "peak {}: {:.1} {unit} ({} threads, {})",
+            "peak {}: {:.1} {unit} ({} threads, {}; bound {:.1} {unit})",
             p.kind.label(),
             p.gflops.0,
             p.threads,
-            p.isa
+            p.isa,
+            p.bound.gflops.0,
+            unit = p.kind.unit()
         );
     }
     println!(
@@ -125,7 +122,7 @@ fn print_table(results: &[StreamResult]) {
         }
     }
     if let Some(isa) = results.first().and_then(|r| r.isa) {
-        let copy = if isa == Isa::Portable {
+        let copy = if isa == stream::Isa::Portable {
             "the C library's memcpy"
         } else {
             "non-temporal stores"
@@ -140,42 +137,94 @@ fn print_table(results: &[StreamResult]) {
 pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
     let host = hw::host_info();
     let t = a.threads.unwrap_or(host.cores_logical).max(1);
-    let peaks: Vec<_> = tokio::task::spawn_blocking(move || {
-        [PeakKind::F32Fma, PeakKind::Int8Dot]
-            .into_iter()
-            .map(|k| peak::measure(k, t, std::time::Duration::from_millis(200), 5))
-            .collect()
-    })
-    .await?;
-    let store = open_store(db).await?;
-    let run = memwall_core::store::NewRun {
-        kind: "peak".into(),
-        started_at: memwall_core::util::now_rfc3339(),
-        finished_at: memwall_core::util::now_rfc3339(),
-        command: command_line(),
-        host,
-        notes: String::new(),
-        guard: None,
+    let forced = match a.isa {
+        IsaArg::Auto => None,
+        IsaArg::Avx512 => Some(peak::Isa::Avx512),
+        IsaArg::Avx2 => Some(peak::Isa::Avx2),
+        IsaArg::Neon => Some(peak::Isa::Neon),
+        IsaArg::Scalar => Some(peak::Isa::Scalar),
     };
-    let (id, _) = store.insert_stream_run(&run, &[], &peaks).await?;
+    // With --isa, each kind the path supports is measured; a kind it lacks is
+    // reported as not measured, and a path that supports neither is an error.
+    let (run, lacking): (Vec<_>, Vec<_>) = PeakKind::ALL
+        .into_iter()
+        .map(|k| (k, forced.unwrap_or_else(|| peak::best_path(k))))
+        .partition(|&(k, i)| i.supported(k));
+    if run.is_empty() {
+        let (k, i) = lacking[0];
+        return Err(peak::measure_with(k, i, 1, std::time::Duration::ZERO, 1)
+            .expect_err("unsupported path")
+            .into());
+    }
+    let peaks: Vec<_> = tokio::task::spawn_blocking(move || {
+        run.into_iter()
+            .map(|(k, i)| peak::measure_with(k, i, t, std::time::Duration::from_millis(200), 5))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await??;
+    // A forced lower path is not this CPU's roof: the latest stored peak of a kind is
+    // what prefill ceilings use, so only the widest path's peaks are stored.
+    let (roof, lower): (Vec<_>, Vec<_>) = peaks
+        .iter()
+        .cloned()
+        .partition(|p| p.isa == peak::best_path(p.kind).path(p.kind));
+    let stored = if roof.is_empty() {
+        "not stored (a forced lower path is not this CPU's roof)".to_string()
+    } else {
+        let store = open_store(db).await?;
+        let run = memwall_core::store::NewRun {
+            kind: "peak".into(),
+            started_at: memwall_core::util::now_rfc3339(),
+            finished_at: memwall_core::util::now_rfc3339(),
+            command: command_line(),
+            host,
+            notes: String::new(),
+            guard: None,
+        };
+        let (id, _) = store.insert_stream_run(&run, &[], &roof).await?;
+        let mut s = format!("stored: run {id}");
+        if !lower.is_empty() {
+            s.push_str(" (forced lower paths not stored)");
+        }
+        s
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&peaks)?);
-    } else {
-        for p in &peaks {
-            println!(
-                "{:<9} {:>9.1} G{}/s  ({} threads, {})",
-                p.kind.label(),
-                p.gflops.0,
-                if p.kind == PeakKind::Int8Dot {
-                    "OP"
-                } else {
-                    "FLOP"
-                },
-                p.threads,
-                p.isa
-            );
-        }
-        println!("stored: run {id}");
+        return Ok(());
     }
+    println!("| peak | path | threads | measured | bound | bound arithmetic |");
+    println!("| ---- | ---- | ------: | -------: | ----: | ---------------- |");
+    for p in &peaks {
+        println!(
+            "| {} | {} | {} | {:.1} {unit} | {:.1} {unit} | {} |",
+            p.kind.label(),
+            p.isa,
+            p.threads,
+            p.gflops.0,
+            p.bound.gflops.0,
+            p.bound.formula(),
+            unit = p.kind.unit()
+        );
+    }
+    for (k, i) in &lacking {
+        println!(
+            "| {} | {} | {t} | — | — | not measured: the path needs {} |",
+            k.label(),
+            i.path(*k),
+            i.needs(*k)
+        );
+    }
+    let paths = PeakKind::ALL
+        .iter()
+        .map(|&k| {
+            let names: Vec<_> = peak::supported_paths(k).iter().map(|i| i.name()).collect();
+            format!("{} {}", k.label(), names.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    println!("paths on this CPU (force one with --isa): {paths}");
+    println!(
+        "bound = cores × clock × lanes × ops per lane × issue ports (see memwall_core::peak::Isa::limits); a rate above it is refused. {stored}"
+    );
     Ok(())
 }

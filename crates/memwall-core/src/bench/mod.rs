@@ -257,6 +257,11 @@ pub enum Warning {
     },
     /// Built without optimizations.
     DebugBuild,
+    /// The roofline ceiling is not known (stored NULL, shown `—`).
+    NoCeiling {
+        /// Which roof is missing.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for Warning {
@@ -275,6 +280,7 @@ impl std::fmt::Display for Warning {
                 write!(f, "variance: std is {:.1}% of the mean", cv * 100.0)
             }
             Warning::DebugBuild => write!(f, "debug build: numbers are not representative"),
+            Warning::NoCeiling { reason } => write!(f, "ceiling —: {reason}"),
         }
     }
 }
@@ -313,7 +319,10 @@ pub enum Progress {
     },
 }
 
-/// Roofline inputs measured for this run: bandwidth and compute peaks.
+/// Roofline inputs for a run: bandwidth and compute peaks. A peak that was not
+/// measured is `None`, and every ceiling that needs it stays `None` (`—`, NULL) with
+/// the reason ([`PrefillPeak::missing_reason`]); it never falls back to the
+/// bandwidth roof alone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MachineRoof {
     /// STREAM triad (best, all threads), GB/s.
@@ -324,22 +333,95 @@ pub struct MachineRoof {
     /// that run measured no read kernel. Decode rows show a second ceiling with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_bandwidth: Option<Gbps>,
-    /// f32 FMA peak.
-    pub peak_f32: Gflops,
-    /// int8 dot peak.
-    pub peak_int8: Gflops,
+    /// f32 FMA peak measured on this CPU (`None`: none stored).
+    pub peak_f32: Option<Gflops>,
+    /// int8 dot peak measured on this CPU (`None`: none stored).
+    pub peak_int8: Option<Gflops>,
+    /// The GPU that runs prefill when layers are offloaded and memwall has not
+    /// measured its peak: Apple silicon's Metal GPU, with the device catalogue's
+    /// figure labelled `spec`. `None` elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuPeak>,
+}
+
+/// A GPU's prefill roof taken from the device catalogue (`catalog/devices.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuPeak {
+    /// Catalogue name (`M4 Pro`), or the brand string when the catalogue lacks it.
+    pub device: String,
+    /// The catalogue's compute figure (`None` when it gives none).
+    pub gflops: Option<Gflops>,
+    /// What the figure is (`fp32 (spec)`, `…, derived` for catalogue arithmetic).
+    pub basis: String,
+}
+
+/// Where a compute roof comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakSource {
+    /// Measured on this machine (`memwall peak`).
+    Measured,
+    /// A spec-sheet figure from the device catalogue (not measured).
+    Spec,
+}
+
+/// The compute roof of a prefill ceiling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillPeak {
+    /// The roof; `None` when nothing was measured (or catalogued).
+    pub gflops: Option<Gflops>,
+    /// Which roof: `int8 dot` / `f32 FMA` (measured on this CPU) or
+    /// `spec: M4 Pro GPU, fp32 (spec)`.
+    pub kind: String,
+    /// Measured or spec.
+    pub source: PeakSource,
+}
+
+impl PrefillPeak {
+    /// Why there is no roof (`None` when there is one).
+    pub fn missing_reason(&self) -> Option<String> {
+        if self.gflops.is_some() {
+            return None;
+        }
+        Some(match self.source {
+            PeakSource::Measured => format!(
+                "no compute peak measured: no {} peak is stored for this host (run `memwall peak`)",
+                self.kind
+            ),
+            PeakSource::Spec => format!(
+                "no compute peak: {} has no figure in catalog/devices.toml and memwall does not measure GPU peaks yet",
+                self.kind
+            ),
+        })
+    }
 }
 
 impl MachineRoof {
-    /// The compute roof for a model's matmuls: the int8 dot peak when its weights are
-    /// block-quantized (llama.cpp's CPU path quantizes activations to 8 bits), the f32
-    /// FMA peak for F16/BF16/F32 weights.
-    pub fn peak_for(&self, facts: &ModelFacts) -> (Gflops, &'static str) {
-        match facts.dominant_type() {
-            Some(t) if t.traits().is_some_and(|(_, blck, _)| blck > 1) => {
-                (self.peak_int8, "int8 dot")
-            }
-            _ => (self.peak_f32, "f32 FMA"),
+    /// The compute roof for a model's prefill. With layers offloaded to a GPU that
+    /// memwall does not measure ([`MachineRoof::gpu`], Apple), the catalogue's
+    /// figure labelled spec. Otherwise the CPU peak llama.cpp's CPU path uses: int8
+    /// dot when the weights are block-quantized (activations are quantized to 8
+    /// bits), f32 FMA for F16/BF16/F32 weights.
+    pub fn peak_for(&self, facts: &ModelFacts, n_gpu_layers: u32) -> PrefillPeak {
+        if let Some(g) = self.gpu.as_ref().filter(|_| n_gpu_layers > 0) {
+            return PrefillPeak {
+                gflops: g.gflops.filter(|x| x.0.is_finite() && x.0 > 0.0),
+                kind: format!("spec: {} GPU, {}", g.device, g.basis),
+                source: PeakSource::Spec,
+            };
+        }
+        let quantized = facts
+            .dominant_type()
+            .is_some_and(|t| t.traits().is_some_and(|(_, blck, _)| blck > 1));
+        let (peak, kind) = if quantized {
+            (self.peak_int8, crate::peak::PeakKind::Int8Dot)
+        } else {
+            (self.peak_f32, crate::peak::PeakKind::F32Fma)
+        };
+        PrefillPeak {
+            gflops: peak.filter(|x| x.0.is_finite() && x.0 > 0.0),
+            kind: kind.label().into(),
+            source: PeakSource::Measured,
         }
     }
 }
@@ -367,30 +449,40 @@ pub struct RunContext<'a> {
     pub cancel: &'a std::sync::atomic::AtomicBool,
 }
 
-/// Ceiling and bytes for one instance.
+/// Ceiling (tok/s) and bytes per step of one instance. The ceiling is `None` when
+/// a roof it needs is missing: a pp ceiling without a compute peak (see
+/// [`PrefillPeak::missing_reason`]), any ceiling without a bandwidth.
 pub fn instance_ceiling(
     facts: &ModelFacts,
     inst: &Instance,
     roof: &MachineRoof,
     plan: &BenchPlan,
-) -> (f64, f64) {
-    let (peak, _) = roof.peak_for(facts);
+) -> (Option<f64>, f64) {
+    let finite = |v: f64| Some(v).filter(|v| v.is_finite());
     if inst.n_prompt > 0 {
         // Compute roof, or the bandwidth roof of reading the weights once per micro-batch
-        // when the prompt is short, whichever is lower.
+        // when the prompt is short, whichever is lower. Both are needed: the lower of
+        // one known roof and one unknown is unknown.
         let p = inst.n_prompt as u64;
-        let flops = p as f64 * roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
-        let t_compute = flops / peak.per_s();
         let n_ub = p.div_ceil(plan.n_ubatch.max(1) as u64);
         let kv = facts
             .kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k)
             .0 as f64;
         let bytes = n_ub as f64 * (facts.streamed_bytes.0 as f64 + kv);
-        let t_mem = bytes / roof.bandwidth.bytes_per_s();
-        (p as f64 / t_compute.max(t_mem), bytes / n_ub as f64)
+        let ceiling = roof
+            .peak_for(facts, plan.n_gpu_layers)
+            .gflops
+            .and_then(|peak| {
+                let flops =
+                    p as f64 * roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
+                let t_compute = flops / peak.per_s();
+                let t_mem = bytes / roof.bandwidth.bytes_per_s();
+                finite(p as f64 / t_compute.max(t_mem))
+            });
+        (ceiling, bytes / n_ub as f64)
     } else {
         (
-            decode_ceiling_at(facts, inst, plan, roof.bandwidth),
+            finite(decode_ceiling_at(facts, inst, plan, roof.bandwidth)),
             mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k),
         )
     }
@@ -494,8 +586,15 @@ pub fn make_record(
     let ns = Sample::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
     let ts = Sample::new(samples_ts.clone()).expect("finite");
     let (ceiling, bytes_per_step) = instance_ceiling(facts, inst, cx.roof, plan);
-    let (peak, peak_kind) = cx.roof.peak_for(facts);
+    let peak = cx.roof.peak_for(facts, plan.n_gpu_layers);
     let (mut warnings, swapped) = crate::guard::findings(before, after);
+    if ceiling.is_none() {
+        let reason = match (inst.n_prompt > 0, peak.missing_reason()) {
+            (true, Some(r)) => r,
+            _ => "no STREAM bandwidth".to_string(),
+        };
+        warnings.insert(0, Warning::NoCeiling { reason });
+    }
     let outliers = ns.outliers().len();
     if outliers > 0 {
         warnings.push(Warning::Outliers { n: outliers });
@@ -561,13 +660,13 @@ pub fn make_record(
         samples_ts,
         bandwidth_gbps: cx.roof.bandwidth.0,
         stream_id: cx.roof.stream_id,
-        peak_gflops: peak.0,
-        peak_kind: peak_kind.into(),
+        peak_gflops: peak.gflops.map_or(f64::NAN, |g| g.0),
+        peak_kind: peak.kind,
         streamed_bytes: facts.streamed_bytes.0 as i64,
         kv_bytes_per_token: facts.kv_bytes_per_token(plan.type_k).0 as i64,
         bytes_per_step,
-        ceiling_ts: ceiling,
-        achieved: ts.mean() / ceiling,
+        ceiling_ts: ceiling.unwrap_or(f64::NAN),
+        achieved: ceiling.map_or(f64::NAN, |c| ts.mean() / c),
         implied_bandwidth_gbps: implied,
         flops_per_token,
         intensity,
@@ -711,6 +810,188 @@ mod tests {
         f.streamed_bytes = Bytes(400_000_000);
         assert_eq!(f.kv_bytes_per_token(CacheType::F16), Bytes(256));
         f
+    }
+
+    /// A one-layer model whose matmul weight is Q8_0 (so its prefill roof is the
+    /// int8 dot peak): 64 × 64 Q8_0 = 128 blocks × 34 B.
+    fn q8_facts() -> ModelFacts {
+        let b = crate::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
+            .data(2560 + 128 * 34)
+            .build();
+        let g = crate::gguf::Gguf::parse(&b[..], b.len() as u64, "q8.gguf".into()).unwrap();
+        ModelFacts::from_gguf(&g).unwrap()
+    }
+
+    fn roof(peak_int8: Option<Gflops>) -> MachineRoof {
+        MachineRoof {
+            bandwidth: Gbps(40.0),
+            stream_id: 7,
+            peak_f32: None,
+            peak_int8,
+            gpu: None,
+        }
+    }
+
+    fn pp512() -> Instance {
+        Instance {
+            model: 0,
+            n_prompt: 512,
+            n_gen: 0,
+            n_depth: 0,
+            n_seqs: 1,
+            n_threads: 2,
+        }
+    }
+
+    #[test]
+    fn a_missing_or_nan_peak_never_yields_a_prefill_ceiling() {
+        let f = q8_facts();
+        let plan = plan();
+        for missing in [None, Some(Gflops(f64::NAN)), Some(Gflops(0.0))] {
+            let (c, bytes) = instance_ceiling(&f, &pp512(), &roof(missing), &plan);
+            assert_eq!(c, None, "peak {missing:?}");
+            assert!(bytes > 0.0);
+            let p = roof(missing).peak_for(&f, 0);
+            assert_eq!(p.kind, "int8 dot");
+            assert!(
+                p.missing_reason()
+                    .unwrap()
+                    .starts_with("no compute peak measured: no int8 dot peak is stored"),
+                "{p:?}"
+            );
+        }
+        // The decode ceiling does not need a compute peak.
+        let tg = Instance {
+            n_prompt: 0,
+            n_gen: 128,
+            ..pp512()
+        };
+        assert!(instance_ceiling(&f, &tg, &roof(None), &plan).0.is_some());
+        // With a peak: pp512 / max(t_compute, t_mem), by hand.
+        let (c, _) = instance_ceiling(&f, &pp512(), &roof(Some(Gflops(100.0))), &plan);
+        let flops = 512.0 * roofline::prefill_flops_per_token(&f, 512, 0);
+        let kv = f.kv_bytes_read_at_depth(512, CacheType::F16).0 as f64;
+        let t_mem = (f.streamed_bytes.0 as f64 + kv) / 40e9; // one micro-batch of 512
+        let want = 512.0 / (flops / 100e9).max(t_mem);
+        assert!((c.unwrap() - want).abs() <= 1e-9 * want, "{c:?} vs {want}");
+    }
+
+    #[test]
+    fn a_gpu_spec_peak_is_used_only_with_offload_and_labelled_spec() {
+        let f = q8_facts();
+        let mut r = roof(Some(Gflops(100.0)));
+        r.gpu = Some(GpuPeak {
+            device: "M4 Pro".into(),
+            gflops: Some(Gflops(9200.0)),
+            basis: "fp32 (spec)".into(),
+        });
+        let p = r.peak_for(&f, 999);
+        assert_eq!(p.gflops, Some(Gflops(9200.0)));
+        assert_eq!(p.source, PeakSource::Spec);
+        assert_eq!(p.kind, "spec: M4 Pro GPU, fp32 (spec)");
+        assert_eq!(r.peak_for(&f, 0).gflops, Some(Gflops(100.0)));
+        // A catalogued GPU without a figure: no ceiling, and it says why.
+        r.gpu.as_mut().unwrap().gflops = None;
+        let p = r.peak_for(&f, 999);
+        assert!(p.gflops.is_none());
+        assert!(
+            p.missing_reason()
+                .unwrap()
+                .contains("no figure in catalog/devices.toml")
+        );
+    }
+
+    #[test]
+    fn a_record_without_peaks_has_no_prefill_ceiling_and_says_why() {
+        let f = q8_facts();
+        let mut plan = plan();
+        plan.n_gpu_layers = 0;
+        let host = hw::host_info();
+        let r = roof(None);
+        let cancel = std::sync::atomic::AtomicBool::new(false);
+        let cx = RunContext {
+            plan: &plan,
+            host: &host,
+            roof: &r,
+            run_id: 1,
+            cancel: &cancel,
+        };
+        let mr = ModelRun {
+            facts: f,
+            sha256: "aa".into(),
+        };
+        let live = LiveState {
+            power: hw::PowerSource::Ac,
+            thermal: hw::Thermal {
+                state: ThermalState::Unknown,
+                max_celsius: None,
+            },
+            mem: hw::MemState {
+                total: Bytes(1),
+                available: Bytes(1),
+                swap_total: Bytes(0),
+                swap_used: Bytes(0),
+            },
+            swap_out_pages: None,
+        };
+        let engine = crate::engine::EngineInfo {
+            name: "llama.cpp".into(),
+            build: "test".into(),
+            backend: "CPU".into(),
+        };
+        let samples = vec![1_000_000_000, 1_000_000_000, 1_000_000_000];
+        let rec = make_record(
+            &cx,
+            &mr,
+            &pp512(),
+            &engine,
+            samples,
+            "t".into(),
+            &live,
+            &live,
+        );
+        assert!(rec.ceiling_ts.is_nan() && rec.achieved.is_nan() && rec.peak_gflops.is_nan());
+        assert_eq!(rec.peak_kind, "int8 dot");
+        let cell = |name: &str| {
+            rec.fields()
+                .into_iter()
+                .find(|(n, _, _)| *n == name)
+                .map(|(_, _, c)| c)
+                .unwrap()
+        };
+        assert_eq!(cell("ceiling_ts"), record::Cell::Null);
+        assert_eq!(cell("achieved"), record::Cell::Null);
+        assert_eq!(cell("peak_gflops"), record::Cell::Null);
+        assert!(
+            rec.warnings.contains(
+                "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"
+            ),
+            "{}",
+            rec.warnings
+        );
+        // A decode row of the same run has its ceiling and no such warning.
+        let tg = Instance {
+            n_prompt: 0,
+            n_gen: 128,
+            ..pp512()
+        };
+        let rec = make_record(
+            &cx,
+            &mr,
+            &tg,
+            &engine,
+            vec![1_000_000_000; 3],
+            "t".into(),
+            &live,
+            &live,
+        );
+        assert!(rec.ceiling_ts.is_finite() && !rec.warnings.contains("ceiling —"));
     }
 
     #[test]

@@ -198,10 +198,10 @@ pub struct SpeedSummary {
     pub pp_tps: f64,
     /// pp std.
     pub pp_std: f64,
-    /// pp ceiling.
-    pub pp_ceiling: f64,
-    /// pp ÷ ceiling.
-    pub pp_achieved: f64,
+    /// pp ceiling, tok/s (`None`: no compute peak was measured).
+    pub pp_ceiling: Option<f64>,
+    /// pp ÷ ceiling (`None` with the ceiling).
+    pub pp_achieved: Option<f64>,
     /// STREAM bandwidth behind the ceilings, GB/s.
     pub bandwidth_gbps: f64,
     /// Store ids of the bench rows (pp, tg).

@@ -112,7 +112,7 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
                 cols.push(format!("{:.2} ± {:.2} ({})", s.tg_tps, s.tg_std, s.tg_n));
                 cols.push(pct(s.tg_achieved));
                 cols.push(format!("{:.1} ± {:.1}", s.pp_tps, s.pp_std));
-                cols.push(pct(s.pp_achieved));
+                cols.push(pct(s.pp_achieved.unwrap_or(f64::NAN)));
             }
             None => cols.extend([dash(), dash(), dash(), dash()]),
         }
