@@ -353,8 +353,11 @@ impl Store {
         // whole migration serializes them; the later ones find nothing to apply.
         let mut conn = pool.acquire().await.map_err(sql)?;
         let mut tx = conn.begin_with(BEGIN_WRITE).await.map_err(sql)?;
+        // `run_direct` takes the connection itself: `run(&mut *tx)` goes through sqlx's
+        // `Acquire`, whose bound rustc cannot prove for every lifetime once this future
+        // is awaited inside a `Send` one (the app's commands).
         sqlx::migrate!("./migrations")
-            .run(&mut *tx)
+            .run_direct(None, &mut *tx, false)
             .await
             .map_err(|source| StoreError::Migrate {
                 path: ps.clone(),
