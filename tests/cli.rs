@@ -579,6 +579,7 @@ fn gate_and_bench(db: &Path) -> (i64, i64) {
         command: "memwall spec".into(),
         host: memwall_core::hw::host_info(),
         notes: String::new(),
+        guard: None,
     };
     let row = SpecBenchRow::example();
     let prov = GateProvenance {

@@ -564,6 +564,7 @@ mod tests {
             command: "memwall test".into(),
             host: host(),
             notes: String::new(),
+            guard: None,
         };
         store
             .insert_stream_run(&run, &[res.clone()], &[])

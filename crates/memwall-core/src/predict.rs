@@ -749,10 +749,12 @@ mod tests {
             reps: 5,
             seed: 42,
             allow_battery: false,
+            skip_capacity_check: false,
         };
         let roof = MachineRoof {
             bandwidth: Gbps(40.0),
             stream_id: 3,
+            read_bandwidth: None,
             peak_f32: None,
             peak_int8: None,
             gpu: None,

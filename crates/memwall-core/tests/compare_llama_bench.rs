@@ -114,6 +114,7 @@ async fn stored_rows(dir: &Path) -> Vec<BenchRecord> {
             command: "memwall bench".into(),
             host: host(),
             notes: String::new(),
+            guard: None,
         };
         store.insert_bench_run(&run, &mut rows).await.unwrap();
     }

@@ -832,6 +832,7 @@ mod tests {
         MachineRoof {
             bandwidth: Gbps(40.0),
             stream_id: 7,
+            read_bandwidth: None,
             peak_f32: None,
             peak_int8,
             gpu: None,
@@ -929,7 +930,7 @@ mod tests {
         let live = LiveState {
             power: hw::PowerSource::Ac,
             thermal: hw::Thermal {
-                state: ThermalState::Unknown,
+                state: hw::ThermalState::Unknown,
                 max_celsius: None,
             },
             mem: hw::MemState {
@@ -943,7 +944,8 @@ mod tests {
         let engine = crate::engine::EngineInfo {
             name: "llama.cpp".into(),
             build: "test".into(),
-            backend: "CPU".into(),
+            backends: "CPU".into(),
+            system_info: String::new(),
         };
         let samples = vec![1_000_000_000, 1_000_000_000, 1_000_000_000];
         let rec = make_record(
@@ -1012,10 +1014,12 @@ mod tests {
             bandwidth: Gbps(40.0),
             stream_id: 1,
             read_bandwidth: Some(Gbps(48.0)),
-            peak_f32: Gflops(100.0),
-            peak_int8: Gflops(200.0),
+            peak_f32: Some(Gflops(100.0)),
+            peak_int8: Some(Gflops(200.0)),
+            gpu: None,
         };
         let (triad, bytes) = instance_ceiling(&facts, &tg, &roof, &plan);
+        let triad = triad.unwrap();
         assert_eq!(bytes, mean);
         assert!(
             (read / triad - 1.2).abs() < REL,
@@ -1037,7 +1041,8 @@ mod tests {
         let engine = crate::engine::EngineInfo {
             name: "llama.cpp".into(),
             build: "test".into(),
-            backend: "CPU".into(),
+            backends: "CPU".into(),
+            system_info: String::new(),
         };
         let mr = ModelRun {
             facts,
@@ -1048,8 +1053,9 @@ mod tests {
             bandwidth: Gbps(40.0),
             stream_id: 1,
             read_bandwidth: Some(Gbps(48.0)),
-            peak_f32: Gflops(100.0),
-            peak_int8: Gflops(200.0),
+            peak_f32: Some(Gflops(100.0)),
+            peak_int8: Some(Gflops(200.0)),
+            gpu: None,
         };
         let without = MachineRoof {
             read_bandwidth: None,
