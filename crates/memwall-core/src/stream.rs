@@ -339,6 +339,9 @@ mod x86 {
     //! check it at run time ([`super::Isa::is_supported`]).
     use std::arch::x86_64::*;
 
+    /// f64 elements in a 4 KiB page: the non-temporal copies interleave four pages.
+    const PAGE_F64: usize = 4096 / 8;
+
     /// Elements of `dst` before `p` reaches an `align`-byte boundary (at most `len`).
     fn head(p: *const f64, align: usize, len: usize) -> usize {
         let mis = (p as usize) % align;
@@ -360,7 +363,23 @@ mod x86 {
         // caller guarantees AVX-512F.
         unsafe {
             let (d, s) = (dst.as_mut_ptr().add(h), src.as_ptr().add(h));
-            let mut i = 0;
+            // Four pages at a time, one line from each in turn (glibc's
+            // large_memcpy_4x, which stream.c's copy runs above the non-temporal
+            // threshold): four concurrent streams keep more misses in flight than one.
+            let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
+            let mut b = 0;
+            while b < blocks {
+                let mut off = 0;
+                while off < PAGE_F64 {
+                    for p in 0..4 {
+                        let k = b + p * PAGE_F64 + off;
+                        _mm512_stream_pd(d.add(k), _mm512_loadu_pd(s.add(k)));
+                    }
+                    off += 8;
+                }
+                b += 4 * PAGE_F64;
+            }
+            let mut i = blocks;
             while i < body {
                 _mm512_stream_pd(d.add(i), _mm512_loadu_pd(s.add(i)));
                 i += 8;
@@ -380,7 +399,22 @@ mod x86 {
         // SAFETY: as in copy_nt_avx512, with 32-byte alignment and AVX.
         unsafe {
             let (d, s) = (dst.as_mut_ptr().add(h), src.as_ptr().add(h));
-            let mut i = 0;
+            // Four pages at a time, as in copy_nt_avx512.
+            let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
+            let mut b = 0;
+            while b < blocks {
+                let mut off = 0;
+                while off < PAGE_F64 {
+                    for p in 0..4 {
+                        let k = b + p * PAGE_F64 + off;
+                        _mm256_stream_pd(d.add(k), _mm256_loadu_pd(s.add(k)));
+                        _mm256_stream_pd(d.add(k + 4), _mm256_loadu_pd(s.add(k + 4)));
+                    }
+                    off += 8;
+                }
+                b += 4 * PAGE_F64;
+            }
+            let mut i = blocks;
             while i < body {
                 _mm256_stream_pd(d.add(i), _mm256_loadu_pd(s.add(i)));
                 _mm256_stream_pd(d.add(i + 4), _mm256_loadu_pd(s.add(i + 4)));
@@ -419,7 +453,24 @@ mod x86 {
         let body = x.len() / 32 * 32;
         let p = x.as_ptr();
         let mut acc = [_mm512_setzero_pd(); 4];
-        let mut i = 0;
+        // Four pages at a time, one line from each in turn, one accumulator per page:
+        // four concurrent streams keep more misses in flight than one (as the copy).
+        let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
+        let mut b = 0;
+        while b < blocks {
+            let mut off = 0;
+            while off < PAGE_F64 {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: b + j·PAGE_F64 + off + 8 ≤ blocks ≤ body ≤ len.
+                    *a = _mm512_add_pd(*a, unsafe {
+                        _mm512_loadu_pd(p.add(b + j * PAGE_F64 + off))
+                    });
+                }
+                off += 8;
+            }
+            b += 4 * PAGE_F64;
+        }
+        let mut i = blocks;
         while i < body {
             for (j, a) in acc.iter_mut().enumerate() {
                 // SAFETY: i + 8j + 8 ≤ body ≤ len.
@@ -437,7 +488,23 @@ mod x86 {
         let body = x.len() / 16 * 16;
         let p = x.as_ptr();
         let mut acc = [_mm256_setzero_pd(); 4];
-        let mut i = 0;
+        // Four pages at a time, as in sum_avx512.
+        let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
+        let mut b = 0;
+        while b < blocks {
+            let mut off = 0;
+            while off < PAGE_F64 {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: b + j·PAGE_F64 + off + 8 ≤ blocks ≤ body ≤ len.
+                    let q = unsafe { p.add(b + j * PAGE_F64 + off) };
+                    *a = _mm256_add_pd(*a, unsafe { _mm256_loadu_pd(q) });
+                    *a = _mm256_add_pd(*a, unsafe { _mm256_loadu_pd(q.add(4)) });
+                }
+                off += 8;
+            }
+            b += 4 * PAGE_F64;
+        }
+        let mut i = blocks;
         while i < body {
             for (j, a) in acc.iter_mut().enumerate() {
                 // SAFETY: i + 4j + 4 ≤ body ≤ len.
@@ -960,12 +1027,13 @@ mod tests {
 
     #[test]
     fn copy_matches_on_every_path_and_alignment() {
-        // Odd lengths and every start offset within a line exercise head, body and tail.
-        let src: Vec<f64> = (0..300).map(|i| i as f64 * 0.5 - 7.0).collect();
+        // Odd lengths and every start offset within a line exercise head, body and tail;
+        // lengths past 4 pages (2048 elements) the four-page interleaved blocks too.
+        let src: Vec<f64> = (0..5000).map(|i| i as f64 * 0.5 - 7.0).collect();
         for isa in Isa::supported() {
             for start in 0..8 {
-                for len in [0, 1, 7, 8, 9, 63, 64, 65, 250] {
-                    let mut dst = vec![f64::NAN; 300];
+                for len in [0, 1, 7, 8, 9, 63, 64, 65, 250, 2047, 2048, 2049, 4096 + 13] {
+                    let mut dst = vec![f64::NAN; 5000];
                     copy(isa, &mut dst[start..start + len], &src[start..start + len]);
                     assert_eq!(
                         &dst[start..start + len],
