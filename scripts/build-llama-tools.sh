@@ -12,8 +12,8 @@
 # Idempotent: a stamp records the crate version and the sdist hash.
 set -euo pipefail
 
-SDIST_VERSION=0.3.36
-SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+# shellcheck source=scripts/llama-sdist.sh
+. "$(dirname "$0")/llama-sdist.sh"
 TOOLS="llama-bench llama-batched-bench llama-perplexity llama-quantize llama-speculative llama-speculative-simple"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,20 +37,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && for t in $TOOLS; do [ -
 fi
 
 sdist="$out/llama_cpp_python-$SDIST_VERSION.tar.gz"
-if ! echo "$SDIST_SHA256  $sdist" | sha256sum -c --status 2>/dev/null; then
-  echo "build-llama-tools: downloading llama-cpp-python $SDIST_VERSION sdist from PyPI"
-  url=$(python3 - "$SDIST_VERSION" <<'PY'
-import json, sys, urllib.request
-req = urllib.request.Request("https://pypi.org/simple/llama-cpp-python/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-d = json.load(urllib.request.urlopen(req, timeout=60))
-name = f"llama_cpp_python-{sys.argv[1]}.tar.gz"
-print(next(f["url"] for f in d["files"] if f["filename"] == name))
-PY
-)
-  curl -fsSL --retry 3 -o "$sdist.tmp" "$url"
-  echo "$SDIST_SHA256  $sdist.tmp" | sha256sum -c --status || { echo "build-llama-tools: sdist sha256 mismatch" >&2; rm -f "$sdist.tmp"; exit 1; }
-  mv "$sdist.tmp" "$sdist"
-fi
+fetch_llama_sdist "$out" build-llama-tools
 
 src="$out/src"
 rm -rf "$src" "$out/sdist"

@@ -12,8 +12,8 @@
 set -euo pipefail
 
 # Keep in step with build-llama-tools.sh.
-SDIST_VERSION=0.3.36
-SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+# shellcheck source=scripts/llama-sdist.sh
+. "$(dirname "$0")/llama-sdist.sh"
 PIP_PINS=(GitPython==3.2.1 tabulate==0.10.0)
 
 venv=${MEMWALL_COMPARE_VENV:-$HOME/.cache/memwall/venv-compare}
@@ -25,22 +25,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python"
   exit 0
 fi
 
-mkdir -p "$tools"
 sdist="$tools/llama_cpp_python-$SDIST_VERSION.tar.gz"
-if ! echo "$SDIST_SHA256  $sdist" | sha256sum -c --status 2>/dev/null; then
-  echo "setup-compare-venv: downloading llama-cpp-python $SDIST_VERSION sdist from PyPI"
-  url=$(python3 - "$SDIST_VERSION" <<'PY'
-import json, sys, urllib.request
-req = urllib.request.Request("https://pypi.org/simple/llama-cpp-python/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-d = json.load(urllib.request.urlopen(req, timeout=60))
-name = f"llama_cpp_python-{sys.argv[1]}.tar.gz"
-print(next(f["url"] for f in d["files"] if f["filename"] == name))
-PY
-)
-  curl -fsSL --retry 3 -o "$sdist.tmp" "$url"
-  echo "$SDIST_SHA256  $sdist.tmp" | sha256sum -c --status || { echo "setup-compare-venv: sdist sha256 mismatch" >&2; rm -f "$sdist.tmp"; exit 1; }
-  mv "$sdist.tmp" "$sdist"
-fi
+fetch_llama_sdist "$tools" setup-compare-venv
 
 rm -rf "$venv"
 python3 -m venv "$venv"
