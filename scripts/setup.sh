@@ -18,6 +18,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS=(
   # build: llama.cpp (cmake, gcc), bindgen (libclang)
   build-essential cmake pkg-config libclang-dev git curl ca-certificates python3
+  # the store: SQLite from Debian (sqlx links it instead of compiling its own copy)
+  libsqlite3-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do
@@ -49,7 +51,7 @@ for cache in "$target_dir"/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.
   fi
 done
 
-echo "setup: building memwall (release; a cold build takes ~8 min on 2 cores)"
+echo "setup: building memwall (release; a cold build takes ~7 min on 2 cores)"
 cargo build --release --locked -p memwall-cli
 
 case "${MEMWALL_SETUP_MODELS:-default}" in
