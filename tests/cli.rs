@@ -54,7 +54,7 @@ fn model_info_json_matches_gguf_py() {
 /// A valid one-layer llama GGUF of 512 bytes, built byte by byte: 256 header bytes
 /// (padded) and one F32 tensor `token_embd.weight` [32, 2] of 256 bytes.
 fn tiny_gguf(block_count: u32) -> Vec<u8> {
-    let b = memwall_core::gguf::fuzz::GgufBuilder::default()
+    let b = memwall_core::fuzz::GgufBuilder::default()
         .kv_str("general.architecture", "llama")
         .kv_u32("llama.block_count", block_count)
         .kv_u32("llama.embedding_length", 32)
@@ -567,17 +567,17 @@ fn spec_gate_then_bench_and_the_store_refuses_ungated_speedups() {
 /// Stores a complete passed gate run and a spec-bench run whose speedup row it
 /// unlocked, through the core API; returns (gate run, bench run).
 fn gate_and_bench(db: &Path) -> (i64, i64) {
-    use memwall_core::spec::gate::{DrafterKind, GateRow, TokenizedPrompt};
-    use memwall_core::spec::prompts::{Category, Format};
-    use memwall_core::spec::run::SpecStats;
-    use memwall_core::spec::store::{self as ss, GateProvenance, SpecBenchRow};
+    use memwall_core::experiments::speculative::gate::{DrafterKind, GateRow, TokenizedPrompt};
+    use memwall_core::experiments::speculative::prompts::{Category, Format};
+    use memwall_core::experiments::speculative::run::SpecStats;
+    use memwall_core::experiments::speculative::store::{self as ss, GateProvenance, SpecBenchRow};
     use memwall_core::store::{NewRun, Store};
     let run = |kind: &str| NewRun {
         kind: kind.into(),
         started_at: "2026-01-01T00:00:00Z".into(),
         finished_at: "2026-01-01T00:01:00Z".into(),
         command: "memwall spec".into(),
-        host: memwall_core::hw::host_info(),
+        host: memwall_core::probe::hw::host_info(),
         notes: String::new(),
         guard: None,
     };
@@ -791,7 +791,7 @@ fn calc_devices_and_predict_errors_are_clear() {
 
 #[test]
 fn vs_llama_speculative_prints_no_auto_ratio_for_an_off_decision() {
-    use memwall_core::spec::store::{AUTO_OFF_PREDICTED, SpecBenchRow};
+    use memwall_core::experiments::speculative::store::{AUTO_OFF_PREDICTED, SpecBenchRow};
     if Command::new("python3").arg("--version").output().is_err() {
         eprintln!("SKIP vs_llama_speculative table test: python3 not found");
         return;

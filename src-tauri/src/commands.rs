@@ -7,13 +7,14 @@ use crate::error::AppError;
 use crate::state::{
     AppState, BenchRequest, ChatRequest, Exported, HistoryFilter, MachineView, ModelItem,
 };
-use memwall_core::bench::Progress;
-use memwall_core::bench::record::BenchRecord;
-use memwall_core::chart::app::AppChart;
-use memwall_core::chat::{ChatEvent, ChatStats};
-use memwall_core::jobs::{BenchOutcome, StreamOutcome};
+use memwall_core::experiments::bench::Progress;
+use memwall_core::experiments::bench::job::BenchOutcome;
+use memwall_core::experiments::chat::{ChatEvent, ChatStats};
+use memwall_core::experiments::roof::StreamOutcome;
+use memwall_core::present::chart::app::AppChart;
+use memwall_core::present::views::{CompareRow, FrontierView, RooflineView, TrayStatus};
 use memwall_core::store::RunSummary;
-use memwall_core::views::{CompareRow, FrontierView, RooflineView, TrayStatus};
+use memwall_core::store::record::BenchRecord;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, State};
 
@@ -51,7 +52,7 @@ pub async fn fetch_model(
     app: AppHandle,
     state: State<'_, AppState>,
     name: String,
-    on_progress: Channel<memwall_core::catalog::FetchProgress>,
+    on_progress: Channel<memwall_core::probe::catalog::FetchProgress>,
 ) -> R<String> {
     let p = state
         .fetch_model(&name, move |e| {

@@ -16,28 +16,28 @@ pub enum AppError {
     },
     /// A job failed.
     #[error(transparent)]
-    Job(#[from] memwall_core::jobs::JobError),
+    Job(#[from] memwall_core::experiments::JobError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] memwall_core::store::StoreError),
     /// A chart failed.
     #[error(transparent)]
-    Chart(#[from] memwall_core::chart::ChartError),
+    Chart(#[from] memwall_core::present::chart::ChartError),
     /// A bad export name.
     #[error(transparent)]
-    Export(#[from] memwall_core::views::ExportPathError),
+    Export(#[from] memwall_core::present::views::ExportPathError),
     /// The engine failed.
     #[error(transparent)]
-    Engine(#[from] memwall_core::engine::EngineError),
+    Engine(#[from] memwall_core::measure::engine::EngineError),
     /// The measuring guard refused (battery power, not enough memory).
     #[error(transparent)]
-    Guard(#[from] memwall_core::guard::GuardError),
+    Guard(#[from] memwall_core::measure::guard::GuardError),
     /// The catalogue failed.
     #[error(transparent)]
-    Catalog(#[from] memwall_core::catalog::CatalogError),
+    Catalog(#[from] memwall_core::probe::catalog::CatalogError),
     /// The device catalogue (`catalog/devices.toml`) failed to parse.
     #[error(transparent)]
-    Devices(#[from] memwall_core::devices::DeviceError),
+    Devices(#[from] memwall_core::probe::devices::DeviceError),
     /// Bad input from the UI.
     #[error("{0}")]
     Invalid(String),

@@ -18,7 +18,7 @@ use tauri::RunEvent;
 pub fn run() {
     let state = state::AppState::new(
         memwall_core::store::default_path(),
-        memwall_core::views::exports_dir(),
+        memwall_core::present::views::exports_dir(),
     );
     let tray_only = std::env::var("MEMWALL_TRAY_ONLY").as_deref() == Ok("1");
     let app = tauri::Builder::default()

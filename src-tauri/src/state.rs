@@ -7,19 +7,20 @@
 //! "Run" or "Measure" is refused with [`AppError::Busy`] instead of starting twice.
 
 use crate::error::AppError;
-use memwall_core::bench::record::BenchRecord;
-use memwall_core::bench::{BenchPlan, Progress};
-use memwall_core::catalog::{Catalog, Status};
-use memwall_core::chart::app::{self as charts, AppChart};
-use memwall_core::chat::{self, ChatConfig, ChatEvent, ChatStats};
-use memwall_core::engine::ChatMessage;
-use memwall_core::export::Format;
-use memwall_core::hw::{self, HostInfo, LiveState};
-use memwall_core::jobs::{self, BenchJobOptions, BenchOutcome, StreamOutcome};
-use memwall_core::model::{CacheType, ModelFacts};
+use memwall_core::experiments::bench::job::{self as bench_job, BenchJobOptions, BenchOutcome};
+use memwall_core::experiments::bench::{BenchPlan, Progress};
+use memwall_core::experiments::chat::{self, ChatConfig, ChatEvent, ChatStats};
+use memwall_core::experiments::roof::{self, StreamOutcome};
+use memwall_core::measure::engine::ChatMessage;
+use memwall_core::present::chart::app::{self as charts, AppChart};
+use memwall_core::present::export::Format;
+use memwall_core::present::views::{self, CompareRow, FrontierView, RooflineView, TrayStatus};
+use memwall_core::probe::catalog::{Catalog, Status};
+use memwall_core::probe::hw::{self, HostInfo, LiveState};
+use memwall_core::probe::model::{CacheType, ModelFacts};
+use memwall_core::store::record::BenchRecord;
 use memwall_core::store::{RowFilter, RunSummary, Store, StoredPeak, StoredStream};
 use memwall_core::units::Gbps;
-use memwall_core::views::{self, CompareRow, FrontierView, RooflineView, TrayStatus};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,7 +52,7 @@ impl Drop for JobGuard<'_> {
 }
 
 /// The loaded chat engine, kept between turns.
-type ChatEngine = (PathBuf, memwall_core::engine::llama::LlamaEngine);
+type ChatEngine = (PathBuf, memwall_core::measure::engine::llama::LlamaEngine);
 
 /// The app's state, registered once with `.manage()`.
 pub struct AppState {
@@ -266,7 +267,7 @@ impl AppState {
             }
         }
         let live = hw::live_state();
-        let devices = memwall_core::devices::Devices::builtin()?;
+        let devices = memwall_core::probe::devices::Devices::builtin()?;
         let spec = devices.for_host(&host);
         Ok(MachineView {
             tray: TrayStatus::new(last.as_ref(), &live, chrono_now()),
@@ -323,14 +324,14 @@ impl AppState {
     pub async fn fetch_model(
         &self,
         name: &str,
-        progress: impl FnMut(memwall_core::catalog::FetchProgress) + Send + 'static,
+        progress: impl FnMut(memwall_core::probe::catalog::FetchProgress) + Send + 'static,
     ) -> Result<PathBuf, AppError> {
         let entry = Catalog::builtin()?.get(name)?.clone();
         let g = self.start_job("fetch")?;
         let cancel = g.cancel.clone();
         let mut progress = progress;
         tokio::task::spawn_blocking(move || {
-            memwall_core::catalog::fetch_cancellable(&entry, &mut progress, &cancel)
+            memwall_core::probe::catalog::fetch_cancellable(&entry, &mut progress, &cancel)
         })
         .await
         .map_err(|e| AppError::Invalid(format!("fetch task failed: {e}")))?
@@ -346,7 +347,7 @@ impl AppState {
         let host = self.host().await;
         let store = self.store().await?;
         let t = host.cores_logical.max(1);
-        Ok(jobs::stream_job(
+        Ok(roof::stream_job(
             store,
             &host,
             vec![t],
@@ -424,7 +425,7 @@ impl AppState {
             results_dir: Some(self.exports.join("results")),
             command,
         };
-        Ok(jobs::bench_job(store, plan, opts, progress, g.cancel.clone()).await?)
+        Ok(bench_job::bench_job(store, plan, opts, progress, g.cancel.clone()).await?)
     }
 
     /// One chat turn on a background thread; events to `on_event`.
@@ -436,8 +437,8 @@ impl AppState {
         r: ChatRequest,
         on_event: impl FnMut(ChatEvent) + Send + 'static,
     ) -> Result<ChatStats, AppError> {
-        use memwall_core::engine::EngineConfig;
-        use memwall_core::engine::llama::LlamaModelHandle;
+        use memwall_core::measure::engine::EngineConfig;
+        use memwall_core::measure::engine::llama::LlamaModelHandle;
         if r.messages.is_empty() || r.messages.iter().any(|m| m.content.len() > 100_000) {
             return Err(AppError::Invalid(
                 "chat needs 1+ messages of at most 100 kB".into(),
@@ -465,7 +466,7 @@ impl AppState {
         };
         // The guard: battery refused (as the app's bench), the model must fit unless it
         // is already loaded; thermal and swap-outs compared after the turn.
-        let mut guard = memwall_core::guard::Guard::begin(Default::default())?;
+        let mut guard = memwall_core::measure::guard::Guard::begin(Default::default())?;
         if engine.is_none() {
             guard.check_fit(&[(&facts, 4096)], CacheType::F16)?;
         }
@@ -490,7 +491,7 @@ impl AppState {
             };
             let ceiling = |ctx: u32| chat::chat_ceiling_tps(&facts, bw, ctx as u64);
             let out = chat::generate(&mut e, &r.messages, &cfg, &ceiling, &cancel, &mut on_event);
-            Ok::<_, memwall_core::engine::EngineError>((Some(e), out))
+            Ok::<_, memwall_core::measure::engine::EngineError>((Some(e), out))
         })
         .await
         .map_err(|e| AppError::Invalid(format!("chat task failed: {e}")))??;
@@ -669,6 +670,6 @@ fn exported(p: &Path) -> Result<Exported, AppError> {
     })
 }
 
-fn chrono_now() -> memwall_core::views::Now {
-    memwall_core::views::now()
+fn chrono_now() -> memwall_core::present::views::Now {
+    memwall_core::present::views::now()
 }

@@ -4,7 +4,7 @@
 //! (a quick STREAM, ≤ 2 s, stored), and "Open memwall".
 
 use crate::state::AppState;
-use memwall_core::views::TrayStatus;
+use memwall_core::present::views::TrayStatus;
 use std::time::Duration;
 use tauri::image::Image;
 use tauri::menu::{Menu, MenuItem, PredefinedMenuItem};

@@ -5,10 +5,10 @@
 
 use memwall_app::error::AppError;
 use memwall_app::state::{AppState, BenchRequest, ChatRequest, HistoryFilter};
-use memwall_core::bench::Progress;
-use memwall_core::chart::app::AppChart;
-use memwall_core::chat::{ChatEvent, StopReason};
-use memwall_core::engine::ChatMessage;
+use memwall_core::experiments::bench::Progress;
+use memwall_core::experiments::chat::{ChatEvent, StopReason};
+use memwall_core::measure::engine::ChatMessage;
+use memwall_core::present::chart::app::AppChart;
 use std::sync::{Arc, Mutex};
 
 fn state() -> (tempfile::TempDir, AppState) {
@@ -68,7 +68,7 @@ async fn measure_now_stores_a_triad_the_tray_shows_and_history_deletes() {
     let triad = out.results[0]
         .kernels
         .iter()
-        .find(|k| k.kernel == memwall_core::stream::Kernel::Triad)
+        .find(|k| k.kernel == memwall_core::measure::stream::Kernel::Triad)
         .unwrap();
     let shown = s.tray_status().await.unwrap().bandwidth;
     assert!(
@@ -216,11 +216,11 @@ async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
     assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n");
     assert_eq!(
         u32::from_be_bytes(b[16..20].try_into().unwrap()),
-        memwall_core::chart::WIDTH
+        memwall_core::present::chart::WIDTH
     );
     assert_eq!(
         u32::from_be_bytes(b[20..24].try_into().unwrap()),
-        memwall_core::chart::HEIGHT
+        memwall_core::present::chart::HEIGHT
     );
     assert!(e.path.starts_with(d.path().join("exports")));
     let csv = s.export_rows(Some(out.run_id), "rows.csv").await.unwrap();
@@ -253,7 +253,7 @@ async fn fetching_a_verified_model_reports_done_without_downloading() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(matches!(
         seen[0],
-        memwall_core::catalog::FetchProgress::Done { .. }
+        memwall_core::probe::catalog::FetchProgress::Done { .. }
     ));
 }
 

@@ -196,8 +196,8 @@ pub struct GuardArgs {
 
 impl GuardArgs {
     /// The core options.
-    pub fn options(&self) -> memwall_core::guard::GuardOptions {
-        memwall_core::guard::GuardOptions {
+    pub fn options(&self) -> memwall_core::measure::guard::GuardOptions {
+        memwall_core::measure::guard::GuardOptions {
             allow_battery: self.allow_battery,
             skip_capacity_check: self.skip_capacity_check,
         }

@@ -10,14 +10,14 @@
 //! Seeds: headers built in code, plus the header region of every `*.gguf` in the
 //! models folder (`$MEMWALL_MODELS`, default `~/.cache/memwall/models`; only the
 //! header is read). Case `i` of seed `S` is always the same input
-//! (`memwall_core::gguf::fuzz::make_case`). A panic, a broken invariant, a case whose
+//! (`memwall_core::fuzz::make_case`). A panic, a broken invariant, a case whose
 //! heap peak passes `--max-case-heap-mib`, or a resident set past `--max-rss-mib`
 //! is a finding: the input is saved to `--out` (default `fuzz-findings/`) as
 //! `case-<i>-seed-<S>-len-<told length>.gguf`, the line says how to replay it, and
 //! the exit status is 1. The last line is the summary: cases, cases/s, panics,
 //! errors by kind, max RSS.
 
-use memwall_core::gguf::fuzz::{self, Case, Outcome, Seed, Stats};
+use memwall_core::fuzz::{self, Case, Outcome, Seed, Stats};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -119,7 +119,7 @@ fn parse_args() -> Result<Args, String> {
         seconds: 60.0,
         cases: None,
         seed: 1,
-        models: memwall_core::catalog::models_dir(),
+        models: memwall_core::probe::catalog::models_dir(),
         max_rss_mib: 256.0,
         max_case_heap_mib: 64.0,
         out: PathBuf::from("fuzz-findings"),

@@ -1,8 +1,8 @@
 //! Probe: are the target's logits for one position the same whatever the batch
 //! shape of the passes that computed it? (Diagnoses greedy-gate differences.)
 //! usage: cargo run --release --example spec_probe -- MODEL.gguf "text" [fa: on|off|auto]
-use memwall_core::engine::llama::LlamaModelHandle;
-use memwall_core::engine::{BatchItem, Engine, EngineConfig, argmax};
+use memwall_core::measure::engine::llama::LlamaModelHandle;
+use memwall_core::measure::engine::{BatchItem, Engine, EngineConfig, argmax};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -29,7 +29,7 @@ fn main() {
     let mut e = h.engine(&cfg).unwrap();
     let toks = e.tokenize(&a[2], true).unwrap();
     let n = toks.len();
-    let row = |e: &mut memwall_core::engine::llama::LlamaEngine,
+    let row = |e: &mut memwall_core::measure::engine::llama::LlamaEngine,
                split: usize,
                extra: usize|
      -> Vec<f32> {

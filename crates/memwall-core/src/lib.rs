@@ -1,11 +1,28 @@
 //! # memwall-core
 //!
-//! Everything memwall measures, stores and draws. Data flows one way:
+//! Everything memwall measures, stores and draws. Data flows one way, through five
+//! stage folders in this order; a stage never imports a later one (checked by
+//! `tests/layout.rs`):
 //!
 //! ```text
-//! probe (hw, gguf, model) → measure (stream, peak, engine, bench) → store → present (export, chart)
+//! probe ─→ measure ─→ store ─→ present ─→ experiments
+//! what the   the         SQLite,    exports,    slices: plan → run → record →
+//! machine    instruments the shared charts,     store → chart → job (the one
+//! and model  (STREAM,    record     views       call per CLI command or app
+//! are        peak, engine,                      command)
+//!            evals, guard)
 //! ```
-//! and [`roofline`] is pure arithmetic any stage may call.
+//! [`roofline`] is pure arithmetic over model facts and units that any stage may
+//! call; [`units`] and [`util`] are leaves; [`testing`] and [`fuzz`] are test
+//! support that may reach anything.
+//!
+//! - [`probe`]: hardware, the GGUF reader, model facts, shapes, synthetic models,
+//!   catalogues.
+//! - [`measure`]: STREAM, compute peaks, engines, statistics, evaluations, guards.
+//! - [`store`]: the SQLite handle, every SQL statement, and the shared record
+//!   (`BenchRecord` with its column roles).
+//! - [`present`]: exporters, charts, the app's and tray's views.
+//! - [`experiments`]: roof, bench, evidence, speculative, frontier, predict, calc, chat.
 //!
 //! The decode ceiling is `achieved bandwidth ÷ bytes streamed per token`
 //! ([`roofline::decode_ceiling_tps`]); prefill has a compute roof
@@ -13,42 +30,24 @@
 //!
 //! ```
 //! use memwall_core::{roofline, units::{Bytes, Gbps}};
-//! // The Day-1 lab: 120 GB/s over a 5.03 GB Q4_K_M file.
+//! // 120 GB/s over a 5.03 GB Q4_K_M file.
 //! let tps = roofline::decode_ceiling_tps(Gbps(120.0), Bytes(5_030_000_000));
 //! assert!((tps - 23.86).abs() < 0.01);
 //! ```
 #![deny(missing_docs)]
 
-pub mod bench;
-pub mod calc;
-pub mod catalog;
-pub mod chart;
-pub mod chat;
-pub mod datasets;
-pub mod devices;
-pub mod engine;
-pub mod evals;
-pub mod evidence;
-pub mod export;
-pub mod frontier;
-pub mod gguf;
-pub mod guard;
-pub mod hw;
-pub mod jobs;
-pub mod model;
-pub mod peak;
-pub mod predict;
-pub mod quant;
 pub mod roofline;
-pub mod shape;
-pub mod spec;
-pub mod store;
-pub mod stream;
-pub mod synth;
-pub mod testing;
 pub mod units;
 pub mod util;
-pub mod views;
+
+pub mod experiments;
+pub mod measure;
+pub mod present;
+pub mod probe;
+pub mod store;
+
+pub mod fuzz;
+pub mod testing;
 
 /// memwall's git commit at build time (`-dirty` when the tree had changes).
 pub const BUILD_COMMIT: &str = env!("MEMWALL_GIT_COMMIT");

@@ -7,7 +7,7 @@
 //! reading every active weight once per token (see `model`), and the prefill bound
 //! from ≈ 2 FLOPs per weight per token (Kaplan et al. 2020, arXiv 2001.08361, §2.1).
 
-use crate::model::{CacheType, ModelFacts};
+use crate::probe::model::{CacheType, ModelFacts};
 use crate::units::{Bytes, Gbps, Gflops};
 use serde::{Deserialize, Serialize};
 

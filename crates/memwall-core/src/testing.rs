@@ -16,7 +16,7 @@ use std::path::PathBuf;
 /// When the model is absent and `MEMWALL_REQUIRE_MODELS=1`, or `name` is not in
 /// the catalogue.
 pub fn model(name: &str) -> Option<PathBuf> {
-    let cat = crate::catalog::Catalog::builtin().expect("built-in catalogue parses");
+    let cat = crate::probe::catalog::Catalog::builtin().expect("built-in catalogue parses");
     let e = cat
         .get(name)
         .unwrap_or_else(|_| panic!("{name} is not a catalogue model"));

@@ -9,9 +9,9 @@
 //! `scripts/test.sh`); when they are absent the test skips with a loud message,
 //! unless `MEMWALL_REQUIRE_LLAMA_TOOLS=1`, where absence fails.
 
-use memwall_core::bench::record::BenchRecord;
-use memwall_core::export::Format;
-use memwall_core::hw::HostInfo;
+use memwall_core::present::export::Format;
+use memwall_core::probe::hw::HostInfo;
+use memwall_core::store::record::BenchRecord;
 use memwall_core::store::{NewRun, RowFilter, Store};
 use memwall_core::units::Bytes;
 use std::path::{Path, PathBuf};

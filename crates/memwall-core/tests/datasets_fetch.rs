@@ -3,8 +3,8 @@
 //! member extracted and checked; a wrong member hash or a missing member is
 //! refused and leaves no file.
 
-use memwall_core::catalog::Status;
-use memwall_core::datasets::{self, Datasets};
+use memwall_core::probe::catalog::Status;
+use memwall_core::probe::datasets::{self, Datasets};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -2,10 +2,10 @@
 //! vs sequential greedy, and a tiny benchmark plan. Serialized with the engine lock.
 #![cfg(feature = "llama")]
 
-use memwall_core::bench::{BenchPlan, MachineRoof, RunContext};
-use memwall_core::engine::llama::LlamaModelHandle;
-use memwall_core::engine::{BatchItem, ChatMessage, Engine, EngineConfig, argmax};
-use memwall_core::model::CacheType;
+use memwall_core::experiments::bench::{BenchPlan, MachineRoof, RunContext};
+use memwall_core::measure::engine::llama::LlamaModelHandle;
+use memwall_core::measure::engine::{BatchItem, ChatMessage, Engine, EngineConfig, argmax};
+use memwall_core::probe::model::CacheType;
 use memwall_core::testing;
 use memwall_core::units::{Gbps, Gflops};
 use std::sync::atomic::AtomicBool;
@@ -130,7 +130,7 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         allow_battery: true,
         skip_capacity_check: false,
     };
-    let host = memwall_core::hw::host_info();
+    let host = memwall_core::probe::hw::host_info();
     // A fixed roof, not a fresh STREAM: on a shared 2-core machine a STREAM taken
     // now can read low while the decode runs fast, so "decode below STREAM" is a
     // benchmark (bench/vs-llama-bench.sh), not a test. Here the roofline arithmetic
@@ -152,7 +152,7 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         cancel: &cancel,
     };
     let mut events = 0;
-    let recs = memwall_core::bench::run_plan(&cx, &mut |_| events += 1).unwrap();
+    let recs = memwall_core::experiments::bench::run_plan(&cx, &mut |_| events += 1).unwrap();
     let labels: Vec<String> = recs.iter().map(|r| r.test_label()).collect();
     assert_eq!(
         labels,
@@ -196,12 +196,14 @@ fn kv_state_growth_equals_the_formula_exactly() {
         let Some(path) = testing::model(name) else {
             continue;
         };
-        let mut guard = memwall_core::guard::Guard::begin(memwall_core::guard::GuardOptions {
-            allow_battery: true,
-            skip_capacity_check: false,
-        })
+        let mut guard = memwall_core::measure::guard::Guard::begin(
+            memwall_core::measure::guard::GuardOptions {
+                allow_battery: true,
+                skip_capacity_check: false,
+            },
+        )
         .unwrap();
-        let rows = memwall_core::evidence::run_kv_verify(
+        let rows = memwall_core::experiments::evidence::run_kv_verify(
             &[path],
             &[CacheType::F16, CacheType::Q8_0],
             640,

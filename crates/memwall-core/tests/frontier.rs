@@ -11,13 +11,13 @@
 //! llama.cpp's tools likewise unless MEMWALL_REQUIRE_LLAMA_TOOLS=1.
 #![cfg(feature = "llama")]
 
-use memwall_core::bench::MachineRoof;
-use memwall_core::datasets::Datasets;
-use memwall_core::evals::ppl::{self, PplConfig};
-use memwall_core::evals::sandbox::{SandboxLimits, run_python};
-use memwall_core::evals::tasks::{self, ItemBody, TaskConfig, TaskKind};
-use memwall_core::frontier::{self, FrontierError, FrontierPlan, FrontierProgress};
-use memwall_core::quant::{self, QuantType, Relation};
+use memwall_core::experiments::bench::MachineRoof;
+use memwall_core::experiments::frontier::quant::{self, QuantType, Relation};
+use memwall_core::experiments::frontier::{self, FrontierError, FrontierPlan, FrontierProgress};
+use memwall_core::measure::evals::ppl::{self, PplConfig};
+use memwall_core::measure::evals::sandbox::{SandboxLimits, run_python};
+use memwall_core::measure::evals::tasks::{self, ItemBody, TaskConfig, TaskKind};
+use memwall_core::probe::datasets::Datasets;
 use memwall_core::store::Store;
 use memwall_core::testing;
 use memwall_core::units::{Gbps, Gflops};
@@ -193,7 +193,7 @@ fn quantizer_writes_the_same_bytes_as_llama_quantize() {
             memwall_core::util::sha256_file(&theirs).unwrap(),
         );
         assert_eq!(a, b, "{ty}: memwall's arm differs from llama-quantize's");
-        let f = memwall_core::model::ModelFacts::open(&ours).unwrap();
+        let f = memwall_core::probe::model::ModelFacts::open(&ours).unwrap();
         assert_eq!(f.quant, ty.name());
     }
 }
@@ -213,8 +213,8 @@ fn perplexity_agrees_with_llama_perplexity() {
         n_ctx: 512,
         n_chunks: 3,
     };
-    let h = memwall_core::engine::llama::LlamaModelHandle::load(&model, 0).unwrap();
-    let ecfg = memwall_core::engine::EngineConfig {
+    let h = memwall_core::measure::engine::llama::LlamaModelHandle::load(&model, 0).unwrap();
+    let ecfg = memwall_core::measure::engine::EngineConfig {
         n_ctx: 512,
         n_batch: 512,
         n_ubatch: 512,
@@ -224,8 +224,8 @@ fn perplexity_agrees_with_llama_perplexity() {
     };
     let mut e = h.engine(&ecfg).unwrap();
     let text = std::fs::read_to_string(&wiki).unwrap();
-    let toks = memwall_core::engine::Engine::tokenize(&e, &text, true).unwrap();
-    let res = ppl::perplexity::<_, memwall_core::engine::llama::LlamaEngine>(
+    let toks = memwall_core::measure::engine::Engine::tokenize(&e, &text, true).unwrap();
+    let res = ppl::perplexity::<_, memwall_core::measure::engine::llama::LlamaEngine>(
         &mut e,
         None,
         &toks,
@@ -283,7 +283,7 @@ fn tiny_plan(source: PathBuf) -> FrontierPlan {
             (TaskKind::HumanEval, tc(1, 48)),
         ],
         remeasure: vec![],
-        guard: memwall_core::guard::GuardOptions {
+        guard: memwall_core::measure::guard::GuardOptions {
             allow_battery: true,
             skip_capacity_check: false,
         },
@@ -381,7 +381,7 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
         .unwrap();
     assert_eq!(guards.len(), n_cells);
     for g in &guards {
-        let g: memwall_core::guard::GuardReport =
+        let g: memwall_core::measure::guard::GuardReport =
             serde_json::from_str(g.as_deref().expect("guard_json stored")).unwrap();
         assert_eq!(g.capacity.len(), 1, "{g:?}");
         assert!(

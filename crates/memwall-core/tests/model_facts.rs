@@ -2,7 +2,7 @@
 //! by llama.cpp's gguf-py (`tests/fixtures/gguf_reference.py` →
 //! `tests/fixtures/model_facts.json`).
 
-use memwall_core::model::{CacheType, ModelFacts, TensorClass};
+use memwall_core::probe::model::{CacheType, ModelFacts, TensorClass};
 use memwall_core::testing;
 
 const MODELS: [(&str, &str); 4] = [

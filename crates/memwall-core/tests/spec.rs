@@ -4,10 +4,10 @@
 //! model is absent (MEMWALL_REQUIRE_MODELS=1 makes that a failure).
 #![cfg(feature = "llama")]
 
-use memwall_core::engine::llama::LlamaModelHandle;
-use memwall_core::spec::drafter::{DraftModel, Ngram, Pick};
-use memwall_core::spec::pair;
-use memwall_core::spec::run::{SpecConfig, SpecSession, target_greedy};
+use memwall_core::experiments::speculative::drafter::{DraftModel, Ngram, Pick};
+use memwall_core::experiments::speculative::pair;
+use memwall_core::experiments::speculative::run::{SpecConfig, SpecSession, target_greedy};
+use memwall_core::measure::engine::llama::LlamaModelHandle;
 use memwall_core::testing;
 
 const PROMPTS: [&str; 2] = [
@@ -28,7 +28,7 @@ fn rollback_edges_on_a_real_model() {
         .unwrap();
     let dh = LlamaModelHandle::load_no_repack(&path).unwrap();
     for text in PROMPTS {
-        let prompt = memwall_core::engine::Engine::tokenize(&target, text, true).unwrap();
+        let prompt = memwall_core::measure::engine::Engine::tokenize(&target, text, true).unwrap();
         let (want, _) = target_greedy(&mut target, &prompt, 24).unwrap();
         // All accepted: the draft is the target's own model (same kernels).
         for k in [1, 4, 8] {
@@ -75,7 +75,8 @@ fn the_real_pair_is_output_identical() {
     let mut ngram = Ngram::default();
     let mut s = SpecSession::new();
     for text in PROMPTS {
-        let prompt = memwall_core::engine::Engine::tokenize(&p.target, text, true).unwrap();
+        let prompt =
+            memwall_core::measure::engine::Engine::tokenize(&p.target, text, true).unwrap();
         let (want, _) = target_greedy(&mut p.target, &prompt, 24).unwrap();
         s.invalidate();
         for k in [2, 5, 8] {

@@ -4,12 +4,12 @@
 //! that fits loads and decodes. Serialized with the engine lock.
 #![cfg(feature = "llama")]
 
-use memwall_core::engine::llama::LlamaModelHandle;
-use memwall_core::engine::{Engine, EngineConfig, argmax};
-use memwall_core::gguf::Gguf;
-use memwall_core::model::ModelFacts;
-use memwall_core::shape::{Recipe, preset};
-use memwall_core::{synth, testing};
+use memwall_core::measure::engine::llama::LlamaModelHandle;
+use memwall_core::measure::engine::{Engine, EngineConfig, argmax};
+use memwall_core::probe::gguf::Gguf;
+use memwall_core::probe::model::ModelFacts;
+use memwall_core::probe::shape::{Recipe, preset};
+use memwall_core::{probe::synth, testing};
 
 fn decode_a_few(path: &std::path::Path) {
     let h = LlamaModelHandle::load(path, 0).unwrap();

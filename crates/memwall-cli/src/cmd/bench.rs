@@ -4,9 +4,9 @@ use super::{command_line, default_model, open_store, parse_cache, physical_cores
 use crate::args::{BenchArgs, Toggle};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use memwall_core::bench::{BenchPlan, Progress};
-use memwall_core::export::Format;
-use memwall_core::jobs;
+use memwall_core::experiments::bench::job;
+use memwall_core::experiments::bench::{BenchPlan, Progress};
+use memwall_core::present::export::Format;
 use memwall_core::units::{Gbps, or_dash};
 use std::io::Write;
 use std::sync::Arc;
@@ -108,12 +108,12 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let cancel = Arc::new(AtomicBool::new(false));
     let c2 = cancel.clone();
     let _ = ctrlc_flag(c2);
-    let opts = jobs::BenchJobOptions {
+    let opts = job::BenchJobOptions {
         reuse_stream: a.reuse_stream,
         results_dir: (!a.no_results).then(|| a.results_dir.clone()),
         command: command_line(),
     };
-    let out = jobs::bench_job(&store, plan, opts, progress, cancel).await;
+    let out = job::bench_job(&store, plan, opts, progress, cancel).await;
     pb.finish_and_clear();
     let out = out?;
     let mut stdout = std::io::stdout().lock();
@@ -127,8 +127,9 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         eprint!("{info}");
     }
     if let Some(sheet) = sheet {
-        let card = memwall_core::predict::score_run(&store, sheet.id, out.run_id).await?;
-        let t = memwall_core::predict::table(&card);
+        let card =
+            memwall_core::experiments::predict::score_run(&store, sheet.id, out.run_id).await?;
+        let t = memwall_core::experiments::predict::table(&card);
         if format == Format::Md {
             write!(stdout, "\n{t}")?;
         } else {
@@ -140,8 +141,8 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
 
 /// The notes under the table: where the ceilings came from, the evidence tables
 /// that apply to this run (batch sweep, depth sweep, thread sweep), where it is stored.
-async fn summary(store: &memwall_core::store::Store, out: &jobs::BenchOutcome) -> Result<String> {
-    use memwall_core::evidence::{batch, ceilings, depth, threads};
+async fn summary(store: &memwall_core::store::Store, out: &job::BenchOutcome) -> Result<String> {
+    use memwall_core::experiments::evidence::{batch, ceilings, depth, threads};
     use std::fmt::Write as _;
     let mut s = String::new();
     let r = &out.roof.roof;
@@ -164,7 +165,7 @@ async fn summary(store: &memwall_core::store::Store, out: &jobs::BenchOutcome) -
             "read ceilings: — (the STREAM run used has no read kernel; run `memwall stream` or drop --reuse-stream)"
         )?,
     }
-    let distinct = |f: &dyn Fn(&memwall_core::bench::record::BenchRecord) -> i64| {
+    let distinct = |f: &dyn Fn(&memwall_core::store::record::BenchRecord) -> i64| {
         let mut v: Vec<i64> = out.records.iter().map(f).collect();
         v.sort();
         v.dedup();

@@ -3,11 +3,13 @@
 use super::{open_store, parse_cache, resolve_model};
 use crate::args::{CalcArgs, ShapeArgs};
 use anyhow::{Context, Result, bail};
-use memwall_core::calc::{self, CalcModel, CalcParams, CalcReport, Roof, Sourced, WeightBasis};
-use memwall_core::devices::Devices;
-use memwall_core::jobs;
-use memwall_core::model::ModelFacts;
-use memwall_core::shape::{self, Arch, ModelShape, Recipe};
+use memwall_core::experiments::calc::{
+    self, CalcModel, CalcParams, CalcReport, Roof, Sourced, WeightBasis,
+};
+use memwall_core::experiments::roof;
+use memwall_core::probe::devices::Devices;
+use memwall_core::probe::model::ModelFacts;
+use memwall_core::probe::shape::{self, Arch, ModelShape, Recipe};
 use memwall_core::units::{Bytes, Gbps, Gflops, or_dash};
 
 /// A shape (with its recipe and name) from preset or flags, if the args give one.
@@ -150,8 +152,8 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
     let mut roof = match a.device.as_deref() {
         Some(d) if d.eq_ignore_ascii_case("this") => {
             let store = open_store(db).await?;
-            let host = memwall_core::hw::host_info();
-            let t = jobs::this_machine(&store, &host).await?;
+            let host = memwall_core::probe::hw::host_info();
+            let t = roof::this_machine(&store, &host).await?;
             let r = t.roof(model.facts.as_ref());
             this = Some(t);
             r
@@ -390,7 +392,7 @@ fn human_params(n: u64) -> String {
     }
 }
 
-fn render_this(t: &jobs::ThisMachine) -> String {
+fn render_this(t: &roof::ThisMachine) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let spec = t.spec.as_ref();
@@ -466,7 +468,7 @@ pub(crate) fn synth_cmd(a: crate::args::SynthArgs) -> Result<()> {
         bail!("{} exists: pass --force to overwrite", a.out.display());
     }
     let est = s.facts(&r, &name)?;
-    let avail = memwall_core::hw::available_memory();
+    let avail = memwall_core::probe::hw::available_memory();
     eprintln!(
         "writing SYNTHETIC {name} {} to {}: {} of random weights (seed {}); {} free in memory",
         r.name,
@@ -480,7 +482,7 @@ pub(crate) fn synth_cmd(a: crate::args::SynthArgs) -> Result<()> {
         indicatif::ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} {bytes_per_sec}")
             .expect("valid template"),
     );
-    let f = memwall_core::synth::write(
+    let f = memwall_core::probe::synth::write(
         &s,
         &r,
         &format!("synthetic {name}"),

@@ -3,9 +3,9 @@
 use super::{command_line, open_store, parse_cache, physical_cores, print_guard, resolve_model};
 use crate::args::{AnalyzeArgs, AnalyzeKind, KvVerifyArgs};
 use anyhow::{Result, bail};
-use memwall_core::catalog::Catalog;
-use memwall_core::chart::evidence as charts;
-use memwall_core::evidence::{self, batch, ceilings, depth, kv::KvVerify, threads};
+use memwall_core::experiments::evidence::chart as charts;
+use memwall_core::experiments::evidence::{self, batch, ceilings, depth, kv::KvVerify, threads};
+use memwall_core::probe::catalog::Catalog;
 use memwall_core::store::{NewRun, RowFilter};
 use std::path::PathBuf;
 
@@ -41,7 +41,7 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
     let threads = a.threads.unwrap_or_else(physical_cores);
     let started = memwall_core::util::now_rfc3339();
     let n = a.n;
-    let mut guard = memwall_core::guard::Guard::begin(a.guard.options())?;
+    let mut guard = memwall_core::measure::guard::Guard::begin(a.guard.options())?;
     let (rows, guard): (Vec<KvVerify>, _) = tokio::task::spawn_blocking(move || {
         let rows = evidence::run_kv_verify(&models, &caches, n, threads, &mut guard, &mut |m| {
             eprintln!("kv verify: {m}…")
@@ -56,7 +56,7 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
         started_at: started,
         finished_at: memwall_core::util::now_rfc3339(),
         command: command_line(),
-        host: memwall_core::hw::host_info(),
+        host: memwall_core::probe::hw::host_info(),
         notes: String::new(),
         guard: Some(guard),
     };
@@ -94,7 +94,7 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
              It also counts the compute (activation) buffers, which scale with the prompt length (overstating), and \
              misses memory the allocator hands back from earlier work in the same process (understating){} — do not \
              measure the KV cache from RSS.",
-            memwall_core::evidence::kv::STATE_META_BYTES_PER_CELL,
+            memwall_core::experiments::evidence::kv::STATE_META_BYTES_PER_CELL,
             rss_range(&rows)
         );
     }

@@ -5,14 +5,14 @@ use super::{command_line, guard_line, open_store, physical_cores, print_guard, r
 use crate::args::{FrontierArgs, PerplexityArgs};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use memwall_core::bench::MachineRoof;
-use memwall_core::engine::llama::{LlamaEngine, LlamaModelHandle};
-use memwall_core::engine::{Engine, EngineConfig};
-use memwall_core::evals::ppl::{self, PplConfig};
-use memwall_core::evals::sandbox::SandboxLimits;
-use memwall_core::evals::tasks::{TaskConfig, TaskKind};
-use memwall_core::frontier::{self, FrontierPlan, FrontierProgress, chart, table};
-use memwall_core::quant::QuantType;
+use memwall_core::experiments::bench::MachineRoof;
+use memwall_core::experiments::frontier::quant::QuantType;
+use memwall_core::experiments::frontier::{self, FrontierPlan, FrontierProgress, chart, table};
+use memwall_core::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
+use memwall_core::measure::engine::{Engine, EngineConfig};
+use memwall_core::measure::evals::ppl::{self, PplConfig};
+use memwall_core::measure::evals::sandbox::SandboxLimits;
+use memwall_core::measure::evals::tasks::{TaskConfig, TaskKind};
 use memwall_core::units::Gbps;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ fn plan_of(a: &FrontierArgs) -> Result<FrontierPlan> {
     };
     if a.humaneval > 0 && !a.table_only {
         // Refuse before measuring anything when generated code could not be isolated.
-        memwall_core::evals::sandbox::check_isolation(
+        memwall_core::measure::evals::sandbox::check_isolation(
             &tc(a.humaneval, a.humaneval_tokens).sandbox,
         )?;
     }
@@ -89,13 +89,13 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
         frontier::load_rows(&store, &plan, &src, &arms).await?
     } else {
         // Refuse battery before STREAM runs (each cell checks again, with its memory fit).
-        memwall_core::guard::Guard::begin(plan.guard)?;
+        memwall_core::measure::guard::Guard::begin(plan.guard)?;
         let roof = if plan.speed {
             if !a.quiet && !a.reuse_stream {
                 eprintln!("measuring bandwidth (STREAM) and compute peaks for the ceilings…");
             }
-            let host = memwall_core::hw::host_info();
-            memwall_core::jobs::machine_roof(
+            let host = memwall_core::probe::hw::host_info();
+            memwall_core::experiments::roof::machine_roof(
                 &store,
                 &host,
                 plan.n_threads as usize,
@@ -225,7 +225,7 @@ fn expand_home(s: &str) -> PathBuf {
 
 pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
     let model = resolve_model(&a.model)?;
-    let entry = memwall_core::datasets::Datasets::builtin()?
+    let entry = memwall_core::probe::datasets::Datasets::builtin()?
         .get(&a.data)?
         .clone();
     if entry.kind != "text" {
@@ -238,18 +238,20 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
     let text = std::fs::read_to_string(&text_path)
         .with_context(|| format!("reading {}", text_path.display()))?;
     let threads = a.threads.unwrap_or_else(physical_cores);
-    let mut guard = memwall_core::guard::Guard::begin(a.guard.options())?;
+    let mut guard = memwall_core::measure::guard::Guard::begin(a.guard.options())?;
     {
-        let facts = memwall_core::model::ModelFacts::open(&model)?;
+        let facts = memwall_core::probe::model::ModelFacts::open(&model)?;
         let reference = match &a.reference {
-            Some(r) => Some(memwall_core::model::ModelFacts::open(&resolve_model(r)?)?),
+            Some(r) => Some(memwall_core::probe::model::ModelFacts::open(
+                &resolve_model(r)?,
+            )?),
             None => None,
         };
         let mut parts = vec![(&facts, a.ctx as u64)];
         if let Some(r) = &reference {
             parts.push((r, a.ctx as u64));
         }
-        guard.check_fit(&parts, memwall_core::model::CacheType::F16)?;
+        guard.check_fit(&parts, memwall_core::probe::model::CacheType::F16)?;
     }
     let cfg = PplConfig {
         dataset: a.data.clone(),

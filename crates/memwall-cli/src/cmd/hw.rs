@@ -1,7 +1,7 @@
 //! `memwall hw`.
 
 use anyhow::Result;
-use memwall_core::hw;
+use memwall_core::probe::hw;
 
 pub(crate) fn hw_cmd(json: bool) -> Result<()> {
     let h = hw::host_info();

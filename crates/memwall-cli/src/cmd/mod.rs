@@ -17,8 +17,8 @@ mod stream;
 
 use crate::args::*;
 use anyhow::{Context, Result, bail};
-use memwall_core::catalog::Catalog;
-use memwall_core::model::CacheType;
+use memwall_core::probe::catalog::Catalog;
+use memwall_core::probe::model::CacheType;
 use memwall_core::store::Store;
 use std::path::PathBuf;
 
@@ -112,7 +112,7 @@ pub(crate) fn default_model() -> Result<PathBuf> {
 }
 
 /// One line for reports: power, thermal and swap-outs before → after, and the warnings.
-pub(crate) fn guard_line(r: &memwall_core::guard::GuardReport) -> String {
+pub(crate) fn guard_line(r: &memwall_core::measure::guard::GuardReport) -> String {
     format!(
         "guard: power {} → {}, thermal {} → {}, pages swapped out {}; {}",
         r.power_before,
@@ -130,13 +130,13 @@ pub(crate) fn guard_line(r: &memwall_core::guard::GuardReport) -> String {
 }
 
 /// Prints the guard's warnings (battery, swapping, thermal, skipped capacity check) on stderr.
-pub(crate) fn print_guard(report: &memwall_core::guard::GuardReport) {
+pub(crate) fn print_guard(report: &memwall_core::measure::guard::GuardReport) {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
 }
 
 pub(crate) fn physical_cores() -> u32 {
-    let h = memwall_core::hw::host_info();
+    let h = memwall_core::probe::hw::host_info();
     h.cores_physical.max(1) as u32
 }

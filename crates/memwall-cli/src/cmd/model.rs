@@ -2,7 +2,7 @@
 
 use super::{parse_cache, resolve_model};
 use anyhow::Result;
-use memwall_core::model::{ModelFacts, TensorClass};
+use memwall_core::probe::model::{ModelFacts, TensorClass};
 
 pub(crate) fn model_info(file: &str, json: bool, cache: &str) -> Result<()> {
     let path = resolve_model(file)?;

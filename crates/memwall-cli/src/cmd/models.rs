@@ -3,7 +3,7 @@
 use crate::args::ModelsCmd;
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use memwall_core::catalog::{self, Catalog, FetchProgress, Status};
+use memwall_core::probe::catalog::{self, Catalog, FetchProgress, Status};
 use memwall_core::units::Bytes;
 
 pub(crate) fn models(cmd: ModelsCmd) -> Result<()> {

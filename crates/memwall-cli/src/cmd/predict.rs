@@ -3,10 +3,10 @@
 use super::{command_line, open_store};
 use crate::args::PredictCmd;
 use anyhow::{Context, Result, bail};
-use memwall_core::bench::BenchPlan;
-use memwall_core::jobs;
-use memwall_core::model::ModelFacts;
-use memwall_core::predict::{self, Sheet};
+use memwall_core::experiments::bench::BenchPlan;
+use memwall_core::experiments::predict::{self, Sheet};
+use memwall_core::experiments::roof;
+use memwall_core::probe::model::ModelFacts;
 use memwall_core::store::Store;
 
 /// Computes the predictions for `plan` from this machine's *stored* STREAM triad and
@@ -17,9 +17,9 @@ pub(crate) async fn make_sheet(store: &Store, plan: &BenchPlan, efficiency: f64)
             "--efficiency {efficiency}: give the fraction of the ceiling you expect, in (0, 1.5]"
         );
     }
-    let host = memwall_core::hw::host_info();
+    let host = memwall_core::probe::hw::host_info();
     let threads = plan.n_threads.iter().copied().max().unwrap_or(1) as usize;
-    let roof = jobs::machine_roof(store, &host, threads, true, &command_line())
+    let roof = roof::machine_roof(store, &host, threads, true, &command_line())
         .await
         .context(
             "predictions use the roof measured *before* the run: run `memwall stream` once first",

@@ -3,9 +3,9 @@
 use super::resolve_model;
 use crate::args::{DatasetsCmd, QuantCmd};
 use anyhow::{Result, bail};
-use memwall_core::catalog::{FetchProgress, Status};
-use memwall_core::datasets::{self, Datasets};
-use memwall_core::quant::{self, QuantType, Source};
+use memwall_core::experiments::frontier::quant::{self, QuantType, Source};
+use memwall_core::probe::catalog::{FetchProgress, Status};
+use memwall_core::probe::datasets::{self, Datasets};
 use memwall_core::units::Bytes;
 
 pub(crate) fn quant(cmd: QuantCmd) -> Result<()> {

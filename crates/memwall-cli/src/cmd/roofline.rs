@@ -3,9 +3,9 @@
 use super::{command_line, default_model, open_store, parse_cache, resolve_model};
 use crate::args::RooflineArgs;
 use anyhow::{Result, bail};
-use memwall_core::hw;
-use memwall_core::jobs;
-use memwall_core::model::ModelFacts;
+use memwall_core::experiments::roof;
+use memwall_core::probe::hw;
+use memwall_core::probe::model::ModelFacts;
 use memwall_core::roofline;
 use memwall_core::units::{Gbps, Gflops};
 
@@ -34,7 +34,7 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
             let store = open_store(db).await?;
             let has = store.latest_triad(&host.hostname, None).await?.is_some();
             let threads = host.cores_logical;
-            let src = jobs::machine_roof(&store, &host, threads, has, &command_line()).await?;
+            let src = roof::machine_roof(&store, &host, threads, has, &command_line()).await?;
             // `memwall roofline` models CPU inference (no offload).
             let peak = src.roof.peak_for(&f, 0);
             bw = bw.or(Some((src.roof.bandwidth, src.provenance.clone())));

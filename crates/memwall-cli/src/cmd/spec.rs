@@ -3,15 +3,17 @@
 use super::{command_line, guard_line, open_store, physical_cores, print_guard, resolve_model};
 use crate::args::{SpecBenchArgs, SpecCmd, SpecGateArgs, SpecModelArgs, SpecPromptsArgs};
 use anyhow::{Context, Result, bail};
-use memwall_core::engine::Engine;
-use memwall_core::guard::{Guard, GuardReport};
-use memwall_core::model::{CacheType, ModelFacts};
-use memwall_core::spec::bench::{self, BenchProvenance, CategoryInput, SpecBenchPlan};
-use memwall_core::spec::drafter::Ngram;
-use memwall_core::spec::gate::{self, DrafterKind, GatePlan, TokenizedPrompt};
-use memwall_core::spec::prompts::{Category, Format, PromptSet};
-use memwall_core::spec::sampling::SamplingParams;
-use memwall_core::spec::{chart, pair, store as sstore};
+use memwall_core::experiments::speculative::bench::{
+    self, BenchProvenance, CategoryInput, SpecBenchPlan,
+};
+use memwall_core::experiments::speculative::drafter::Ngram;
+use memwall_core::experiments::speculative::gate::{self, DrafterKind, GatePlan, TokenizedPrompt};
+use memwall_core::experiments::speculative::prompts::{Category, Format, PromptSet};
+use memwall_core::experiments::speculative::sampling::SamplingParams;
+use memwall_core::experiments::speculative::{chart, pair, store as sstore};
+use memwall_core::measure::engine::Engine;
+use memwall_core::measure::guard::{Guard, GuardReport};
+use memwall_core::probe::model::{CacheType, ModelFacts};
 use memwall_core::store::NewRun;
 use memwall_core::util::now_rfc3339;
 use std::path::Path;
@@ -49,11 +51,11 @@ fn check_ks(ks: &[usize]) -> Result<()> {
     }
     if let Some(k) = ks
         .iter()
-        .find(|&&k| k == 0 || k > memwall_core::spec::K_MAX)
+        .find(|&&k| k == 0 || k > memwall_core::experiments::speculative::K_MAX)
     {
         bail!(
             "-k {k}: draft lengths must be 1..={}",
-            memwall_core::spec::K_MAX
+            memwall_core::experiments::speculative::K_MAX
         );
     }
     Ok(())
@@ -179,7 +181,7 @@ fn new_run(kind: &str, started_at: String, notes: String, guard: GuardReport) ->
         started_at,
         finished_at: now_rfc3339(),
         command: command_line(),
-        host: memwall_core::hw::host_info(),
+        host: memwall_core::probe::hw::host_info(),
         notes,
         guard: Some(guard),
     }
@@ -208,7 +210,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
     }
     let partial = toks.len() < n_prompts_set;
     let longest = toks.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
-    let need_ctx = (longest + a.max_new + memwall_core::spec::K_MAX + 8) as u32;
+    let need_ctx = (longest + a.max_new + memwall_core::experiments::speculative::K_MAX + 8) as u32;
     if need_ctx > 4096 {
         fit_pair(&mut guard, &a.m, need_draft, need_ctx)?;
         p = load_pair(&a.m, need_draft, need_ctx)?;
@@ -421,8 +423,10 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
         .map(|t| t.tokens.len())
         .max()
         .unwrap_or(0);
-    let need_ctx =
-        (longest + a.max_new.max(a.calib_max_new) + memwall_core::spec::K_MAX + 8) as u32;
+    let need_ctx = (longest
+        + a.max_new.max(a.calib_max_new)
+        + memwall_core::experiments::speculative::K_MAX
+        + 8) as u32;
     if need_ctx > 4096 {
         fit_pair(&mut guard, &a.m, need_draft, need_ctx)?;
         p = load_pair(&a.m, need_draft, need_ctx)?;
@@ -438,9 +442,11 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
             DrafterKind::DraftModel => p
                 .draft
                 .as_ref()
-                .map(|x| memwall_core::spec::drafter::Drafter::key(x))
+                .map(|x| memwall_core::experiments::speculative::drafter::Drafter::key(x))
                 .unwrap_or_default(),
-            DrafterKind::Ngram => memwall_core::spec::drafter::Drafter::key(&Ngram::default()),
+            DrafterKind::Ngram => {
+                memwall_core::experiments::speculative::drafter::Drafter::key(&Ngram::default())
+            }
         };
         for &k in &a.k {
             if let Err(why) = sstore::unlocking_gate(&gates, &key, k, a.max_new) {
@@ -484,7 +490,7 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     let guard = guard.finish();
     print_guard(&guard);
     let threads = a.m.threads.unwrap_or_else(physical_cores);
-    let host = memwall_core::hw::host_info();
+    let host = memwall_core::probe::hw::host_info();
     let prov = BenchProvenance {
         target_file: file_name(&p.target_path),
         target_sha256: p.target_sha256.clone(),

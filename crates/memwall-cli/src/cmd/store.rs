@@ -3,7 +3,7 @@
 use super::open_store;
 use crate::args::{ExportArgs, HistoryArgs};
 use anyhow::{Context, Result};
-use memwall_core::export::Format;
+use memwall_core::present::export::Format;
 use memwall_core::store::RowFilter;
 use std::io::Write;
 

@@ -3,10 +3,10 @@
 use super::{command_line, open_store};
 use crate::args::{IsaArg, PeakArgs, StreamArgs};
 use anyhow::{Result, bail};
-use memwall_core::hw;
-use memwall_core::jobs;
-use memwall_core::peak::{self, PeakKind};
-use memwall_core::stream::{self, StreamConfig, StreamResult};
+use memwall_core::experiments::roof;
+use memwall_core::measure::peak::{self, PeakKind};
+use memwall_core::measure::stream::{self, StreamConfig, StreamResult};
+use memwall_core::probe::hw;
 use memwall_core::units::Bytes;
 
 pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
@@ -71,7 +71,7 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
         return Ok(());
     }
     let store = open_store(db).await?;
-    let out = jobs::stream_job_sized(
+    let out = roof::stream_job_sized(
         &store,
         &host,
         threads,
@@ -224,7 +224,7 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
         .join("; ");
     println!("paths on this CPU (force one with --isa): {paths}");
     println!(
-        "bound = cores × clock × lanes × ops per lane × issue ports (see memwall_core::peak::Isa::limits); a rate above it is refused. {stored}"
+        "bound = cores × clock × lanes × ops per lane × issue ports (see memwall_core::measure::peak::Isa::limits); a rate above it is refused. {stored}"
     );
     Ok(())
 }

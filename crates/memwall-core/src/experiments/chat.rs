@@ -1,0 +1,544 @@
+//! A streaming chat turn on any [`Engine`]: applies the model's own chat template
+//! (from the GGUF), prefills the prompt, decodes greedily token by token and reports
+//! live figures after every token:
+//!
+//! - **TTFT** (time to first token, ms): from the start of the prompt's prefill to the
+//!   first generated token being chosen (prefill + the first argmax), tokenization
+//!   excluded, as llama.cpp's server reports `prompt_ms`.
+//! - **prefill tok/s** = prompt tokens ÷ prefill seconds.
+//! - **decode tok/s** = tokens decoded after the first ÷ seconds since the first token
+//!   (each decode step is a forward pass of one token: ITL's reciprocal).
+//! - **% of ceiling** = decode tok/s ÷ the roofline ceiling for this model at this
+//!   context ([`chat_ceiling_tps`]); `None` (shown `—`) when no bandwidth is stored.
+//!
+//! Cancellation is checked before every forward pass, so a stop request ends the
+//! turn within one token. The desktop app's Chat page is a thin caller of
+//! [`generate`]; tests drive it with a scripted fake engine.
+
+use crate::measure::engine::{ChatMessage, Engine, EngineError, TokenId, argmax};
+use crate::probe::model::{CacheType, ModelFacts};
+use crate::roofline;
+use crate::units::Gbps;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Settings of one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatConfig {
+    /// Most tokens to generate (≥ 1).
+    pub max_tokens: u32,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model emitted an end-of-generation token.
+    EndOfGeneration,
+    /// `max_tokens` reached.
+    MaxTokens,
+    /// The user pressed stop.
+    Cancelled,
+    /// The context is full.
+    ContextFull,
+}
+
+/// Live figures of a turn. Every rate is `None` until it has a denominator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ChatStats {
+    /// Prompt tokens after templating.
+    pub prompt_tokens: u32,
+    /// Tokens generated so far.
+    pub n_gen: u32,
+    /// Time to first token, ms.
+    pub ttft_ms: Option<f64>,
+    /// Prompt tokens per second of prefill.
+    pub prefill_tps: Option<f64>,
+    /// Decode tokens per second after the first token.
+    pub decode_tps: Option<f64>,
+    /// The decode ceiling, tok/s.
+    pub ceiling_tps: Option<f64>,
+    /// decode_tps ÷ ceiling_tps × 100.
+    pub pct_of_ceiling: Option<f64>,
+    /// The measuring guard's warnings for the turn (battery, swapping, thermal),
+    /// set on the final stats the caller returns; empty while streaming.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl ChatStats {
+    /// Computes the figures from raw timings: `prefill` (the forward pass over the
+    /// prompt), `ttft` (prefill + choosing the first token), `since_first` (time from
+    /// the first token to the latest), and `n_gen` tokens generated.
+    pub fn from_times(
+        prompt_tokens: u32,
+        prefill: Duration,
+        ttft: Option<Duration>,
+        since_first: Duration,
+        n_gen: u32,
+        ceiling_tps: Option<f64>,
+    ) -> ChatStats {
+        let secs = |d: Duration| d.as_secs_f64();
+        let prefill_tps = (secs(prefill) > 0.0 && prompt_tokens > 0)
+            .then(|| prompt_tokens as f64 / secs(prefill));
+        let decode_tps =
+            (n_gen >= 2 && secs(since_first) > 0.0).then(|| (n_gen - 1) as f64 / secs(since_first));
+        let pct_of_ceiling = match (decode_tps, ceiling_tps) {
+            (Some(d), Some(c)) if c > 0.0 && c.is_finite() => Some(d / c * 100.0),
+            _ => None,
+        };
+        ChatStats {
+            prompt_tokens,
+            n_gen,
+            ttft_ms: ttft.map(|t| secs(t) * 1e3),
+            prefill_tps,
+            decode_tps,
+            ceiling_tps,
+            pct_of_ceiling,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// What a turn reports while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ChatEvent {
+    /// The prompt was templated and tokenized.
+    Started {
+        /// Prompt tokens.
+        prompt_tokens: u32,
+    },
+    /// New text (complete UTF-8 only) and the figures so far.
+    Token {
+        /// The text to append.
+        text: String,
+        /// Figures after this token.
+        stats: ChatStats,
+    },
+    /// The turn ended.
+    Done {
+        /// Why.
+        reason: StopReason,
+        /// Final figures.
+        stats: ChatStats,
+    },
+}
+
+/// Turns a stream of token bytes (tokens may split UTF-8 characters) into complete
+/// UTF-8 text; invalid bytes become U+FFFD.
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Adds `bytes`; returns the text that is now complete.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let ok = e.valid_up_to();
+                    out.push_str(std::str::from_utf8(&self.pending[..ok]).expect("valid prefix"));
+                    match e.error_len() {
+                        // An incomplete character at the end: wait for more bytes.
+                        None => {
+                            self.pending.drain(..ok);
+                            return out;
+                        }
+                        Some(n) => {
+                            out.push('\u{FFFD}');
+                            self.pending.drain(..ok + n);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    /// Whatever is left at the end (an incomplete character becomes U+FFFD).
+    pub fn finish(&mut self) -> String {
+        let s = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        s
+    }
+}
+
+/// The decode ceiling for chatting with `facts` at `context` tokens of KV cache:
+/// `bandwidth ÷ (weights streamed + KV read at that depth)` ([`roofline`]).
+/// `None` when the bandwidth is unknown (never measured).
+pub fn chat_ceiling_tps(facts: &ModelFacts, bandwidth: Option<Gbps>, context: u64) -> Option<f64> {
+    let bw = bandwidth.filter(|b| b.0.is_finite() && b.0 > 0.0)?;
+    let bytes = roofline::bytes_per_step(facts, context, 1, CacheType::F16);
+    Some(roofline::decode_ceiling_tps(bw, bytes))
+}
+
+/// Runs one chat turn: template → tokenize → prefill → greedy decode, calling
+/// `on_event` with a [`ChatEvent::Token`] after each token. The KV cache is cleared
+/// first (the whole conversation is re-prefilled each turn). `ceiling(prompt_tokens)`
+/// gives the decode ceiling (tok/s) at the turn's context, `None` when unknown.
+///
+/// # Errors
+/// [`EngineError`] from templating, tokenizing or a forward pass (a full context
+/// ends the turn with [`StopReason::ContextFull`] instead).
+pub fn generate<E: Engine + ?Sized>(
+    engine: &mut E,
+    messages: &[ChatMessage],
+    cfg: &ChatConfig,
+    ceiling: &dyn Fn(u32) -> Option<f64>,
+    cancel: &AtomicBool,
+    mut on_event: impl FnMut(ChatEvent),
+) -> Result<ChatStats, EngineError> {
+    let prompt = engine.apply_chat_template(messages)?;
+    let tokens = engine.tokenize(&prompt, true)?;
+    if tokens.is_empty() {
+        return Err(EngineError::Tokenize(
+            "the templated prompt is empty".into(),
+        ));
+    }
+    let n_ctx = engine.n_ctx() as usize;
+    if tokens.len() >= n_ctx {
+        return Err(EngineError::Tokenize(format!(
+            "the conversation is {} tokens but the context holds {n_ctx}: start a new chat",
+            tokens.len()
+        )));
+    }
+    let prompt_tokens = tokens.len() as u32;
+    let ceiling_tps = ceiling(prompt_tokens);
+    on_event(ChatEvent::Started { prompt_tokens });
+    engine.kv_clear();
+    let mut utf8 = Utf8Stream::default();
+    let done = |reason, stats: ChatStats, on_event: &mut dyn FnMut(ChatEvent)| {
+        on_event(ChatEvent::Done {
+            reason,
+            stats: stats.clone(),
+        });
+        Ok(stats)
+    };
+    if cancel.load(Ordering::Relaxed) {
+        let s = ChatStats::from_times(
+            prompt_tokens,
+            Duration::ZERO,
+            None,
+            Duration::ZERO,
+            0,
+            ceiling_tps,
+        );
+        return done(StopReason::Cancelled, s, &mut on_event);
+    }
+    let t0 = Instant::now();
+    engine.prefill(&tokens, 0, 0, true)?;
+    engine.synchronize();
+    let prefill = t0.elapsed();
+    let mut next: TokenId = argmax(engine.logits(0)?);
+    let ttft = t0.elapsed();
+    let t_first = Instant::now();
+    let mut pos = tokens.len() as u32;
+    let mut n_gen = 0u32;
+    let mut stats = ChatStats::from_times(
+        prompt_tokens,
+        prefill,
+        Some(ttft),
+        Duration::ZERO,
+        0,
+        ceiling_tps,
+    );
+    loop {
+        if engine.is_eog(next) {
+            let tail = utf8.finish();
+            if !tail.is_empty() {
+                on_event(ChatEvent::Token {
+                    text: tail,
+                    stats: stats.clone(),
+                });
+            }
+            return done(StopReason::EndOfGeneration, stats, &mut on_event);
+        }
+        n_gen += 1;
+        stats = ChatStats::from_times(
+            prompt_tokens,
+            prefill,
+            Some(ttft),
+            t_first.elapsed(),
+            n_gen,
+            ceiling_tps,
+        );
+        let text = utf8.push(&engine.token_bytes(next));
+        on_event(ChatEvent::Token {
+            text,
+            stats: stats.clone(),
+        });
+        if n_gen >= cfg.max_tokens.max(1) {
+            return done(StopReason::MaxTokens, stats, &mut on_event);
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return done(StopReason::Cancelled, stats, &mut on_event);
+        }
+        if pos as usize + 1 >= n_ctx {
+            return done(StopReason::ContextFull, stats, &mut on_event);
+        }
+        engine.decode_one(next, pos, 0)?;
+        engine.synchronize();
+        pos += 1;
+        next = argmax(engine.logits(0)?);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::engine::{BatchItem, EngineInfo};
+
+    /// A scripted engine: after a forward pass whose last item is at position p, the
+    /// argmax is `script[p + 1 - prompt_len]` (or EOG past the end). Token t's bytes
+    /// are `pieces[t]`.
+    struct Fake {
+        prompt_len: usize,
+        script: Vec<TokenId>,
+        pieces: Vec<Vec<u8>>,
+        logits: Vec<f32>,
+        passes: usize,
+        n_ctx: u32,
+    }
+    const EOG: TokenId = 0;
+
+    impl Engine for Fake {
+        fn info(&self) -> EngineInfo {
+            EngineInfo {
+                name: "fake".into(),
+                build: "0".into(),
+                backends: "none".into(),
+                system_info: String::new(),
+            }
+        }
+        fn n_vocab(&self) -> usize {
+            self.pieces.len()
+        }
+        fn n_ctx(&self) -> u32 {
+            self.n_ctx
+        }
+        fn n_batch(&self) -> u32 {
+            512
+        }
+        fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+            self.passes += 1;
+            let last = batch.last().unwrap().pos as usize;
+            let k = last + 1 - self.prompt_len;
+            let tok = self.script.get(k).copied().unwrap_or(EOG);
+            self.logits = vec![0.0; self.pieces.len()];
+            self.logits[tok as usize] = 1.0;
+            Ok(())
+        }
+        fn logits(&self, _i: usize) -> Result<&[f32], EngineError> {
+            Ok(&self.logits)
+        }
+        fn kv_truncate(&mut self, _: i32, _: u32) -> Result<(), EngineError> {
+            Ok(())
+        }
+        fn kv_clear(&mut self) {}
+        fn synchronize(&mut self) {}
+        fn tokenize(&self, text: &str, _: bool) -> Result<Vec<TokenId>, EngineError> {
+            Ok(text.bytes().map(|_| 1).collect())
+        }
+        fn token_bytes(&self, t: TokenId) -> Vec<u8> {
+            self.pieces[t as usize].clone()
+        }
+        fn is_eog(&self, t: TokenId) -> bool {
+            t == EOG
+        }
+        fn bos(&self) -> Option<TokenId> {
+            None
+        }
+        fn apply_chat_template(&self, m: &[ChatMessage]) -> Result<String, EngineError> {
+            Ok(format!("<u>{}</u><a>", m[0].content))
+        }
+    }
+
+    fn fake(script: Vec<TokenId>) -> Fake {
+        // "é" split over two tokens (0xC3, 0xA9) to exercise the UTF-8 buffer.
+        let pieces = vec![
+            b"".to_vec(),
+            b"Hel".to_vec(),
+            b"lo".to_vec(),
+            vec![0xC3],
+            vec![0xA9],
+            b"!".to_vec(),
+        ];
+        let prompt_len = "<u>hi</u><a>".len();
+        Fake {
+            prompt_len,
+            script,
+            pieces,
+            logits: vec![],
+            passes: 0,
+            n_ctx: 64,
+        }
+    }
+
+    fn user(s: &str) -> Vec<ChatMessage> {
+        vec![ChatMessage {
+            role: "user".into(),
+            content: s.into(),
+        }]
+    }
+
+    fn cfg(max: u32) -> ChatConfig {
+        ChatConfig { max_tokens: max }
+    }
+
+    #[test]
+    fn streams_the_script_and_stops_at_end_of_generation() {
+        let mut e = fake(vec![1, 2, 3, 4, 5]);
+        let mut text = String::new();
+        let mut last = None;
+        let s = generate(
+            &mut e,
+            &user("hi"),
+            &cfg(50),
+            &|_| Some(100.0),
+            &AtomicBool::new(false),
+            |ev| match ev {
+                ChatEvent::Token { text: t, .. } => text.push_str(&t),
+                ChatEvent::Done { reason, .. } => last = Some(reason),
+                ChatEvent::Started { prompt_tokens } => assert_eq!(prompt_tokens, 12),
+            },
+        )
+        .unwrap();
+        assert_eq!(text, "Hello\u{e9}!");
+        assert_eq!(last, Some(StopReason::EndOfGeneration));
+        assert_eq!(s.n_gen, 5);
+        assert_eq!(s.prompt_tokens, 12);
+        assert!(s.ttft_ms.is_some());
+        assert_eq!(s.ceiling_tps, Some(100.0));
+        // one prefill + one decode per generated token (the last decode yields EOG)
+        assert_eq!(e.passes, 1 + 5);
+    }
+
+    #[test]
+    fn max_tokens_caps_the_turn() {
+        let mut e = fake(vec![1, 2, 5, 5, 5, 5]);
+        let s = generate(
+            &mut e,
+            &user("hi"),
+            &cfg(3),
+            &|_| None,
+            &AtomicBool::new(false),
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(s.n_gen, 3);
+        assert_eq!(e.passes, 1 + 2);
+    }
+
+    #[test]
+    fn stop_ends_the_turn_within_one_token() {
+        let mut e = fake(vec![5; 40]);
+        let cancel = AtomicBool::new(false);
+        let mut tokens_after_stop = 0;
+        let mut stopped = false;
+        let mut reason = None;
+        generate(
+            &mut e,
+            &user("hi"),
+            &cfg(40),
+            &|_| None,
+            &cancel,
+            |ev| match ev {
+                ChatEvent::Token { stats, .. } => {
+                    if stopped {
+                        tokens_after_stop += 1;
+                    }
+                    if stats.n_gen == 3 {
+                        cancel.store(true, Ordering::Relaxed);
+                        stopped = true;
+                    }
+                }
+                ChatEvent::Done { reason: r, .. } => reason = Some(r),
+                _ => {}
+            },
+        )
+        .unwrap();
+        assert_eq!(tokens_after_stop, 0);
+        assert_eq!(reason, Some(StopReason::Cancelled));
+        // no forward pass after the stop request
+        assert_eq!(e.passes, 1 + 2);
+    }
+
+    #[test]
+    fn a_full_context_ends_the_turn() {
+        let mut e = fake(vec![5; 100]);
+        e.n_ctx = 16; // prompt 12 → positions 12..15 left
+        let mut reason = None;
+        generate(
+            &mut e,
+            &user("hi"),
+            &cfg(100),
+            &|_| None,
+            &AtomicBool::new(false),
+            |ev| {
+                if let ChatEvent::Done { reason: r, .. } = ev {
+                    reason = Some(r)
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(reason, Some(StopReason::ContextFull));
+    }
+
+    #[test]
+    fn too_long_a_prompt_is_a_clear_error() {
+        let mut e = fake(vec![]);
+        e.n_ctx = 8;
+        let err = generate(
+            &mut e,
+            &user("hi"),
+            &cfg(4),
+            &|_| None,
+            &AtomicBool::new(false),
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("12 tokens but the context holds 8"), "{err}");
+    }
+
+    #[test]
+    fn figures_follow_their_definitions() {
+        // 100 prompt tokens in 0.5 s → 200 tok/s; TTFT 0.52 s; 11 tokens, 10 decode
+        // steps in 0.25 s → 40 tok/s; ceiling 80 → 50 %.
+        let s = ChatStats::from_times(
+            100,
+            Duration::from_millis(500),
+            Some(Duration::from_millis(520)),
+            Duration::from_millis(250),
+            11,
+            Some(80.0),
+        );
+        assert!((s.prefill_tps.unwrap() - 200.0).abs() < 1e-9);
+        assert!((s.ttft_ms.unwrap() - 520.0).abs() < 1e-9);
+        assert!((s.decode_tps.unwrap() - 40.0).abs() < 1e-9);
+        assert!((s.pct_of_ceiling.unwrap() - 50.0).abs() < 1e-9);
+        // one token: no decode rate yet; no ceiling: no percentage
+        let s = ChatStats::from_times(5, Duration::from_millis(1), None, Duration::ZERO, 1, None);
+        assert_eq!(s.decode_tps, None);
+        assert_eq!(s.pct_of_ceiling, None);
+        assert_eq!(s.ttft_ms, None);
+    }
+
+    #[test]
+    fn utf8_stream_holds_split_characters() {
+        let mut u = Utf8Stream::default();
+        assert_eq!(u.push(b"a\xE2\x82"), "a");
+        assert_eq!(u.push(b"\xAC b"), "\u{20AC} b");
+        assert_eq!(u.push(b"\xFFx"), "\u{FFFD}x");
+        assert_eq!(u.push(b"\xC3"), "");
+        assert_eq!(u.finish(), "\u{FFFD}");
+    }
+}

@@ -1,0 +1,116 @@
+//! Roofline evidence: experiments that test the ceilings instead of assuming them.
+//!
+//! - [`kv`]: KV-cache bytes per token measured from the engine's own state size.
+//! - [`batch`]: batching amortizes the weight read (per-token-read bandwidth above
+//!   STREAM is impossible unless weights are shared).
+//! - [`depth`]: decode slowdown with depth split into the KV-bytes part and the rest.
+//! - [`threads`]: achievable bandwidth depends on who asks (implied bandwidth per
+//!   thread count, beside STREAM at that thread count).
+//! - [`ceilings`]: each decode rate under the triad ceiling and the read-kernel
+//!   ceiling, and which of the two it sits closer to.
+//!
+//! Batch, depth, thread and ceiling analyses are computed from stored bench rows only.
+
+pub mod batch;
+pub mod ceilings;
+pub mod chart;
+pub mod depth;
+pub mod kv;
+pub mod threads;
+
+use crate::store::{Store, StoreError};
+use kv::KvVerify;
+
+/// Stores KV verifications as one `kv` run in one transaction; returns the run id.
+///
+/// # Errors
+/// [`StoreError`]; nothing is written on error.
+pub async fn store_kv_run(
+    store: &Store,
+    run: &crate::store::NewRun,
+    rows: &[KvVerify],
+) -> Result<i64, StoreError> {
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, run).await?;
+    for r in rows {
+        sqlx::query(
+            "INSERT INTO kv_verify_results (run_id, model_filename, cache_type, n, predicted_bytes_per_token, formula_bytes_per_token,
+               state_n, state_2n, measured_state_bytes_per_token, metadata_bytes_per_token, measured_kv_bytes_per_token, ratio,
+               rss_bytes_per_token, rss_ratio, build_commit)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(run_id)
+        .bind(&r.model)
+        .bind(&r.cache_type)
+        .bind(r.n as i64)
+        .bind(r.predicted_bytes_per_token)
+        .bind(r.formula_bytes_per_token as i64)
+        .bind(r.state_n as i64)
+        .bind(r.state_2n as i64)
+        .bind(r.measured_state_bytes_per_token)
+        .bind(r.metadata_bytes_per_token)
+        .bind(r.measured_kv_bytes_per_token)
+        .bind(r.ratio)
+        .bind(r.rss_bytes_per_token)
+        .bind(r.rss_ratio)
+        .bind(crate::BUILD_COMMIT)
+        .execute(&mut *tx)
+        .await
+        .map_err(|source| StoreError::Sql { path: store.path().display().to_string(), source })?;
+    }
+    tx.commit().await.map_err(|source| StoreError::Sql {
+        path: store.path().display().to_string(),
+        source,
+    })?;
+    Ok(run_id)
+}
+
+/// Runs the KV verification for each model and cache type on llama.cpp: a fresh
+/// context per (model, cache type) with room for `2n` tokens; `guard` checks each
+/// model fits before it is loaded.
+///
+/// # Errors
+/// Model or engine errors, naming the model.
+#[cfg(feature = "llama")]
+pub fn run_kv_verify(
+    models: &[std::path::PathBuf],
+    caches: &[crate::probe::model::CacheType],
+    n: u64,
+    threads: u32,
+    guard: &mut crate::measure::guard::Guard,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<KvVerify>, crate::experiments::bench::BenchError> {
+    use crate::measure::engine::EngineConfig;
+    use crate::measure::engine::llama::LlamaModelHandle;
+    let mut out = Vec::new();
+    for path in models {
+        let facts = crate::probe::model::ModelFacts::open(path)?;
+        guard.check_fit(&[(&facts, 2 * n + 64)], crate::probe::model::CacheType::F16)?;
+        let handle = LlamaModelHandle::load(path, 0)?;
+        let cfg = |c, n_ctx: u64| EngineConfig {
+            n_ctx: n_ctx as u32,
+            n_batch: n_ctx as u32,
+            n_ubatch: 512,
+            n_threads: threads,
+            n_threads_batch: threads,
+            n_gpu_layers: 0,
+            n_seq_max: 1,
+            type_k: c,
+            type_v: c,
+            flash_attn: None,
+        };
+        // Page the memory-mapped weights in first, so RSS growth is not weight paging.
+        {
+            use crate::measure::engine::Engine;
+            let mut w = handle.engine(&cfg(crate::probe::model::CacheType::F16, 64))?;
+            w.prefill(&[1, 2, 3, 4, 5, 6, 7, 8], 0, 0, true)?;
+        }
+        for &c in caches {
+            progress(&format!("{} ({})", facts.label(), c.name()));
+            let rss = kv::rss_growth_per_token(|| handle.engine(&cfg(c, n)), n)?;
+            let mut e = handle.engine(&cfg(c, 2 * n + 64))?;
+            out.push(kv::verify(&mut e, &facts, c, n, rss)?);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,404 @@
+//! The frontier chart: quality vs decode tok/s, one point per arm, marker **area
+//! proportional to the file's bytes**, error bars on both axes (x: ±1 std of the
+//! tg repetitions; y: PPL/KLD ± their standard error, accuracy: Wilson 95 %),
+//! and the Pareto frontier (arms no other arm beats on both axes) as a dashed line.
+//! Hollow markers are arms above the source's precision (they carry only the
+//! source's information). Drawn by one function for PNG and SVG
+//! ([`crate::present::chart::render_both`]).
+
+use super::table::FrontierRow;
+use crate::experiments::frontier::quant::Relation;
+use crate::present::chart::{ChartError, HEIGHT, WIDTH, draw_legend, ensure_font, render_both};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The y axis of a frontier chart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Quality {
+    /// Perplexity on a dataset (lower is better).
+    Ppl(String),
+    /// Mean KLD vs the source on a dataset (lower is better).
+    Kld(String),
+    /// Task accuracy (higher is better).
+    Task(String),
+}
+
+impl Quality {
+    /// File-name slug (`ppl-wiki`, `kld-wiki`, `gsm8k`).
+    pub fn slug(&self) -> String {
+        match self {
+            Quality::Ppl(d) => format!("ppl-{d}"),
+            Quality::Kld(d) => format!("kld-{d}"),
+            Quality::Task(t) => t.clone(),
+        }
+    }
+
+    /// Axis label.
+    pub fn label(&self) -> String {
+        match self {
+            Quality::Ppl(d) => format!("perplexity on {d} (± std. error; lower is better)"),
+            Quality::Kld(d) => {
+                format!("mean KLD vs the source (not drawn) on {d}, nats (± s.e.; lower is better)")
+            }
+            Quality::Task(t) => format!("{t} accuracy, % (Wilson 95% CI; higher is better)"),
+        }
+    }
+
+    fn higher_is_better(&self) -> bool {
+        matches!(self, Quality::Task(_))
+    }
+
+    /// `(value, low, high)` of a row, when measured.
+    pub fn point(&self, r: &FrontierRow) -> Option<(f64, f64, f64)> {
+        match self {
+            Quality::Ppl(d) => {
+                let p = r.ppl.iter().find(|(n, _)| n == d)?.1.as_ref()?;
+                Some((p.ppl, p.ppl - p.ppl_unc, p.ppl + p.ppl_unc))
+            }
+            Quality::Kld(d) => {
+                let p = r.ppl.iter().find(|(n, _)| n == d)?.1.as_ref()?;
+                let k = p.kld.as_ref()?;
+                Some((k.mean, k.mean - k.mean_unc, k.mean + k.mean_unc))
+            }
+            Quality::Task(t) => {
+                let x = r.tasks.iter().find(|(n, _)| n == t)?.1.as_ref()?;
+                Some((x.accuracy * 100.0, x.ci_low * 100.0, x.ci_high * 100.0))
+            }
+        }
+    }
+}
+
+/// Every quality axis with at least one arm that has both speed and that quality.
+pub fn qualities(rows: &[FrontierRow]) -> Vec<Quality> {
+    let mut qs = Vec::new();
+    if let Some(r) = rows.first() {
+        for (d, _) in &r.ppl {
+            qs.push(Quality::Ppl(d.clone()));
+            qs.push(Quality::Kld(d.clone()));
+        }
+        for (t, _) in &r.tasks {
+            qs.push(Quality::Task(t.clone()));
+        }
+    }
+    qs.retain(|q| {
+        rows.iter()
+            .any(|r| r.speed.is_some() && q.point(r).is_some())
+    });
+    qs
+}
+
+struct Pt<'a> {
+    row: &'a FrontierRow,
+    x: f64,
+    xs: f64,
+    y: (f64, f64, f64),
+}
+
+/// Indices of the Pareto-optimal points: faster-or-equal and better-or-equal
+/// than every other point on at least one axis.
+fn pareto(pts: &[(f64, f64)], higher_better: bool) -> Vec<usize> {
+    let better = |a: f64, b: f64| if higher_better { a >= b } else { a <= b };
+    let strictly = |a: f64, b: f64| if higher_better { a > b } else { a < b };
+    (0..pts.len())
+        .filter(|&i| {
+            !pts.iter().enumerate().any(|(j, p)| {
+                j != i
+                    && p.0 >= pts[i].0
+                    && better(p.1, pts[i].1)
+                    && (p.0 > pts[i].0 || strictly(p.1, pts[i].1))
+            })
+        })
+        .collect()
+}
+
+/// The corner whose legend-sized box (the outer 45 % of the width × 30 % of the
+/// height) covers the fewest points and error bars, so the legend hides no arm.
+fn emptiest_corner(pts: &[Pt], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> SeriesLabelPosition {
+    let (w, h) = (0.45 * (x1 - x0), 0.30 * (y1 - y0));
+    let covered = |left: bool, top: bool| {
+        let (xa, xb) = if left { (x0, x0 + w) } else { (x1 - w, x1) };
+        let (ya, yb) = if top { (y1 - h, y1) } else { (y0, y0 + h) };
+        pts.iter()
+            .filter(|p| p.x + p.xs >= xa && p.x - p.xs <= xb && p.y.2 >= ya && p.y.1 <= yb)
+            .count()
+    };
+    [
+        (covered(false, true), SeriesLabelPosition::UpperRight),
+        (covered(true, true), SeriesLabelPosition::UpperLeft),
+        (covered(false, false), SeriesLabelPosition::LowerRight),
+        (covered(true, false), SeriesLabelPosition::LowerLeft),
+    ]
+    .into_iter()
+    .min_by_key(|(n, _)| *n)
+    .map_or(SeriesLabelPosition::UpperRight, |(_, p)| p)
+}
+
+/// Draws the frontier for `quality`.
+pub fn draw_frontier<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rows: &[FrontierRow],
+    quality: &Quality,
+    title: &str,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    let pts: Vec<Pt> = rows
+        .iter()
+        .filter_map(|r| {
+            let s = r.speed.as_ref()?;
+            Some(Pt {
+                row: r,
+                x: s.tg_tps,
+                xs: s.tg_std,
+                y: quality.point(r)?,
+            })
+        })
+        .collect();
+    if pts.is_empty() {
+        return Err(Box::new(ChartError::Empty("frontier")));
+    }
+    root.fill(&WHITE)?;
+    let (mut x0, mut x1) = pts.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
+        (a.min(p.x - p.xs), b.max(p.x + p.xs))
+    });
+    let (mut y0, mut y1) = pts
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.y.1), b.max(p.y.2))
+        });
+    let (dx, dy) = ((x1 - x0).max(1.0), (y1 - y0).max(y1.abs() * 0.02).max(1e-6));
+    x0 = (x0 - 0.12 * dx).max(0.0);
+    x1 += 0.12 * dx;
+    y0 -= 0.15 * dy;
+    y1 += 0.15 * dy;
+    if matches!(quality, Quality::Task(_)) {
+        y0 = y0.max(0.0);
+        y1 = y1.min(100.0);
+    }
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x0..x1, y0..y1)?;
+    let n = pts[0].row.speed.as_ref().map_or(0, |s| s.tg_n);
+    chart
+        .configure_mesh()
+        .x_desc(format!("decode tok/s (tg, mean ± 1 std, n={n})"))
+        .y_desc(quality.label())
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let max_bytes = pts
+        .iter()
+        .map(|p| p.row.file_bytes)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let blue = RGBColor(31, 119, 180);
+    let red = RGBColor(214, 39, 40);
+    let grey = RGBColor(110, 110, 110);
+    // Pareto line first, under the markers.
+    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.x, p.y.0)).collect();
+    let mut front: Vec<(f64, f64)> = pareto(&xy, quality.higher_is_better())
+        .into_iter()
+        .map(|i| xy[i])
+        .collect();
+    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if front.len() > 1 {
+        chart
+            .draw_series(DashedLineSeries::new(front, 6, 4, grey.stroke_width(2)))?
+            .label("Pareto frontier (no arm is both faster and better)")
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(2))
+            });
+    }
+    for p in &pts {
+        let color = match p.row.relation {
+            Relation::Source => red,
+            _ => blue,
+        };
+        chart.draw_series(std::iter::once(ErrorBar::new_horizontal(
+            p.y.0,
+            p.x - p.xs,
+            p.x,
+            p.x + p.xs,
+            color.stroke_width(2),
+            8,
+        )))?;
+        chart.draw_series(std::iter::once(ErrorBar::new_vertical(
+            p.x,
+            p.y.1,
+            p.y.0,
+            p.y.2,
+            color.stroke_width(2),
+            8,
+        )))?;
+        // Area ∝ bytes: radius ∝ sqrt(bytes).
+        let r = (26.0 * (p.row.file_bytes as f64 / max_bytes).sqrt()).max(3.0) as i32;
+        let style = if p.row.relation == Relation::Above {
+            color.stroke_width(2)
+        } else {
+            color.mix(0.45).filled()
+        };
+        chart.draw_series(std::iter::once(Circle::new((p.x, p.y.0), r, style)))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{} {:.2} GB", p.row.arm, p.row.file_bytes as f64 / 1e9),
+            (p.x, p.y.0),
+            ("sans-serif", 14).into_font().color(&BLACK).pos(
+                plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Left,
+                    plotters::style::text_anchor::VPos::Bottom,
+                ),
+            ),
+        )))?;
+    }
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
+        .label("source (filled red)")
+        .legend(move |(x, y)| Circle::new((x + 10, y), 6, red.mix(0.45).filled()));
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
+        .label("below source: real damage (filled)")
+        .legend(move |(x, y)| Circle::new((x + 10, y), 6, blue.mix(0.45).filled()));
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
+        .label("above source: source's information only (hollow)")
+        .legend(move |(x, y)| Circle::new((x + 10, y), 6, blue.stroke_width(2)));
+    draw_legend(&mut chart, emptiest_corner(&pts, (x0, x1), (y0, y1)), 13)?;
+    root.draw(&Text::new(
+        "marker area ∝ file bytes",
+        (80, HEIGHT as i32 - 18),
+        ("sans-serif", 13).into_font().color(&grey),
+    ))?;
+    root.present()?;
+    Ok(())
+}
+
+/// Renders `<stem>.png` and `<stem>.svg` for `quality`.
+///
+/// # Errors
+/// [`ChartError`] naming the file, or `Empty` when no arm has both figures.
+pub fn frontier_chart(
+    stem: &Path,
+    rows: &[FrontierRow],
+    quality: &Quality,
+    title: &str,
+) -> Result<(PathBuf, PathBuf), ChartError> {
+    render_both(
+        stem,
+        |r| draw_frontier(r, rows, quality, title),
+        |r| draw_frontier(r, rows, quality, title),
+    )
+}
+
+/// Renders the chart to an SVG string (for the app's Frontier page).
+///
+/// # Errors
+/// [`ChartError`].
+pub fn frontier_svg(
+    rows: &[FrontierRow],
+    quality: &Quality,
+    title: &str,
+) -> Result<String, ChartError> {
+    ensure_font();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (WIDTH, HEIGHT)).into_drawing_area();
+        draw_frontier(&root, rows, quality, title).map_err(|e| ChartError::Draw {
+            path: "<svg>".into(),
+            msg: e.to_string(),
+        })?;
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::frontier::SpeedSummary;
+    use crate::measure::evals::ppl::{PplConfig, PplResult};
+
+    fn row(arm: &str, rel: Relation, bytes: u64, tps: f64, ppl: f64) -> FrontierRow {
+        FrontierRow {
+            arm: arm.into(),
+            relation: rel,
+            file_bytes: bytes,
+            streamed_bytes: bytes,
+            bits_per_weight: 4.0,
+            sha256: arm.into(),
+            speed: Some(SpeedSummary {
+                tg_tps: tps,
+                tg_std: 0.5,
+                tg_n: 5,
+                tg_ceiling: 2.0 * tps,
+                tg_achieved: 0.5,
+                pp_tps: 100.0,
+                pp_std: 1.0,
+                pp_ceiling: Some(200.0),
+                pp_achieved: Some(0.5),
+                bandwidth_gbps: 40.0,
+                bench_ids: vec![],
+            }),
+            ppl: vec![(
+                "wiki".into(),
+                Some(PplResult {
+                    config: PplConfig {
+                        dataset: "wiki".into(),
+                        n_ctx: 512,
+                        n_chunks: 4,
+                    },
+                    text_sha256: String::new(),
+                    n_tokens_file: 1,
+                    n_chunks: 4,
+                    n_scored: 1020,
+                    ppl,
+                    ppl_unc: 0.1,
+                    nll_mean: ppl.ln(),
+                    kld: None,
+                    elapsed_ns: 1,
+                }),
+            )],
+            tasks: vec![],
+        }
+    }
+
+    #[test]
+    fn pareto_keeps_non_dominated_points() {
+        // (speed, ppl): b is faster and better than c; a is slow but best.
+        let pts = [(10.0, 9.0), (30.0, 9.5), (20.0, 9.8)];
+        assert_eq!(pareto(&pts, false), vec![0, 1]);
+        assert_eq!(pareto(&[(1.0, 50.0), (2.0, 40.0)], true), vec![0, 1]);
+    }
+
+    #[test]
+    fn chart_files_are_written_and_name_the_axes() {
+        let rows = vec![
+            row("F16", Relation::Above, 3_000_000_000, 12.0, 9.0),
+            row("Q4_K_M", Relation::Source, 1_000_000_000, 30.0, 9.0),
+            row("Q2_K", Relation::Below, 700_000_000, 38.0, 12.0),
+        ];
+        assert_eq!(qualities(&rows), vec![Quality::Ppl("wiki".into())]);
+        let d = tempfile::tempdir().unwrap();
+        let (png, svg) = frontier_chart(
+            &d.path().join("f"),
+            &rows,
+            &Quality::Ppl("wiki".into()),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+        let s = std::fs::read_to_string(&svg).unwrap();
+        assert!(
+            s.contains("perplexity on wiki")
+                && s.contains("Q2_K 0.70 GB")
+                && s.contains("Pareto frontier"),
+            "{}",
+            &s[..200]
+        );
+        assert!(frontier_svg(&rows, &Quality::Task("gsm8k".into()), "t").is_err());
+    }
+}

@@ -1,0 +1,698 @@
+//! The quantization frontier: for each arm of one source (see [`crate::experiments::frontier::quant`]),
+//! bytes, decode and prefill speed against the roofline, perplexity and KL
+//! divergence on a fixed text slice, and task accuracy with Wilson intervals —
+//! one grid, stored cell by cell, drawn as quality vs decode tok/s.
+//!
+//! **Cells.** A cell is `(arm, measure, settings)`: `speed` (pp512 + tg128 with
+//! llama-bench semantics through [`crate::experiments::bench::run_plan`], N ≥ 5 repetitions),
+//! `ppl:<dataset>` (perplexity and, when the arm is not the reference, KLD in
+//! lockstep, [`crate::measure::evals::ppl`]), `task:<name>` ([`crate::measure::evals::tasks`]). Its
+//! identity is the arm's sha256, the measure and `config_key` = 16 hex digits of
+//! the sha256 of the settings JSON (which include the data's sha256 and, for KLD,
+//! the reference's sha256). A finished cell is never run again with the same
+//! identity; each cell is written in **one transaction** (its `runs` row, bench
+//! rows, cell row, item rows), so a killed run leaves no partial cell and a rerun
+//! resumes where it stopped.
+//!
+//! **Reference.** KLD is measured against the source file itself: for a Q4_K_M
+//! source, arms above it carry only its information, so their KLD shows pure
+//! rounding; arms below show damage.
+
+pub mod chart;
+pub mod quant;
+pub mod table;
+
+use crate::experiments::frontier::quant::{Arm, QuantType, Relation, Source};
+use crate::measure::evals::ppl::{PplConfig, PplResult};
+use crate::measure::evals::tasks::{TaskConfig, TaskKind, TaskResult};
+use crate::probe::hw::HostInfo;
+use crate::store::Store;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use std::path::PathBuf;
+
+/// Version of the task prompts; part of every task cell's identity, so changing a
+/// prompt never mixes old and new cells.
+pub const PROMPT_VERSION: u32 = 1;
+
+/// A validated frontier plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierPlan {
+    /// The source GGUF.
+    pub source: PathBuf,
+    /// Arm types; the source is always an arm too (as its own type).
+    pub arms: Vec<QuantType>,
+    /// Threads for every engine (and the quantizer).
+    pub n_threads: u32,
+    /// Timed repetitions of pp and tg (≥ 5 for reports).
+    pub reps: u32,
+    /// pp test length.
+    pub n_prompt: u32,
+    /// tg test length.
+    pub n_gen: u32,
+    /// Run the speed cells.
+    pub speed: bool,
+    /// Perplexity slices (one cell each).
+    pub ppl: Vec<PplConfig>,
+    /// Measure KLD vs the source in the perplexity cells.
+    pub kld: bool,
+    /// Tasks and their settings.
+    pub tasks: Vec<(TaskKind, TaskConfig)>,
+    /// Measures (`speed`, `ppl:wiki`, `task:gsm8k`) to measure again even when a
+    /// cell is stored (e.g. speed on a quieter machine); the newest cell wins.
+    #[serde(default)]
+    pub remeasure: Vec<String>,
+    /// What the measuring guard allows (battery, skipping the capacity check).
+    #[serde(default)]
+    pub guard: crate::measure::guard::GuardOptions,
+}
+
+/// Errors of the frontier.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrontierError {
+    /// Bad plan.
+    #[error("frontier plan: {0}")]
+    Plan(String),
+    /// Quantization.
+    #[error(transparent)]
+    Quant(#[from] crate::experiments::frontier::quant::QuantError),
+    /// Benchmark.
+    #[error(transparent)]
+    Bench(#[from] crate::experiments::bench::BenchError),
+    /// The guard refused to start a cell (battery, memory).
+    #[error(transparent)]
+    Guard(#[from] crate::measure::guard::GuardError),
+    /// Evaluation.
+    #[error(transparent)]
+    Eval(#[from] crate::measure::evals::EvalError),
+    /// Engine.
+    #[error(transparent)]
+    Engine(#[from] crate::measure::engine::EngineError),
+    /// Store.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Dataset catalogue.
+    #[error(transparent)]
+    Catalog(#[from] crate::probe::catalog::CatalogError),
+    /// Model header.
+    #[error(transparent)]
+    Gguf(#[from] crate::probe::gguf::GgufError),
+    /// I/O.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// Cancelled: finished cells are stored, the one in progress is not.
+    #[error("cancelled: finished cells are stored; run the same command again to resume")]
+    Cancelled,
+}
+
+/// One measure of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Measure {
+    /// pp + tg.
+    Speed,
+    /// Perplexity (+ KLD) on a slice.
+    Ppl(PplConfig),
+    /// A task.
+    Task(TaskKind, TaskConfig),
+}
+
+impl Measure {
+    /// `speed`, `ppl:wiki`, `task:gsm8k`.
+    pub fn name(&self) -> String {
+        match self {
+            Measure::Speed => "speed".into(),
+            Measure::Ppl(c) => format!("ppl:{}", c.dataset),
+            Measure::Task(k, _) => format!("task:{}", k.name()),
+        }
+    }
+}
+
+/// An arm with the facts the table needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmInfo {
+    /// The arm.
+    pub arm: Arm,
+    /// Weight bytes read per decode step (ModelFacts' rule).
+    pub streamed_bytes: u64,
+}
+
+/// What the frontier reports while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum FrontierProgress {
+    /// Hashing the source or making an arm.
+    Preparing {
+        /// What.
+        what: String,
+    },
+    /// A cell was already stored.
+    Skipped {
+        /// Arm type.
+        arm: String,
+        /// Measure.
+        measure: String,
+    },
+    /// A cell started.
+    Started {
+        /// Arm type.
+        arm: String,
+        /// Measure.
+        measure: String,
+        /// Cell number (1-based).
+        index: usize,
+        /// Cells in the grid.
+        total: usize,
+    },
+    /// Steps within a cell (windows, items, repetitions).
+    Step {
+        /// Done.
+        done: usize,
+        /// Of.
+        of: usize,
+    },
+    /// A cell was stored.
+    Stored {
+        /// Arm type.
+        arm: String,
+        /// Measure.
+        measure: String,
+        /// One-line summary.
+        summary: String,
+    },
+}
+
+/// Decode and prefill figures of a speed cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedSummary {
+    /// tg mean tok/s.
+    pub tg_tps: f64,
+    /// tg std.
+    pub tg_std: f64,
+    /// tg repetitions.
+    pub tg_n: usize,
+    /// tg roofline ceiling, tok/s.
+    pub tg_ceiling: f64,
+    /// tg ÷ ceiling.
+    pub tg_achieved: f64,
+    /// pp mean tok/s.
+    pub pp_tps: f64,
+    /// pp std.
+    pub pp_std: f64,
+    /// pp ceiling, tok/s (`None`: no compute peak was measured).
+    pub pp_ceiling: Option<f64>,
+    /// pp ÷ ceiling (`None` with the ceiling).
+    pub pp_achieved: Option<f64>,
+    /// STREAM bandwidth behind the ceilings, GB/s.
+    pub bandwidth_gbps: f64,
+    /// Store ids of the bench rows (pp, tg).
+    pub bench_ids: Vec<i64>,
+}
+
+/// A stored cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Row id.
+    pub id: i64,
+    /// Run id.
+    pub run_id: i64,
+    /// Arm type.
+    pub arm_quant: String,
+    /// Measure name.
+    pub measure: String,
+    /// Headline value.
+    pub value: Option<f64>,
+    /// Its ± (std or uncertainty).
+    pub value_unc: Option<f64>,
+    /// Wilson low.
+    pub ci_low: Option<f64>,
+    /// Wilson high.
+    pub ci_high: Option<f64>,
+    /// Count.
+    pub n: Option<i64>,
+    /// Full result.
+    pub result: serde_json::Value,
+    /// Settings.
+    pub config: serde_json::Value,
+    /// Finished at.
+    pub finished_at: String,
+}
+
+/// The identity of a cell's settings.
+pub fn config_json(
+    m: &Measure,
+    plan: &FrontierPlan,
+    text_sha: Option<&str>,
+    reference_sha: Option<&str>,
+) -> serde_json::Value {
+    match m {
+        Measure::Speed => serde_json::json!({
+            "n_prompt": plan.n_prompt, "n_gen": plan.n_gen, "reps": plan.reps, "n_threads": plan.n_threads,
+            "n_batch": 2048, "n_ubatch": 512, "n_depth": 0,
+        }),
+        Measure::Ppl(c) => serde_json::json!({
+            "dataset": c.dataset, "n_ctx": c.n_ctx, "n_chunks": c.n_chunks, "text_sha256": text_sha,
+            "kld_reference_sha256": reference_sha,
+        }),
+        Measure::Task(k, c) => serde_json::json!({
+            "task": k.name(), "n_items": c.n_items, "seed": c.seed, "max_new_tokens": if k.generates() { Some(c.max_new_tokens) } else { None },
+            "sandbox": if *k == TaskKind::HumanEval { Some(&c.sandbox) } else { None },
+            "data_sha256": text_sha, "prompt_version": PROMPT_VERSION,
+        }),
+    }
+}
+
+/// 16 hex digits of sha256(measure ‖ settings JSON).
+pub fn config_key(measure: &str, config: &serde_json::Value) -> String {
+    crate::util::sha256_bytes(format!("{measure}\0{config}").as_bytes())[..16].to_string()
+}
+
+/// The latest stored cell with this identity.
+///
+/// # Errors
+/// Store errors.
+pub async fn find_cell(
+    store: &Store,
+    arm_sha256: &str,
+    measure: &str,
+    key: &str,
+) -> Result<Option<Cell>, FrontierError> {
+    let row = sqlx::query(
+        "SELECT id, run_id, arm_quant, measure, value, value_unc, ci_low, ci_high, n, result_json, config_json, finished_at
+         FROM frontier_cells WHERE arm_sha256 = ? AND measure = ? AND config_key = ? ORDER BY id DESC LIMIT 1",
+    )
+    .bind(arm_sha256)
+    .bind(measure)
+    .bind(key)
+    .fetch_optional(store.pool())
+    .await
+    .map_err(|source| crate::store::StoreError::Sql { path: store.path().display().to_string(), source })?;
+    Ok(row.map(|r| Cell {
+        id: r.get("id"),
+        run_id: r.get("run_id"),
+        arm_quant: r.get("arm_quant"),
+        measure: r.get("measure"),
+        value: r.get("value"),
+        value_unc: r.get("value_unc"),
+        ci_low: r.get("ci_low"),
+        ci_high: r.get("ci_high"),
+        n: r.get("n"),
+        result: serde_json::from_str(r.get::<&str, _>("result_json"))
+            .unwrap_or(serde_json::Value::Null),
+        config: serde_json::from_str(r.get::<&str, _>("config_json"))
+            .unwrap_or(serde_json::Value::Null),
+        finished_at: r.get("finished_at"),
+    }))
+}
+
+/// Count of stored cells (all sources).
+///
+/// # Errors
+/// Store errors.
+pub async fn count_cells(store: &Store) -> Result<i64, FrontierError> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM frontier_cells")
+        .fetch_one(store.pool())
+        .await
+        .map_err(|source| {
+            crate::store::StoreError::Sql {
+                path: store.path().display().to_string(),
+                source,
+            }
+            .into()
+        })
+}
+
+/// A measured cell ready to store.
+struct NewCell {
+    measure: String,
+    config: serde_json::Value,
+    value: Option<f64>,
+    value_unc: Option<f64>,
+    ci: Option<(f64, f64)>,
+    n: Option<i64>,
+    result: serde_json::Value,
+    items: Vec<crate::measure::evals::tasks::ItemResult>,
+    bench: Vec<crate::store::record::BenchRecord>,
+    started_at: String,
+    guard: Option<crate::measure::guard::GuardReport>,
+}
+
+struct CellContext<'a> {
+    store: &'a Store,
+    host: &'a HostInfo,
+    source: &'a Source,
+    command: &'a str,
+    n_threads: u32,
+}
+
+fn sql_err(store: &Store, source: sqlx::Error) -> crate::store::StoreError {
+    crate::store::StoreError::Sql {
+        path: store.path().display().to_string(),
+        source,
+    }
+}
+
+/// Stores one cell with its run, bench rows and items in one transaction.
+async fn store_cell(
+    cx: &CellContext<'_>,
+    arm: &ArmInfo,
+    mut c: NewCell,
+) -> Result<i64, FrontierError> {
+    let store = cx.store;
+    let finished = crate::util::now_rfc3339();
+    let run = crate::store::NewRun {
+        kind: "frontier".into(),
+        started_at: c.started_at.clone(),
+        finished_at: finished.clone(),
+        command: cx.command.to_string(),
+        host: cx.host.clone(),
+        notes: format!(
+            "frontier cell: {} {} of {}",
+            arm.arm.quant,
+            c.measure,
+            cx.source.path.display()
+        ),
+        guard: c.guard.clone(),
+    };
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, &run).await?;
+    if !c.bench.is_empty() {
+        store
+            .insert_bench_rows_tx(&mut tx, run_id, &mut c.bench)
+            .await?;
+        if let Some(obj) = c.result.as_object_mut() {
+            obj.insert(
+                "bench_ids".into(),
+                c.bench.iter().map(|b| b.id).collect::<Vec<_>>().into(),
+            );
+        }
+    }
+    let key = config_key(&c.measure, &c.config);
+    let a = &arm.arm;
+    let r = sqlx::query(
+        "INSERT INTO frontier_cells (run_id, source_file, source_sha256, source_quant, arm_quant, arm_file, arm_sha256, arm_relation,
+            arm_file_bytes, arm_streamed_bytes, arm_bits_per_weight, measure, config_key, config_json, value, value_unc, ci_low, ci_high, n,
+            result_json, started_at, finished_at, build_commit, engine_build, n_threads, hostname, cpu_info)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(run_id)
+    .bind(cx.source.path.display().to_string())
+    .bind(&cx.source.sha256)
+    .bind(&cx.source.facts.quant)
+    .bind(&a.quant)
+    .bind(a.path.display().to_string())
+    .bind(&a.sha256)
+    .bind(serde_json::to_value(a.relation).expect("serialize").as_str().unwrap_or("").to_string())
+    .bind(a.file_bytes as i64)
+    .bind(arm.streamed_bytes as i64)
+    .bind(a.bits_per_weight.is_finite().then_some(a.bits_per_weight))
+    .bind(&c.measure)
+    .bind(&key)
+    .bind(c.config.to_string())
+    .bind(c.value.filter(|v| v.is_finite()))
+    .bind(c.value_unc.filter(|v| v.is_finite()))
+    .bind(c.ci.map(|x| x.0))
+    .bind(c.ci.map(|x| x.1))
+    .bind(c.n)
+    .bind(c.result.to_string())
+    .bind(&c.started_at)
+    .bind(&finished)
+    .bind(crate::BUILD_COMMIT)
+    .bind(crate::measure::engine::engine_build())
+    .bind(cx.n_threads as i64)
+    .bind(&cx.host.hostname)
+    .bind(&cx.host.cpu_model)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| sql_err(store, e))?;
+    let cell_id = r.last_insert_rowid();
+    for it in &c.items {
+        sqlx::query(
+            "INSERT INTO frontier_items (cell_id, item_id, prompt, n_prompt_tokens, output, n_gen_tokens, extracted, expected, correct)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(cell_id)
+        .bind(&it.id)
+        .bind(&it.prompt)
+        .bind(it.n_prompt_tokens as i64)
+        .bind(&it.output)
+        .bind(it.n_gen_tokens as i64)
+        .bind(&it.extracted)
+        .bind(&it.expected)
+        .bind(it.correct as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| sql_err(store, e))?;
+    }
+    tx.commit().await.map_err(|e| sql_err(store, e))?;
+    Ok(cell_id)
+}
+
+/// Stored item rows of a cell, in order.
+///
+/// # Errors
+/// Store errors.
+pub async fn cell_items(
+    store: &Store,
+    cell_id: i64,
+) -> Result<Vec<crate::measure::evals::tasks::ItemResult>, FrontierError> {
+    let rows = sqlx::query(
+        "SELECT item_id, prompt, n_prompt_tokens, output, n_gen_tokens, extracted, expected, correct FROM frontier_items WHERE cell_id = ? ORDER BY id",
+    )
+    .bind(cell_id)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| sql_err(store, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| crate::measure::evals::tasks::ItemResult {
+            id: r.get("item_id"),
+            prompt: r.get("prompt"),
+            n_prompt_tokens: r.get::<i64, _>("n_prompt_tokens") as u32,
+            output: r.get("output"),
+            n_gen_tokens: r.get::<i64, _>("n_gen_tokens") as u32,
+            extracted: r.get("extracted"),
+            expected: r.get("expected"),
+            correct: r.get::<i64, _>("correct") != 0,
+        })
+        .collect())
+}
+
+impl FrontierPlan {
+    /// Checks the plan.
+    ///
+    /// # Errors
+    /// [`FrontierError::Plan`] naming the bad setting; [`FrontierError::Gguf`] when
+    /// the source model fails the GGUF checks.
+    pub fn validate(&self) -> Result<(), FrontierError> {
+        let bad = |m: String| Err(FrontierError::Plan(m));
+        if !self.source.is_file() {
+            return bad(format!(
+                "source {} does not exist (`memwall models fetch qwen2.5-coder-1.5b-q4_k_m`)",
+                self.source.display()
+            ));
+        }
+        // Read the header before anything is measured or quantized.
+        crate::probe::model::ModelFacts::open(&self.source)?;
+        if self.reps == 0 || self.n_threads == 0 {
+            return bad("--reps and --threads must be positive".into());
+        }
+        if self.n_prompt == 0 || self.n_gen == 0 {
+            return bad("pp and tg lengths must be positive".into());
+        }
+        for p in &self.ppl {
+            if p.n_ctx < 16 {
+                return bad(format!("--ppl-ctx {} is too small", p.n_ctx));
+            }
+        }
+        for (k, c) in &self.tasks {
+            if c.n_items == 0 {
+                return bad(format!("{}: 0 items (omit the task instead)", k.name()));
+            }
+            if k.generates() && c.max_new_tokens == 0 {
+                return bad(format!(
+                    "{}: the generation budget must be positive",
+                    k.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The measures of the grid, in run order.
+    pub fn measures(&self) -> Vec<Measure> {
+        let mut m = Vec::new();
+        if self.speed {
+            m.push(Measure::Speed);
+        }
+        m.extend(self.ppl.iter().cloned().map(Measure::Ppl));
+        m.extend(self.tasks.iter().map(|(k, c)| Measure::Task(*k, c.clone())));
+        m
+    }
+}
+
+/// A finished (or resumed) frontier.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrontierOutcome {
+    /// Arms, most bits per weight first.
+    pub arms: Vec<ArmInfo>,
+    /// Cells measured in this invocation.
+    pub measured: usize,
+    /// Cells found stored and skipped.
+    pub skipped: usize,
+    /// The table rows.
+    pub rows: Vec<table::FrontierRow>,
+}
+
+/// Prepares the arms: hashes the source, makes missing arms (the source is always
+/// one), sorted by bits per weight, highest first.
+///
+/// # Errors
+/// [`FrontierError::Quant`].
+pub fn prepare_arms(
+    plan: &FrontierPlan,
+    progress: &mut dyn FnMut(FrontierProgress),
+) -> Result<(Source, Vec<ArmInfo>), FrontierError> {
+    arms_of(plan, true, progress)
+}
+
+/// The arms that exist already (the source and cached arms), without quantizing;
+/// for reading the table back.
+///
+/// # Errors
+/// [`FrontierError::Quant`].
+pub fn existing_arms(plan: &FrontierPlan) -> Result<(Source, Vec<ArmInfo>), FrontierError> {
+    arms_of(plan, false, &mut |_| {})
+}
+
+fn arms_of(
+    plan: &FrontierPlan,
+    make: bool,
+    progress: &mut dyn FnMut(FrontierProgress),
+) -> Result<(Source, Vec<ArmInfo>), FrontierError> {
+    progress(FrontierProgress::Preparing {
+        what: format!("hashing {}", plan.source.display()),
+    });
+    let source = Source::open(&plan.source)?;
+    let mut arms: Vec<ArmInfo> = Vec::new();
+    let mut types: Vec<Option<QuantType>> = plan.arms.iter().copied().map(Some).collect();
+    if !plan.arms.iter().any(|t| t.name() == source.facts.quant) {
+        types.insert(0, None); // the source, of a type outside the grid
+    }
+    for t in types {
+        let arm = match t {
+            None => source_arm(&source),
+            Some(t) => match source.cached(t)? {
+                Some(a) => a,
+                None if !make => continue,
+                None => {
+                    progress(FrontierProgress::Preparing {
+                        what: format!("quantizing {} → {t}", source.facts.quant),
+                    });
+                    source.arm(t, plan.n_threads)?
+                }
+            },
+        };
+        let facts = crate::probe::model::ModelFacts::open(&arm.path)?;
+        arms.push(ArmInfo {
+            arm,
+            streamed_bytes: facts.streamed_bytes.0,
+        });
+    }
+    arms.sort_by(|a, b| b.arm.bits_per_weight.total_cmp(&a.arm.bits_per_weight));
+    Ok((source, arms))
+}
+
+fn source_arm(s: &Source) -> Arm {
+    let b = if s.facts.n_params == 0 {
+        f64::NAN
+    } else {
+        s.facts.tensor_bytes.0 as f64 * 8.0 / s.facts.n_params as f64
+    };
+    Arm {
+        key: String::new(),
+        quant: s.facts.quant.clone(),
+        path: s.path.clone(),
+        sha256: s.sha256.clone(),
+        file_bytes: s.facts.file_bytes.0,
+        bits_per_weight: b,
+        source_path: s.path.clone(),
+        source_sha256: s.sha256.clone(),
+        source_quant: s.facts.quant.clone(),
+        source_bits_per_weight: b,
+        relation: Relation::Source,
+        made_at: String::new(),
+        quantize_ns: 0,
+        engine_build: String::new(),
+    }
+}
+
+/// The settings identity of every cell of `plan` for `arm`: `(measure name, config JSON)`.
+///
+/// # Errors
+/// [`FrontierError::Catalog`] when a dataset is not fetched.
+pub fn cell_configs(
+    plan: &FrontierPlan,
+    source: &Source,
+    arm: &ArmInfo,
+) -> Result<Vec<(Measure, String, serde_json::Value)>, FrontierError> {
+    let cat = crate::probe::datasets::Datasets::builtin()?;
+    let mut out = Vec::new();
+    for m in plan.measures() {
+        let (data_sha, ref_sha) = match &m {
+            Measure::Speed => (None, None),
+            Measure::Ppl(c) => {
+                let d = cat.get(&c.dataset)?;
+                let refsha =
+                    (plan.kld && arm.arm.sha256 != source.sha256).then(|| source.sha256.clone());
+                (Some(d.sha256.clone()), refsha)
+            }
+            Measure::Task(k, _) => (Some(cat.get(k.name())?.sha256.clone()), None),
+        };
+        let cfg = config_json(&m, plan, data_sha.as_deref(), ref_sha.as_deref());
+        out.push((m.clone(), m.name(), cfg));
+    }
+    Ok(out)
+}
+
+/// Reads the table rows of `arms` from the store (no measuring).
+///
+/// # Errors
+/// Store and catalogue errors.
+pub async fn load_rows(
+    store: &Store,
+    plan: &FrontierPlan,
+    source: &Source,
+    arms: &[ArmInfo],
+) -> Result<Vec<table::FrontierRow>, FrontierError> {
+    let mut rows = Vec::new();
+    for a in arms {
+        let mut cells = Vec::new();
+        for (m, name, cfg) in cell_configs(plan, source, a)? {
+            let c = find_cell(store, &a.arm.sha256, &name, &config_key(&name, &cfg)).await?;
+            cells.push((m, c));
+        }
+        rows.push(table::FrontierRow::from_cells(a, &cells));
+    }
+    Ok(rows)
+}
+
+#[cfg(feature = "llama")]
+mod run;
+#[cfg(feature = "llama")]
+pub use run::run_frontier;
+
+/// Parsed speed summary of a speed cell.
+pub fn speed_of(c: &Cell) -> Option<SpeedSummary> {
+    serde_json::from_value(c.result.clone()).ok()
+}
+
+/// Parsed perplexity result of a ppl cell.
+pub fn ppl_of(c: &Cell) -> Option<PplResult> {
+    serde_json::from_value(c.result.clone()).ok()
+}
+
+/// Parsed task result (without items) of a task cell.
+pub fn task_of(c: &Cell) -> Option<TaskResult> {
+    serde_json::from_value(c.result.clone()).ok()
+}

@@ -1,0 +1,73 @@
+//! Stage 5, **experiments**: each a vertical slice that plans, runs the instruments
+//! of [`crate::measure`], builds its records, stores them and draws them, ending in
+//! a **job**: the one function the CLI and the app call per command, so both produce
+//! identical rows, files and charts.
+//!
+//! - [`roof`]: the machine's roof (STREAM + compute peaks) as a stored run.
+//! - [`bench`]: llama-bench-style pp/tg tests placed on the roofline.
+//! - [`evidence`]: the roofline evidence (KV bytes, batching, depth, threads).
+//! - [`speculative`]: speculative decoding with its gate and cost model.
+//! - [`frontier`]: the quantization frontier (bytes, speed, perplexity, KLD, tasks).
+//! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
+//!   session with live TTFT and decode rate.
+//!
+//! Long, CPU-bound work runs on tokio's blocking pool; the caller's runtime thread
+//! only waits, so it adds no load while measuring.
+
+pub mod bench;
+pub mod calc;
+pub mod chat;
+pub mod evidence;
+pub mod frontier;
+pub mod predict;
+pub mod roof;
+pub mod speculative;
+
+use crate::measure::{peak, stream};
+use crate::store::StoreError;
+use bench::BenchError;
+
+/// Errors of a job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The benchmark failed.
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+    /// The guard refused to start (battery, memory).
+    #[error(transparent)]
+    Guard(#[from] crate::measure::guard::GuardError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// STREAM failed.
+    #[error(transparent)]
+    Stream(#[from] stream::StreamError),
+    /// A compute peak failed (or was physically impossible).
+    #[error(transparent)]
+    Peak(#[from] peak::PeakError),
+    /// Writing results failed.
+    #[error("writing results to {path}: {msg}")]
+    Results {
+        /// Path.
+        path: String,
+        /// What failed.
+        msg: String,
+    },
+    /// Asked to reuse a stored bandwidth but none exists.
+    #[error(
+        "no stored STREAM triad for host {0}: run `memwall stream` first, or drop --reuse-stream"
+    )]
+    NoStoredStream(String),
+    /// A background task died.
+    #[error("background task failed: {0}")]
+    Join(String),
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, JobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| JobError::Join(e.to_string()))
+}

@@ -1,0 +1,369 @@
+//! The machine's roof as a job: STREAM at each thread count plus the compute peaks,
+//! stored as one `stream` run; the roof a bench uses (measured now or the latest
+//! stored); this machine as a calculator device.
+
+use super::{JobError, blocking};
+use crate::experiments::bench::MachineRoof;
+use crate::measure::peak::{self, Peak, PeakKind};
+use crate::measure::stream::{self, StreamConfig, StreamResult};
+use crate::probe::hw::HostInfo;
+use crate::store::{NewRun, Store, StoredStream};
+use crate::units::{Gbps, Gflops};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A STREAM job's result: one [`StreamResult`] per thread count, with store ids.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StreamOutcome {
+    /// Run id.
+    pub run_id: i64,
+    /// Results per thread count.
+    pub results: Vec<StreamResult>,
+    /// Store ids, parallel to `results[i].kernels`.
+    pub ids: Vec<Vec<i64>>,
+    /// Peaks measured with it.
+    pub peaks: Vec<Peak>,
+}
+
+/// Runs STREAM at each of `threads` (and, when `with_peaks`, the f32/int8 compute
+/// peaks at the largest thread count), stores it as one `stream` run.
+///
+/// # Errors
+/// [`JobError`].
+pub async fn stream_job(
+    store: &Store,
+    host: &HostInfo,
+    threads: Vec<usize>,
+    quick: bool,
+    with_peaks: bool,
+    command: &str,
+) -> Result<StreamOutcome, JobError> {
+    stream_job_sized(store, host, threads, quick, with_peaks, None, command).await
+}
+
+/// As [`stream_job`] with `n_elements` per array instead of STREAM's sizing rule when
+/// given. The caller checks the size against the rule: rows stored here become
+/// ceilings.
+///
+/// # Errors
+/// [`JobError`].
+pub async fn stream_job_sized(
+    store: &Store,
+    host: &HostInfo,
+    threads: Vec<usize>,
+    quick: bool,
+    with_peaks: bool,
+    n_elements: Option<usize>,
+    command: &str,
+) -> Result<StreamOutcome, JobError> {
+    let started = crate::util::now_rfc3339();
+    let llc = host.llc;
+    let (results, peaks) = blocking(
+        move || -> Result<(Vec<StreamResult>, Vec<Peak>), JobError> {
+            let mut out = Vec::new();
+            for &t in &threads {
+                let mut cfg = if quick {
+                    StreamConfig::quick(llc, t)
+                } else {
+                    StreamConfig::standard(llc, t)
+                };
+                if let Some(n) = n_elements {
+                    cfg.n_elements = n;
+                }
+                out.push(stream::run(&cfg)?);
+            }
+            let mut peaks = Vec::new();
+            if with_peaks {
+                let t = threads.iter().copied().max().unwrap_or(1);
+                for k in PeakKind::ALL {
+                    peaks.push(peak::measure(k, t, Duration::from_millis(200), 5)?);
+                }
+            }
+            Ok((out, peaks))
+        },
+    )
+    .await??;
+    let run = NewRun {
+        kind: "stream".into(),
+        started_at: started,
+        finished_at: crate::util::now_rfc3339(),
+        command: command.to_string(),
+        host: host.clone(),
+        notes: String::new(),
+        guard: None,
+    };
+    let (run_id, ids) = store.insert_stream_run(&run, &results, &peaks).await?;
+    Ok(StreamOutcome {
+        run_id,
+        results,
+        ids,
+        peaks,
+    })
+}
+
+/// Where the roof came from, for the report line under the table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoofSource {
+    /// The roof.
+    pub roof: MachineRoof,
+    /// The STREAM row used.
+    pub stream: StoredStream,
+    /// `measured in this run` or `stored run N from <time>`.
+    pub provenance: String,
+}
+
+/// Measures the roof now (STREAM all kernels at `threads`, plus peaks) or, with
+/// `reuse`, takes the latest stored triad and peaks of this host.
+///
+/// # Errors
+/// [`JobError::NoStoredStream`] when reusing and nothing is stored.
+pub async fn machine_roof(
+    store: &Store,
+    host: &HostInfo,
+    threads: usize,
+    reuse: bool,
+    command: &str,
+) -> Result<RoofSource, JobError> {
+    machine_roof_at(store, host, &[threads], reuse, command).await
+}
+
+/// As [`machine_roof`], measuring STREAM at each of `thread_counts` (the ceiling uses
+/// the largest), so thread sweeps can compare each count with what it can pull.
+///
+/// # Errors
+/// As [`machine_roof`].
+pub async fn machine_roof_at(
+    store: &Store,
+    host: &HostInfo,
+    thread_counts: &[usize],
+    reuse: bool,
+    command: &str,
+) -> Result<RoofSource, JobError> {
+    let threads = thread_counts.iter().copied().max().unwrap_or(1);
+    if !reuse {
+        let mut t = thread_counts.to_vec();
+        t.sort_unstable();
+        t.dedup();
+        stream_job(store, host, t, false, true, command).await?;
+    }
+    let s = store
+        .latest_triad(&host.hostname, Some(threads as i64))
+        .await?
+        .or(store.latest_triad(&host.hostname, None).await?)
+        .ok_or_else(|| JobError::NoStoredStream(host.hostname.clone()))?;
+    // The read kernel of the same run and thread count as the triad (absent in runs
+    // stored before memwall measured it: the read ceilings then stay NULL).
+    let read = store
+        .stream_siblings(s.id)
+        .await?
+        .into_iter()
+        .find(|x| x.kernel == "read" && x.threads == s.threads);
+    let f32p = store
+        .latest_peak(&host.hostname, PeakKind::F32Fma.label())
+        .await?;
+    let i8p = store
+        .latest_peak(&host.hostname, PeakKind::Int8Dot.label())
+        .await?;
+    let provenance = if reuse {
+        format!(
+            "stored STREAM triad #{} ({} threads) measured {}",
+            s.id, s.threads, s.measured_at
+        )
+    } else {
+        format!(
+            "STREAM triad #{} ({} threads) measured in this run",
+            s.id, s.threads
+        )
+    };
+    Ok(RoofSource {
+        roof: MachineRoof {
+            bandwidth: Gbps(s.best_gbps),
+            stream_id: s.id,
+            read_bandwidth: read.map(|r| Gbps(r.best_gbps)),
+            peak_f32: f32p.map(|p| Gflops(p.gflops)),
+            peak_int8: i8p.map(|p| Gflops(p.gflops)),
+            gpu: gpu_spec_peak(host),
+        },
+        stream: s,
+        provenance,
+    })
+}
+
+/// The prefill roof of this host's GPU when it is not measured: on macOS llama.cpp
+/// runs offloaded layers on the Metal GPU, whose peak memwall does not measure yet,
+/// so the device catalogue's figure is used, labelled spec (or none, when the
+/// catalogue has no figure for this chip).
+#[cfg(target_os = "macos")]
+pub fn gpu_spec_peak(host: &HostInfo) -> Option<crate::experiments::bench::GpuPeak> {
+    let cat = crate::probe::devices::Devices::builtin().ok();
+    Some(match cat.as_ref().and_then(|c| c.for_host(host)) {
+        Some(d) => crate::experiments::bench::GpuPeak {
+            device: d.name.clone(),
+            gflops: d.peak().map(|(g, _)| g),
+            basis: match d.peak() {
+                Some((_, label)) if d.basis == "derived" => {
+                    format!("{label}, derived in catalog/devices.toml")
+                }
+                Some((_, label)) => label.to_string(),
+                None => "no compute figure".to_string(),
+            },
+        },
+        None => crate::experiments::bench::GpuPeak {
+            device: host.cpu_model.clone(),
+            gflops: None,
+            basis: "not in catalog/devices.toml".to_string(),
+        },
+    })
+}
+
+/// Elsewhere no GPU spec figure is used: the prefill roof is the CPU's measured peak.
+#[cfg(not(target_os = "macos"))]
+pub fn gpu_spec_peak(_host: &HostInfo) -> Option<crate::experiments::bench::GpuPeak> {
+    None
+}
+
+/// This machine as a calculator device: the latest stored STREAM triad and peaks
+/// (absent ones stay `None`, printed `—`), plus the catalogue's spec for the CPU/GPU
+/// brand when it names a catalogued part, for the spec-vs-measured comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThisMachine {
+    /// Host facts.
+    pub host: HostInfo,
+    /// Latest STREAM triad (best, most threads) on this host.
+    pub triad: Option<StoredStream>,
+    /// Latest f32 FMA peak.
+    pub peak_f32: Option<crate::store::StoredPeak>,
+    /// Latest int8 dot peak.
+    pub peak_int8: Option<crate::store::StoredPeak>,
+    /// Catalogue entry matching the CPU/GPU brand, if any.
+    pub spec: Option<crate::probe::devices::Device>,
+}
+
+impl ThisMachine {
+    /// The calculator roof from the measurements; the compute peak is the one
+    /// llama.cpp's CPU path uses for `facts` (int8 dot for block-quantized weights,
+    /// f32 FMA otherwise; see [`MachineRoof::peak_for`]).
+    pub fn roof(
+        &self,
+        facts: Option<&crate::probe::model::ModelFacts>,
+    ) -> crate::experiments::calc::Roof {
+        use crate::experiments::calc::Sourced;
+        let quantized = facts
+            .and_then(|f| f.dominant_type())
+            .is_some_and(|t| t.traits().is_some_and(|(_, b, _)| b > 1));
+        let pk = if quantized {
+            self.peak_int8.as_ref()
+        } else {
+            self.peak_f32.as_ref()
+        };
+        crate::experiments::calc::Roof {
+            label: format!("this machine ({})", self.host.cpu_model),
+            bandwidth: self.triad.as_ref().map(|s| Sourced {
+                value: Gbps(s.best_gbps),
+                source: format!(
+                    "measured: STREAM triad #{} ({} threads) at {}",
+                    s.id, s.threads, s.measured_at
+                ),
+            }),
+            peak: pk.map(|p| Sourced {
+                value: Gflops(p.gflops),
+                source: format!(
+                    "measured: {} peak #{} ({} threads, {}) at {}",
+                    p.kind, p.id, p.threads, p.isa, p.measured_at
+                ),
+            }),
+            memory: vec![self.host.ram],
+        }
+    }
+}
+
+/// Reads [`ThisMachine`] from the store. Measures nothing.
+///
+/// # Errors
+/// [`JobError`] when the store cannot be read.
+pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine, JobError> {
+    let spec = crate::probe::devices::Devices::builtin()
+        .ok()
+        .and_then(|d| d.for_host(host).cloned());
+    Ok(ThisMachine {
+        host: host.clone(),
+        triad: store.latest_triad(&host.hostname, None).await?,
+        peak_f32: store
+            .latest_peak(&host.hostname, PeakKind::F32Fma.label())
+            .await?,
+        peak_int8: store
+            .latest_peak(&host.hostname, PeakKind::Int8Dot.label())
+            .await?,
+        spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::stream::Kernel;
+    use crate::units::Bytes;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            cpu_model: "cpu".into(),
+            cores_physical: 2,
+            cores_logical: 2,
+            ram: Bytes(1 << 30),
+            os: "os".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+            llc: None,
+            gpus: vec![],
+            hostname: "h".into(),
+        }
+    }
+
+    async fn store_run(store: &Store, kernels: Vec<Kernel>) -> StreamResult {
+        let cfg = StreamConfig {
+            n_elements: 4096,
+            threads: 2,
+            passes: 2,
+            kernels,
+        };
+        let res = stream::run(&cfg).unwrap();
+        let run = NewRun {
+            kind: "stream".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall test".into(),
+            host: host(),
+            notes: String::new(),
+            guard: None,
+        };
+        store
+            .insert_stream_run(&run, &[res.clone()], &[])
+            .await
+            .unwrap();
+        res
+    }
+
+    #[tokio::test]
+    async fn roof_takes_the_read_kernel_of_the_triad_run_or_none() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let res = store_run(&store, vec![Kernel::Triad, Kernel::Read]).await;
+        let roof = machine_roof(&store, &host(), 2, true, "t")
+            .await
+            .unwrap()
+            .roof;
+        assert_eq!(roof.bandwidth, res.kernel(Kernel::Triad).unwrap().best_gbps);
+        assert_eq!(
+            roof.read_bandwidth,
+            Some(res.kernel(Kernel::Read).unwrap().best_gbps)
+        );
+        // A later triad-only run (as stored before the read kernel existed): its roof
+        // has no read bandwidth, not the older run's.
+        store_run(&store, vec![Kernel::Triad]).await;
+        let roof = machine_roof(&store, &host(), 2, true, "t")
+            .await
+            .unwrap()
+            .roof;
+        assert_eq!(roof.read_bandwidth, None);
+    }
+}

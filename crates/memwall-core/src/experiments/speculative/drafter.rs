@@ -1,0 +1,493 @@
+//! Drafters: who proposes the `k` tokens the target verifies.
+//!
+//! - [`DraftModel`]: a smaller model with the target's tokenizer, run on its own
+//!   [`Engine`]. It proposes autoregressively and keeps its distributions `q`.
+//!   Its KV cache is kept equal to a *mirror* token list ([`KvSeq`]); before each
+//!   proposal the mirror is compared with the committed history and the cache is
+//!   truncated at the first difference. That one rule covers both rollback edges:
+//!   after `n < k` accepted, the rejected proposals are dropped; after all `k`
+//!   accepted, the draft never fed its own last proposal `x_k`, so `x_k` and the
+//!   bonus token are replayed in one batch.
+//! - [`Ngram`]: prompt lookup (no model): the longest suffix n-gram of the history
+//!   (`max_n` down to `min_n` tokens) that occurred earlier proposes the tokens that
+//!   followed its most recent earlier occurrence. Deterministic (`q = δ`).
+
+use super::sampling::{SamplingParams, sample_with, uniform};
+use super::verify::QDist;
+use super::vocab::{MassStats, discarded_mass};
+use super::{K_MAX, SpecError};
+use crate::measure::engine::{BatchItem, Engine, EngineError, TokenId, argmax};
+use rand_chacha::ChaCha8Rng;
+
+/// A KV-cache sequence (sequence 0) and the tokens it holds, position by position.
+#[derive(Debug, Clone, Default)]
+pub struct KvSeq {
+    /// Token at each cached position `0..len`.
+    pub cached: Vec<TokenId>,
+    /// Whether `cached` is known to describe the engine's cache (false for a new
+    /// mirror: the first sync empties the engine's cache).
+    valid: bool,
+}
+
+impl KvSeq {
+    /// Empties the engine's cache and the mirror.
+    pub fn reset<E: Engine + ?Sized>(&mut self, e: &mut E) {
+        e.kv_clear();
+        self.cached.clear();
+        self.valid = true;
+    }
+
+    /// Makes the cache hold `hist ++ extra` and keeps the logits of the last
+    /// `n_logits` fed items (readable as `e.logits(0..n_logits)`). Cached positions
+    /// that agree with `hist` are kept (at least the last token of `hist` is always
+    /// fed, so its logits exist); the first disagreeing position and everything
+    /// after it are removed with [`Engine::kv_truncate`]. Returns the number of
+    /// forward passes run.
+    ///
+    /// # Errors
+    /// Engine errors; [`EngineError::Decode`] when `n_logits` is 0, exceeds the fed
+    /// items or the engine's batch, or `hist` is empty.
+    pub fn feed<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        hist: &[TokenId],
+        extra: &[TokenId],
+        n_logits: usize,
+    ) -> Result<u32, EngineError> {
+        let keep = self.sync_for_feed(e, hist)?;
+        let toks: Vec<TokenId> = hist[keep..].iter().chain(extra).copied().collect();
+        let nb = e.n_batch().max(1) as usize;
+        if n_logits == 0 || n_logits > toks.len() || n_logits > nb {
+            return Err(EngineError::Decode(format!(
+                "asked for {n_logits} logit rows from {} fed tokens (batch {nb})",
+                toks.len()
+            )));
+        }
+        let tail_len = toks.len().min(nb);
+        let (head, tail) = toks.split_at(toks.len() - tail_len);
+        let mut passes = 0;
+        if !head.is_empty() {
+            e.prefill(head, keep as u32, 0, false)?;
+            passes += head.len().div_ceil(nb) as u32;
+        }
+        let base = (keep + head.len()) as u32;
+        let items: Vec<BatchItem> = tail
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| BatchItem {
+                token: t,
+                pos: base + i as u32,
+                seq: 0,
+                logits: i + n_logits >= tail.len(),
+            })
+            .collect();
+        e.decode(&items)?;
+        passes += 1;
+        self.cached.extend_from_slice(&toks);
+        Ok(passes)
+    }
+
+    /// Truncates the cache at the first position that disagrees with `hist`
+    /// (keeping at most `hist.len() − 1` positions); returns how many are kept.
+    fn sync_for_feed<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        hist: &[TokenId],
+    ) -> Result<usize, EngineError> {
+        if hist.is_empty() {
+            return Err(EngineError::Decode(
+                "nothing to feed (empty history)".into(),
+            ));
+        }
+        if !self.valid {
+            return Err(EngineError::Kv(
+                "KV mirror not synced (call sync_prefix first)".into(),
+            ));
+        }
+        let common = self
+            .cached
+            .iter()
+            .zip(hist)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let keep = common.min(hist.len() - 1);
+        if self.cached.len() > keep {
+            e.kv_truncate(0, keep as u32)?;
+            self.cached.truncate(keep);
+        }
+        Ok(keep)
+    }
+
+    /// As [`KvSeq::feed`], but the items that keep logits are fed in passes of at
+    /// most `max_rows` rows, and `on_row(engine, j)` is called after each pass for
+    /// each of its logit rows in order (`j` indexes [`Engine::logits`] of that pass).
+    /// Everything before the logit items is prefilled first (in batches of
+    /// [`Engine::n_batch`]). The last pass's logits stay readable afterwards.
+    ///
+    /// Why: llama.cpp's CPU kernels compute a row differently depending on how many
+    /// rows share the pass (see [`super::run`]); bounding the verify pass keeps every
+    /// verified row in the same kernel class as one-token decoding.
+    ///
+    /// # Errors
+    /// As [`KvSeq::feed`]; errors from `on_row`.
+    pub fn feed_chunked<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        hist: &[TokenId],
+        extra: &[TokenId],
+        n_logits: usize,
+        max_rows: usize,
+        on_row: &mut dyn FnMut(&E, usize) -> Result<(), EngineError>,
+    ) -> Result<u32, EngineError> {
+        let keep = self.sync_for_feed(e, hist)?;
+        let toks: Vec<TokenId> = hist[keep..].iter().chain(extra).copied().collect();
+        let nb = e.n_batch().max(1) as usize;
+        let max_rows = max_rows.clamp(1, nb);
+        if n_logits == 0 || n_logits > toks.len() {
+            return Err(EngineError::Decode(format!(
+                "asked for {n_logits} logit rows from {} fed tokens",
+                toks.len()
+            )));
+        }
+        let (head, tail) = toks.split_at(toks.len() - n_logits);
+        let mut passes = 0;
+        if !head.is_empty() {
+            e.prefill(head, keep as u32, 0, false)?;
+            passes += head.len().div_ceil(nb) as u32;
+        }
+        let mut base = (keep + head.len()) as u32;
+        for chunk in tail.chunks(max_rows) {
+            let items: Vec<BatchItem> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| BatchItem {
+                    token: t,
+                    pos: base + i as u32,
+                    seq: 0,
+                    logits: true,
+                })
+                .collect();
+            e.decode(&items)?;
+            passes += 1;
+            for j in 0..chunk.len() {
+                on_row(e, j)?;
+            }
+            base += chunk.len() as u32;
+        }
+        self.cached.extend_from_slice(&toks);
+        Ok(passes)
+    }
+
+    /// Makes the cache hold exactly `tokens` (no logits kept): keeps the longest
+    /// cached prefix that agrees, truncates the rest, prefills the remainder (a
+    /// prefix cache: a repeated prompt costs no prefill).
+    ///
+    /// # Errors
+    /// Engine errors.
+    pub fn sync_prefix<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        tokens: &[TokenId],
+    ) -> Result<(), EngineError> {
+        if !self.valid {
+            self.reset(e);
+        }
+        let common = self
+            .cached
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if self.cached.len() > common {
+            e.kv_truncate(0, common as u32)?;
+            self.cached.truncate(common);
+        }
+        if tokens.len() > common {
+            e.prefill(&tokens[common..], common as u32, 0, false)?;
+            self.cached.extend_from_slice(&tokens[common..]);
+        }
+        Ok(())
+    }
+
+    /// Marks the mirror unknown: the next [`KvSeq::sync_prefix`] empties the
+    /// engine's cache and prefills from position 0. Needed when something else used
+    /// the engine meanwhile.
+    pub fn invalidate(&mut self) {
+        self.valid = false;
+        self.cached.clear();
+    }
+}
+
+/// One proposal.
+#[derive(Debug, Clone, Default)]
+pub struct Draft {
+    /// Drafted tokens (at most `k`; may be fewer or none).
+    pub tokens: Vec<TokenId>,
+    /// The drafter's distribution at each drafted position.
+    pub q: Vec<QDist>,
+    /// Forward passes of the draft model this proposal took.
+    pub passes: u32,
+    /// Discarded mass of the draft's rows (vocabulary mismatch).
+    pub q_mass: MassStats,
+}
+
+/// Settings a drafter needs for one proposal.
+#[derive(Debug, Clone, Copy)]
+pub struct DraftCtx {
+    /// Shared sampling filters.
+    pub sampling: SamplingParams,
+    /// Width of the shared logit support.
+    pub n_shared: usize,
+}
+
+/// A source of proposals.
+pub trait Drafter {
+    /// Identity of the drafter for gates and records (`draft:<sha256 prefix>`,
+    /// `ngram:1-3`).
+    fn key(&self) -> String;
+    /// Logit width of the drafter's model, `None` for model-free drafters.
+    fn n_vocab(&self) -> Option<usize>;
+    /// Prepares for a new prompt (prefill; untimed by the caller's decode clock).
+    ///
+    /// # Errors
+    /// Engine errors.
+    fn begin(&mut self, prompt: &[TokenId]) -> Result<(), SpecError>;
+    /// Proposes up to `k` tokens continuing `hist` (the committed tokens).
+    ///
+    /// # Errors
+    /// Engine errors.
+    fn propose(
+        &mut self,
+        hist: &[TokenId],
+        k: usize,
+        cx: &DraftCtx,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Draft, SpecError>;
+}
+
+/// No drafter: every iteration is one plain target decode (the target-only baseline
+/// run through the same loop).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDraft;
+
+impl Drafter for NoDraft {
+    fn key(&self) -> String {
+        "none".into()
+    }
+    fn n_vocab(&self) -> Option<usize> {
+        None
+    }
+    fn begin(&mut self, _: &[TokenId]) -> Result<(), SpecError> {
+        Ok(())
+    }
+    fn propose(
+        &mut self,
+        _: &[TokenId],
+        _: usize,
+        _: &DraftCtx,
+        _: &mut ChaCha8Rng,
+    ) -> Result<Draft, SpecError> {
+        Ok(Draft::default())
+    }
+}
+
+/// How the draft model picks its proposals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// Argmax when greedy, else a draw from `q` (the algorithm).
+    Model,
+    /// The *least* likely token (argmin): a drafter that is always rejected, to test
+    /// the 0-accepted rollback edge on real models. Not for measurement.
+    Worst,
+}
+
+/// The draft-model drafter.
+pub struct DraftModel<E: Engine> {
+    engine: E,
+    kv: KvSeq,
+    key: String,
+    pick: Pick,
+}
+
+impl<E: Engine> DraftModel<E> {
+    /// Wraps a draft engine; `key` identifies the draft model (use
+    /// [`DraftModel::key_for`] with its sha256).
+    pub fn new(engine: E, key: String) -> DraftModel<E> {
+        DraftModel {
+            engine,
+            kv: KvSeq::default(),
+            key,
+            pick: Pick::Model,
+        }
+    }
+    /// The drafter key of a draft model file with this sha256.
+    pub fn key_for(sha256: &str) -> String {
+        format!("draft:{}", &sha256[..sha256.len().min(16)])
+    }
+    /// Changes the pick rule (tests).
+    pub fn with_pick(mut self, pick: Pick) -> DraftModel<E> {
+        self.pick = pick;
+        self
+    }
+    /// The draft engine (call [`DraftModel::invalidate`] after using it directly).
+    pub fn engine(&mut self) -> &mut E {
+        &mut self.engine
+    }
+    /// Marks the draft's KV mirror unknown (the engine was used outside the drafter).
+    pub fn invalidate(&mut self) {
+        self.kv.invalidate();
+    }
+}
+
+fn argmin(row: &[f32]) -> TokenId {
+    let mut best = 0usize;
+    for (i, &v) in row.iter().enumerate() {
+        if v < row[best] {
+            best = i;
+        }
+    }
+    best as TokenId
+}
+
+impl<E: Engine> Drafter for DraftModel<E> {
+    fn key(&self) -> String {
+        self.key.clone()
+    }
+    fn n_vocab(&self) -> Option<usize> {
+        Some(self.engine.n_vocab())
+    }
+    fn begin(&mut self, prompt: &[TokenId]) -> Result<(), SpecError> {
+        let n = prompt.len().saturating_sub(1);
+        self.kv.sync_prefix(&mut self.engine, &prompt[..n])?;
+        Ok(())
+    }
+    fn propose(
+        &mut self,
+        hist: &[TokenId],
+        k: usize,
+        cx: &DraftCtx,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Draft, SpecError> {
+        let mut d = Draft::default();
+        if k == 0 {
+            return Ok(d);
+        }
+        if k > K_MAX {
+            return Err(SpecError::Config(format!("k = {k} exceeds {K_MAX}")));
+        }
+        d.passes += self.kv.feed(&mut self.engine, hist, &[], 1)?;
+        for i in 0..k {
+            let logits = self.engine.logits(0)?;
+            let shared = cx.n_shared.min(logits.len());
+            d.q_mass
+                .add(discarded_mass(logits, shared, cx.sampling.temperature));
+            let row = &logits[..shared];
+            let (tok, q) = match self.pick {
+                Pick::Worst => (argmin(row), QDist::Delta),
+                Pick::Model if cx.sampling.is_greedy() => (argmax(row), QDist::Delta),
+                Pick::Model => {
+                    let dist = cx.sampling.distribution(row);
+                    let t = sample_with(&dist, uniform(rng)).unwrap_or_else(|| argmax(row));
+                    (t, QDist::Dist(dist))
+                }
+            };
+            d.tokens.push(tok);
+            d.q.push(q);
+            if i + 1 == k || self.engine.is_eog(tok) {
+                break;
+            }
+            let pos = self.kv.cached.len() as u32;
+            self.engine.decode_one(tok, pos, 0)?;
+            self.kv.cached.push(tok);
+            d.passes += 1;
+        }
+        Ok(d)
+    }
+}
+
+/// Prompt-lookup (n-gram) drafting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ngram {
+    /// Longest n-gram tried first.
+    pub max_n: usize,
+    /// Shortest n-gram tried.
+    pub min_n: usize,
+}
+
+impl Default for Ngram {
+    /// `max_n = 3, min_n = 1` (Hugging Face's `prompt_lookup` default n-gram size 3).
+    fn default() -> Self {
+        Ngram { max_n: 3, min_n: 1 }
+    }
+}
+
+impl Ngram {
+    /// The proposal for `hist`: up to `k` tokens following the most recent earlier
+    /// occurrence of the longest matching suffix n-gram; empty when none matches.
+    pub fn lookup(&self, hist: &[TokenId], k: usize) -> Vec<TokenId> {
+        let len = hist.len();
+        for n in (self.min_n.max(1)..=self.max_n).rev() {
+            if len <= n {
+                continue;
+            }
+            let suffix = &hist[len - n..];
+            // Earlier occurrences start at j ≤ len − n − 1 (the suffix itself excluded).
+            for j in (0..len - n).rev() {
+                if &hist[j..j + n] == suffix {
+                    let from = j + n;
+                    let to = (from + k).min(len);
+                    return hist[from..to].to_vec();
+                }
+            }
+        }
+        Vec::new()
+    }
+}
+
+impl Drafter for Ngram {
+    fn key(&self) -> String {
+        format!("ngram:{}-{}", self.min_n, self.max_n)
+    }
+    fn n_vocab(&self) -> Option<usize> {
+        None
+    }
+    fn begin(&mut self, _: &[TokenId]) -> Result<(), SpecError> {
+        Ok(())
+    }
+    fn propose(
+        &mut self,
+        hist: &[TokenId],
+        k: usize,
+        _: &DraftCtx,
+        _: &mut ChaCha8Rng,
+    ) -> Result<Draft, SpecError> {
+        let tokens = self.lookup(hist, k);
+        Ok(Draft {
+            q: vec![QDist::Delta; tokens.len()],
+            tokens,
+            passes: 0,
+            q_mass: MassStats::default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ngram_takes_the_longest_most_recent_match() {
+        let g = Ngram::default();
+        // suffix [1,2,3] occurs at 0 → proposes what followed: 9, 8.
+        assert_eq!(g.lookup(&[1, 2, 3, 9, 8, 5, 1, 2, 3], 2), vec![9, 8]);
+        // most recent of two occurrences wins.
+        assert_eq!(g.lookup(&[7, 1, 7, 2, 7], 3), vec![2, 7]);
+        // the continuation stops at the end of the history.
+        assert_eq!(g.lookup(&[4, 5, 4], 8), vec![5, 4]);
+        // no match at any n.
+        assert!(g.lookup(&[1, 2, 3], 4).is_empty());
+        assert!(g.lookup(&[], 4).is_empty());
+        // 3-gram preferred over a more recent 1-gram match.
+        assert_eq!(g.lookup(&[1, 2, 3, 4, 0, 3, 6, 1, 2, 3], 1), vec![4]);
+    }
+}

@@ -1,0 +1,493 @@
+//! The correctness gate (`memwall spec gate`).
+//!
+//! **Greedy equality** ([`greedy_gate`]): for every prompt of the frozen set, the
+//! target's plain greedy output ([`target_greedy`], no speculative code involved)
+//! is compared token for token with the speculative output of each configuration
+//! (drafter × k). A configuration passes when all N prompts are identical; the
+//! first differing position is reported otherwise, with the target's top-1 − top-2
+//! logit margin there (a margin near 0 points at a numerical near-tie between the
+//! one-position and the batched forward pass, a large one at a logic error).
+//!
+//! **Sampling** ([`sampling_check`]): from one prefix, many one-iteration
+//! speculative runs at temperature > 0 (different seeds, real draft and target,
+//! KV rollback between runs); the empirical distribution of the first emitted token
+//! is compared with the target's `p` at that prefix by Pearson's χ² over the tokens
+//! with expected count ≥ 5 (the rest pooled), at significance 10⁻³
+//! (critical value by the Wilson–Hilferty approximation). The total-variation
+//! distance is reported beside its expected size under `p`.
+
+use super::SpecError;
+use super::drafter::{DraftModel, Drafter, Ngram};
+use super::prompts::{Category, Format};
+use super::run::{SpecConfig, SpecSession, SpecStats, target_greedy};
+use super::sampling::SamplingParams;
+use crate::measure::engine::{Engine, TokenId};
+use serde::{Deserialize, Serialize};
+
+/// Which drafter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrafterKind {
+    /// A draft model.
+    DraftModel,
+    /// Prompt lookup.
+    Ngram,
+}
+
+impl DrafterKind {
+    /// `draft-model` / `ngram`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DrafterKind::DraftModel => "draft-model",
+            DrafterKind::Ngram => "ngram",
+        }
+    }
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<DrafterKind> {
+        match s {
+            "draft-model" | "draft" | "model" => Some(DrafterKind::DraftModel),
+            "ngram" | "n-gram" | "lookup" => Some(DrafterKind::Ngram),
+            _ => None,
+        }
+    }
+}
+
+/// A prompt after rendering and tokenization.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizedPrompt {
+    /// Prompt id.
+    pub id: String,
+    /// Category.
+    pub category: Category,
+    /// Raw or chat.
+    pub format: Format,
+    /// Exact tokens (post-template).
+    pub tokens: Vec<TokenId>,
+}
+
+/// What to gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GatePlan {
+    /// Draft lengths.
+    pub ks: Vec<usize>,
+    /// Drafters.
+    pub drafters: Vec<DrafterKind>,
+    /// Tokens generated per prompt.
+    pub max_new: usize,
+    /// The n-gram drafter's settings.
+    pub ngram: Ngram,
+}
+
+/// Where a speculative output first left the reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FirstDiff {
+    /// Prompt id.
+    pub prompt_id: String,
+    /// 0-based position in the generated tokens.
+    pub position: usize,
+    /// The reference's token there (`None`: the reference had ended).
+    pub want: Option<TokenId>,
+    /// The speculative token there (`None`: the speculative output had ended).
+    pub got: Option<TokenId>,
+    /// The target's top-1 − top-2 logit margin at that position in the reference.
+    pub target_margin: Option<f32>,
+}
+
+/// One configuration's gate result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateRow {
+    /// Drafter identity (`draft:…`, `ngram:1-3`).
+    pub drafter_key: String,
+    /// Drafter kind.
+    pub drafter: DrafterKind,
+    /// Draft length.
+    pub k: usize,
+    /// Prompts run.
+    pub n_prompts: usize,
+    /// Prompts with identical output.
+    pub n_identical: usize,
+    /// The first difference (first prompt in set order that differed).
+    pub first_diff: Option<FirstDiff>,
+    /// Speculative counters summed over the prompts.
+    pub stats: SpecStats,
+}
+
+impl GateRow {
+    /// All N identical?
+    pub fn passed(&self) -> bool {
+        self.n_identical == self.n_prompts && self.n_prompts > 0
+    }
+    /// The report line: `draft-model k=4: 54/54 identical` or with the first difference.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{:<11} k={}: {}/{} identical",
+            self.drafter.name(),
+            self.k,
+            self.n_identical,
+            self.n_prompts
+        );
+        if let Some(d) = &self.first_diff {
+            let tok = |t: Option<TokenId>| t.map_or("end".to_string(), |t| t.to_string());
+            s.push_str(&format!(
+                "; first difference: prompt {} at generated position {} (target {}, speculative {}; target top-1−top-2 logit margin {})",
+                d.prompt_id,
+                d.position,
+                tok(d.want),
+                tok(d.got),
+                d.target_margin.map_or("—".into(), |m| format!("{m:.4}"))
+            ));
+        }
+        s
+    }
+}
+
+/// Runs the greedy gate. `draft` is needed when the plan has the draft-model
+/// drafter. `on_prompt(i, n, id)` reports progress.
+///
+/// # Errors
+/// Engine errors; [`SpecError::Config`] when a draft model is needed but absent.
+pub fn greedy_gate<T: Engine, D: Engine>(
+    target: &mut T,
+    mut draft: Option<&mut DraftModel<D>>,
+    prompts: &[TokenizedPrompt],
+    plan: &GatePlan,
+    on_prompt: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<GateRow>, SpecError> {
+    if plan.drafters.contains(&DrafterKind::DraftModel) && draft.is_none() {
+        return Err(SpecError::Config(
+            "the draft-model drafter needs a draft model".into(),
+        ));
+    }
+    let mut ngram = plan.ngram;
+    let mut rows: Vec<GateRow> = Vec::new();
+    for &dk in &plan.drafters {
+        for &k in &plan.ks {
+            let key = match dk {
+                DrafterKind::DraftModel => draft.as_ref().map(|d| d.key()).unwrap_or_default(),
+                DrafterKind::Ngram => ngram.key(),
+            };
+            rows.push(GateRow {
+                drafter_key: key,
+                drafter: dk,
+                k,
+                n_prompts: 0,
+                n_identical: 0,
+                first_diff: None,
+                stats: SpecStats::default(),
+            });
+        }
+    }
+    let mut session = SpecSession::new();
+    for (pi, p) in prompts.iter().enumerate() {
+        on_prompt(pi, prompts.len(), &p.id);
+        let (want, margins) = target_greedy(target, &p.tokens, plan.max_new)?;
+        session.invalidate();
+        for row in rows.iter_mut() {
+            let cfg = SpecConfig::greedy(row.k, plan.max_new);
+            let drafter: &mut dyn Drafter = match row.drafter {
+                DrafterKind::DraftModel => *draft.as_mut().expect("checked above"),
+                DrafterKind::Ngram => &mut ngram,
+            };
+            let out = session.generate(target, drafter, &p.tokens, &cfg)?;
+            row.n_prompts += 1;
+            row.stats.merge(&out.stats);
+            if out.tokens == want {
+                row.n_identical += 1;
+            } else if row.first_diff.is_none() {
+                let pos = want
+                    .iter()
+                    .zip(&out.tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                row.first_diff = Some(FirstDiff {
+                    prompt_id: p.id.clone(),
+                    position: pos,
+                    want: want.get(pos).copied(),
+                    got: out.tokens.get(pos).copied(),
+                    target_margin: margins.get(pos).copied(),
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Result of the sampling check on a real pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingCheck {
+    /// Drafter identity.
+    pub drafter_key: String,
+    /// Draft length.
+    pub k: usize,
+    /// Sampling settings (applied to p and q).
+    pub sampling: SamplingParams,
+    /// Prefix length in tokens.
+    pub n_prefix_tokens: usize,
+    /// Runs.
+    pub trials: usize,
+    /// χ² bins (tokens with expected count ≥ 5, plus one pooled bin when it has mass).
+    pub n_bins: usize,
+    /// Degrees of freedom (bins − 1).
+    pub df: usize,
+    /// Pearson's χ².
+    pub chi2: f64,
+    /// Critical value at significance 10⁻³.
+    pub chi2_crit: f64,
+    /// Total-variation distance between the empirical and `p` over the bins.
+    pub tv: f64,
+    /// Expected TV under `p` is at most ½ Σ √(pᵢ(1−pᵢ)/n) over the bins (Jensen).
+    pub tv_expected_max: f64,
+    /// Acceptance over the runs (accepted ÷ drafted).
+    pub acceptance_rate: Option<f64>,
+    /// χ² below the critical value?
+    pub passed: bool,
+    /// The five most likely tokens: `(token, p, observed frequency)`.
+    pub top: Vec<(TokenId, f64, f64)>,
+}
+
+/// χ² critical value at significance 10⁻³ by the Wilson–Hilferty approximation
+/// `df·(1 − 2/(9df) + z·√(2/(9df)))³` with `z₀.₉₉₉ = 3.0902` (within 1 % of the
+/// exact quantile for df ≥ 3).
+pub fn chi2_crit_1e3(df: usize) -> f64 {
+    let df = df.max(1) as f64;
+    let z = 3.0902;
+    df * (1.0 - 2.0 / (9.0 * df) + z * (2.0 / (9.0 * df)).sqrt()).powi(3)
+}
+
+/// Compares `counts` (over `p`'s support, length = `p.len()`) with `p` by χ²
+/// (bins with expected ≥ 5, the rest pooled). Returns
+/// `(n_bins, df, chi2, tv, tv_expected_max)`.
+pub fn chi_square(p: &[f64], counts: &[u64]) -> (usize, usize, f64, f64, f64) {
+    let n: u64 = counts.iter().sum();
+    let nf = n as f64;
+    let (mut chi2, mut tv, mut tvb) = (0.0, 0.0, 0.0);
+    let mut bins = 0usize;
+    let (mut pool_p, mut pool_c) = (0.0, 0u64);
+    let mut add = |pp: f64, c: u64| {
+        let e = pp * nf;
+        chi2 += (c as f64 - e).powi(2) / e;
+        tv += (c as f64 / nf - pp).abs() / 2.0;
+        tvb += (pp * (1.0 - pp) / nf).sqrt() / 2.0;
+    };
+    for (i, &pi) in p.iter().enumerate() {
+        if pi * nf >= 5.0 {
+            add(pi, counts[i]);
+            bins += 1;
+        } else {
+            pool_p += pi;
+            pool_c += counts[i];
+        }
+    }
+    if pool_p > 0.0 {
+        add(pool_p, pool_c);
+        bins += 1;
+    }
+    (bins, bins.saturating_sub(1), chi2, tv, tvb)
+}
+
+/// Runs the sampling check: `trials` one-iteration speculative runs from `prefix`
+/// with seeds `seed..seed+trials`, first emitted token tallied against the
+/// target's `p` at `prefix` (computed from the target alone).
+///
+/// # Errors
+/// Engine errors; [`SpecError::Config`] for greedy settings.
+pub fn sampling_check<T: Engine + ?Sized>(
+    target: &mut T,
+    drafter: &mut dyn Drafter,
+    prefix: &[TokenId],
+    k: usize,
+    sampling: SamplingParams,
+    trials: usize,
+    seed: u64,
+) -> Result<SamplingCheck, SpecError> {
+    if sampling.is_greedy() || trials == 0 {
+        return Err(SpecError::Config(
+            "the sampling check needs temperature > 0 and trials > 0".into(),
+        ));
+    }
+    let n_t = target.n_vocab();
+    let n_shared = drafter.n_vocab().map_or(n_t, |d| d.min(n_t));
+    if prefix.is_empty() {
+        return Err(SpecError::Config("empty prefix".into()));
+    }
+    // p as the loop sees it: prefix but the last token prefilled, the last decoded alone.
+    target.kv_clear();
+    let n = prefix.len();
+    target.prefill(&prefix[..n - 1], 0, 0, false)?;
+    target.decode_one(prefix[n - 1], (n - 1) as u32, 0)?;
+    let logits = target.logits(0)?;
+    let p = sampling.distribution(&logits[..n_shared.min(logits.len())]);
+    let mut counts = vec![0u64; p.len()];
+    let mut session = SpecSession::new();
+    let mut stats = SpecStats::default();
+    for t in 0..trials {
+        let cfg = SpecConfig {
+            k,
+            max_new: k + 1,
+            sampling,
+            seed: seed.wrapping_add(t as u64),
+            max_iterations: 1,
+        };
+        let out = session.generate(target, drafter, prefix, &cfg)?;
+        stats.merge(&out.stats);
+        if let Some(&first) = out.tokens.first() {
+            if let Some(c) = counts.get_mut(first as usize) {
+                *c += 1;
+            }
+        }
+    }
+    let (n_bins, df, chi2, tv, tvb) = chi_square(&p, &counts);
+    let crit = chi2_crit_1e3(df);
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
+    let top = order
+        .iter()
+        .take(5)
+        .map(|&i| (i as TokenId, p[i], counts[i] as f64 / trials as f64))
+        .collect();
+    Ok(SamplingCheck {
+        drafter_key: drafter.key(),
+        k,
+        sampling,
+        n_prefix_tokens: prefix.len(),
+        trials,
+        n_bins,
+        df,
+        chi2,
+        chi2_crit: crit,
+        tv,
+        tv_expected_max: tvb,
+        acceptance_rate: stats.acceptance_rate(),
+        passed: df == 0 || chi2 < crit,
+        top,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::speculative::mock::Mock;
+
+    #[test]
+    fn wilson_hilferty_matches_tables() {
+        // χ²₀.₉₉₉ quantiles (standard tables): df 1 10.828, df 10 29.588, df 50 86.661.
+        assert!(
+            (chi2_crit_1e3(10) - 29.588).abs() / 29.588 < 0.01,
+            "{}",
+            chi2_crit_1e3(10)
+        );
+        assert!((chi2_crit_1e3(50) - 86.661).abs() / 86.661 < 0.005);
+    }
+
+    #[test]
+    fn chi_square_by_hand() {
+        // p = (.5,.3,.2), n = 100, counts (60, 25, 15):
+        // χ² = 100/50 + 25/30 + 25/20 = 2 + 0.8333 + 1.25 = 4.0833; TV = (.1+.05+.05)/2 = .1.
+        let (bins, df, chi2, tv, _) = chi_square(&[0.5, 0.3, 0.2], &[60, 25, 15]);
+        assert_eq!((bins, df), (3, 2));
+        assert!((chi2 - 4.083333).abs() < 1e-5 && (tv - 0.1).abs() < 1e-12);
+        // Small cells are pooled: .01 and .01 at n = 100 (expected 1 each) → one bin.
+        let (bins, _, _, _, _) = chi_square(&[0.49, 0.49, 0.01, 0.01], &[50, 48, 1, 1]);
+        assert_eq!(bins, 3);
+    }
+
+    fn tokenized(n: usize) -> Vec<TokenizedPrompt> {
+        (0..n)
+            .map(|i| TokenizedPrompt {
+                id: format!("p{i}"),
+                category: Category::Code,
+                format: Format::Raw,
+                tokens: (0..(2 + i))
+                    .map(|j| ((i * 5 + j * 11) % 30) as TokenId)
+                    .collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gate_passes_a_correct_loop_and_counts_n_of_n() {
+        let mut t = Mock::new(30, 4.0);
+        let mut dm = DraftModel::new(
+            {
+                let mut m = Mock::new(30, 4.0);
+                m.noise = 1.0;
+                m
+            },
+            "draft:mock".into(),
+        );
+        let plan = GatePlan {
+            ks: vec![1, 4, 8],
+            drafters: vec![DrafterKind::DraftModel, DrafterKind::Ngram],
+            max_new: 24,
+            ngram: Ngram::default(),
+        };
+        let mut seen = 0;
+        let rows = greedy_gate(
+            &mut t,
+            Some(&mut dm),
+            &tokenized(9),
+            &plan,
+            &mut |_, _, _| seen += 1,
+        )
+        .unwrap();
+        assert_eq!(seen, 9);
+        assert_eq!(rows.len(), 6);
+        for r in &rows {
+            assert!(r.passed(), "{}", r.line());
+            assert_eq!((r.n_identical, r.n_prompts), (9, 9));
+            assert!(r.line().contains("9/9 identical"), "{}", r.line());
+        }
+    }
+
+    /// A broken drafter wrapper that forgets to roll the target back is impossible
+    /// to build from outside; instead, show the gate *detects* a wrong output: a
+    /// target whose greedy choice differs between single and batched passes.
+    #[test]
+    fn the_gate_reports_the_first_difference() {
+        let mut t = crate::experiments::speculative::mock::Diverging(Mock::new(30, 4.0));
+        let plan = GatePlan {
+            ks: vec![2],
+            drafters: vec![DrafterKind::DraftModel],
+            max_new: 16,
+            ngram: Ngram::default(),
+        };
+        let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+        let prompts = tokenized(3);
+        let rows = greedy_gate(&mut t, Some(&mut dm), &prompts, &plan, &mut |_, _, _| {}).unwrap();
+        let r = &rows[0];
+        assert!(!r.passed());
+        assert_eq!(r.n_identical, 0);
+        let d = r.first_diff.as_ref().unwrap();
+        assert_eq!(d.prompt_id, "p0");
+        assert_eq!(d.position, 0, "the first verify pass is batched");
+        assert_eq!(d.got, Some(0));
+        assert!(
+            r.line()
+                .contains("0/3 identical; first difference: prompt p0 at generated position 0")
+        );
+    }
+
+    #[test]
+    fn sampling_check_accepts_a_correct_loop() {
+        let sp = SamplingParams {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+        };
+        let mut t = Mock::new(8, 2.0);
+        let mut dm = DraftModel::new(
+            {
+                let mut m = Mock::new(8, 2.0);
+                m.noise = 2.0;
+                m
+            },
+            "draft:mock".into(),
+        );
+        let c = sampling_check(&mut t, &mut dm, &[3, 1, 4], 3, sp, 4000, 11).unwrap();
+        assert!(c.passed, "{c:?}");
+        assert_eq!(c.n_bins, 8);
+        assert!(c.tv < 4.0 * c.tv_expected_max, "{c:?}");
+        let a = c.acceptance_rate.unwrap();
+        assert!(a > 0.0 && a < 1.0, "{a}");
+    }
+}

@@ -1,0 +1,425 @@
+//! The speculative loop and the target-only greedy reference.
+//!
+//! State between iterations: the committed history `hist` (prompt + emitted
+//! tokens). The target's cache holds `hist[..n−1]`; each iteration feeds the last
+//! committed token and the `k'` drafted tokens in **one** forward pass with logits
+//! at all `k' + 1` positions, verifies, and commits `accepted + 1` tokens. The
+//! target's cache then holds `k'+1` new positions of which only `accepted + 1`
+//! stay valid; [`KvSeq::feed`] truncates the rest at the next iteration (the same
+//! prefix rule as the draft model's, see [`super::drafter`]).
+//!
+//! `k' = min(k, remaining − 1)` so that no iteration drafts past `max_new`.
+//! Generation stops after `max_new` tokens or at the first end-of-generation token
+//! (which is emitted).
+
+use super::drafter::{DraftCtx, Drafter, KvSeq};
+use super::sampling::{SamplingParams, uniform};
+use super::verify::{verify_greedy, verify_sampled};
+use super::vocab::{MassStats, discarded_mass};
+use super::{K_MAX, SpecError};
+use crate::measure::engine::{Engine, TokenId, argmax};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Settings of one speculative generation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpecConfig {
+    /// Draft length per iteration (0 = target-only decoding through the same loop).
+    pub k: usize,
+    /// Tokens to generate at most.
+    pub max_new: usize,
+    /// Sampling filters (shared by target and draft).
+    pub sampling: SamplingParams,
+    /// Seed of the ChaCha8 generator (draft sampling and verification draws).
+    pub seed: u64,
+    /// Stop after this many iterations (0 = no limit; the sampling check uses 1).
+    #[serde(default)]
+    pub max_iterations: usize,
+}
+
+impl SpecConfig {
+    /// Greedy decoding with draft length `k`.
+    pub fn greedy(k: usize, max_new: usize) -> SpecConfig {
+        SpecConfig {
+            k,
+            max_new,
+            sampling: SamplingParams::greedy(),
+            seed: 0,
+            max_iterations: 0,
+        }
+    }
+}
+
+/// Counters and timings of speculative runs (summable over prompts with
+/// [`SpecStats::merge`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpecStats {
+    /// Verify iterations (= target forward passes during decode).
+    pub n_iterations: u64,
+    /// Iterations that had at least one drafted token.
+    #[serde(default)]
+    pub n_draft_iterations: u64,
+    /// Tokens drafted.
+    pub n_drafted: u64,
+    /// Drafted tokens accepted.
+    pub n_accepted: u64,
+    /// Iterations that ended in a rejection (each tested one more position than it
+    /// accepted).
+    pub n_rejections: u64,
+    /// Tokens emitted (committed).
+    pub n_emitted: u64,
+    /// Target forward passes during decode.
+    pub n_target_passes: u64,
+    /// Draft-model forward passes during decode.
+    pub n_draft_passes: u64,
+    /// Iterations by accepted length: `accept_hist[a]` = iterations that accepted `a`.
+    pub accept_hist: Vec<u64>,
+    /// Iterations by draft length: `draft_len_hist[m]` = iterations whose drafter
+    /// proposed `m` tokens (`m < k` when an n-gram match runs out of history or the
+    /// generation is within `k` tokens of its end; `m = 0` when nothing matched).
+    /// Feeds [`cost::predicted_speedup_hist`](super::cost::predicted_speedup_hist).
+    #[serde(default)]
+    pub draft_len_hist: Vec<u64>,
+    /// Discarded mass of target rows (vocabulary mismatch).
+    pub p_mass: MassStats,
+    /// Discarded mass of draft rows.
+    pub q_mass: MassStats,
+    /// Prefill of prompt into target and draft, ns (not in `decode_ns`).
+    pub prefill_ns: u64,
+    /// Decode phase wall time, ns (drafting + verifying + bookkeeping).
+    pub decode_ns: u64,
+    /// Of which in the drafter, ns.
+    pub draft_ns: u64,
+    /// Of which in the target pass and verification, ns.
+    pub verify_ns: u64,
+}
+
+impl SpecStats {
+    /// Acceptance rate: accepted ÷ drafted (`None` when nothing was drafted).
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        (self.n_drafted > 0).then(|| self.n_accepted as f64 / self.n_drafted as f64)
+    }
+    /// Per-position acceptance probability α̂ = accepted ÷ (accepted + rejections):
+    /// the maximum-likelihood α of the i.i.d. model behind the cost model, from the
+    /// positions that were actually tested (drafted tokens after a rejection never
+    /// are). `None` when nothing was tested.
+    pub fn alpha_hat(&self) -> Option<f64> {
+        let tested = self.n_tested();
+        (tested > 0).then(|| self.n_accepted as f64 / tested as f64)
+    }
+    /// Drafted positions that were tested against the target: accepted + rejections
+    /// (the `n` behind [`alpha_hat`](Self::alpha_hat) and its confidence bound).
+    pub fn n_tested(&self) -> u64 {
+        self.n_accepted + self.n_rejections
+    }
+    /// Mean accepted drafted tokens per iteration.
+    pub fn mean_accepted_per_iteration(&self) -> Option<f64> {
+        (self.n_iterations > 0).then(|| self.n_accepted as f64 / self.n_iterations as f64)
+    }
+    /// Tokens emitted per target forward pass during decode.
+    pub fn tokens_per_target_pass(&self) -> Option<f64> {
+        (self.n_target_passes > 0).then(|| self.n_emitted as f64 / self.n_target_passes as f64)
+    }
+    /// Fraction of iterations that had a draft (1 for a draft model; less for the
+    /// n-gram drafter when no n-gram matched).
+    pub fn draft_fraction(&self) -> Option<f64> {
+        (self.n_iterations > 0).then(|| self.n_draft_iterations as f64 / self.n_iterations as f64)
+    }
+    /// Decode tokens per second.
+    pub fn decode_tps(&self) -> Option<f64> {
+        (self.decode_ns > 0).then(|| self.n_emitted as f64 / (self.decode_ns as f64 * 1e-9))
+    }
+    /// Adds another run's counters.
+    pub fn merge(&mut self, o: &SpecStats) {
+        self.n_iterations += o.n_iterations;
+        self.n_draft_iterations += o.n_draft_iterations;
+        self.n_drafted += o.n_drafted;
+        self.n_accepted += o.n_accepted;
+        self.n_rejections += o.n_rejections;
+        self.n_emitted += o.n_emitted;
+        self.n_target_passes += o.n_target_passes;
+        self.n_draft_passes += o.n_draft_passes;
+        add_hist(&mut self.accept_hist, &o.accept_hist);
+        add_hist(&mut self.draft_len_hist, &o.draft_len_hist);
+        self.p_mass.merge(&o.p_mass);
+        self.q_mass.merge(&o.q_mass);
+        self.prefill_ns += o.prefill_ns;
+        self.decode_ns += o.decode_ns;
+        self.draft_ns += o.draft_ns;
+        self.verify_ns += o.verify_ns;
+    }
+}
+
+/// Adds histogram `b` into `a` bin by bin, growing `a` to `b`'s length.
+fn add_hist(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// Tokens and statistics of one generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecOutput {
+    /// Emitted tokens (prompt excluded).
+    pub tokens: Vec<TokenId>,
+    /// Counters and timings.
+    pub stats: SpecStats,
+}
+
+/// Most rows per target pass by default: llama.cpp's CPU back end computes a row
+/// with different kernels once a pass holds 8 or more rows (measured with
+/// `examples/spec_probe.rs`: on Qwen2.5-Coder-1.5B Q4_K_M without weight repacking,
+/// the logits of one position are bit-identical for passes of 1…7 rows and differ
+/// by up to ≈ 0.5 from passes of ≥ 8 rows). One-token decoding is a 1-row pass, so
+/// verify passes are kept at ≤ 7 rows; `k = 7, 8` then take two passes.
+pub const DEFAULT_MAX_ROWS_PER_PASS: usize = 7;
+
+/// Reusable target-side state of the loop (the target's KV mirror).
+#[derive(Debug)]
+pub struct SpecSession {
+    kv: KvSeq,
+    /// Most rows per target verify pass ([`DEFAULT_MAX_ROWS_PER_PASS`]).
+    pub max_rows_per_pass: usize,
+}
+
+impl Default for SpecSession {
+    fn default() -> Self {
+        SpecSession {
+            kv: KvSeq::default(),
+            max_rows_per_pass: DEFAULT_MAX_ROWS_PER_PASS,
+        }
+    }
+}
+
+impl SpecSession {
+    /// A fresh session.
+    pub fn new() -> SpecSession {
+        SpecSession::default()
+    }
+
+    /// Empties the target's cache and the mirror: call after the target engine was
+    /// used outside this session (e.g. by [`target_greedy`]).
+    pub fn invalidate(&mut self) {
+        self.kv.invalidate();
+    }
+
+    /// Generates from `prompt` with `drafter` proposing and `target` verifying.
+    ///
+    /// # Errors
+    /// [`SpecError::Config`] for an empty prompt, `k > K_MAX`, `k + 1` over the
+    /// target's batch, or bad sampling settings; engine errors.
+    pub fn generate<T: Engine + ?Sized>(
+        &mut self,
+        target: &mut T,
+        drafter: &mut dyn Drafter,
+        prompt: &[TokenId],
+        cfg: &SpecConfig,
+    ) -> Result<SpecOutput, SpecError> {
+        if prompt.is_empty() {
+            return Err(SpecError::Config("empty prompt".into()));
+        }
+        if cfg.k > K_MAX {
+            return Err(SpecError::Config(format!(
+                "k = {} exceeds the maximum {K_MAX}",
+                cfg.k
+            )));
+        }
+        if cfg.k as u32 + 1 > target.n_batch() {
+            return Err(SpecError::Config(format!(
+                "k + 1 = {} exceeds the target's batch {}",
+                cfg.k + 1,
+                target.n_batch()
+            )));
+        }
+        cfg.sampling.validate().map_err(SpecError::Config)?;
+        let n_target = target.n_vocab();
+        let n_shared = drafter.n_vocab().map_or(n_target, |d| d.min(n_target));
+        let cx = DraftCtx {
+            sampling: cfg.sampling,
+            n_shared,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let mut st = SpecStats {
+            accept_hist: vec![0; cfg.k + 1],
+            draft_len_hist: vec![0; cfg.k + 1],
+            ..Default::default()
+        };
+
+        let t0 = Instant::now();
+        self.kv.sync_prefix(target, &prompt[..prompt.len() - 1])?;
+        drafter.begin(prompt)?;
+        target.synchronize();
+        st.prefill_ns = t0.elapsed().as_nanos() as u64;
+
+        let mut hist = prompt.to_vec();
+        let mut out = Vec::with_capacity(cfg.max_new);
+        let t1 = Instant::now();
+        'outer: while out.len() < cfg.max_new {
+            if cfg.max_iterations > 0 && st.n_iterations >= cfg.max_iterations as u64 {
+                break;
+            }
+            let k = cfg.k.min(cfg.max_new - out.len() - 1);
+            let td = Instant::now();
+            let draft = if k > 0 {
+                drafter.propose(&hist, k, &cx, &mut rng)?
+            } else {
+                Default::default()
+            };
+            let tv = Instant::now();
+            st.draft_ns += (tv - td).as_nanos() as u64;
+            let d = draft.tokens.len();
+            if d > k {
+                return Err(SpecError::Config(format!(
+                    "drafter {} proposed {d} tokens when asked for at most {k}",
+                    drafter.key()
+                )));
+            }
+            let greedy = cfg.sampling.is_greedy();
+            let temp = cfg.sampling.temperature;
+            let (mut am, mut p) = (Vec::with_capacity(d + 1), Vec::with_capacity(d + 1));
+            let p_mass = &mut st.p_mass;
+            st.n_target_passes += self.kv.feed_chunked(
+                target,
+                &hist,
+                &draft.tokens,
+                d + 1,
+                self.max_rows_per_pass,
+                &mut |e, j| {
+                    let logits = e.logits(j)?;
+                    let shared = n_shared.min(logits.len());
+                    p_mass.add(discarded_mass(logits, shared, temp));
+                    if greedy {
+                        am.push(argmax(&logits[..shared]));
+                    } else {
+                        p.push(cfg.sampling.distribution(&logits[..shared]));
+                    }
+                    Ok(())
+                },
+            )? as u64;
+            let outcome = if greedy {
+                verify_greedy(&draft.tokens, &am)
+            } else {
+                verify_sampled(&draft.tokens, &draft.q, &p, &mut || uniform(&mut rng))
+            };
+            st.verify_ns += tv.elapsed().as_nanos() as u64;
+            st.n_iterations += 1;
+            st.n_drafted += d as u64;
+            st.n_draft_iterations += (d > 0) as u64;
+            st.n_accepted += outcome.n_accepted as u64;
+            st.n_rejections += outcome.rejected as u64;
+            st.n_draft_passes += draft.passes as u64;
+            st.q_mass.merge(&draft.q_mass);
+            st.accept_hist[outcome.n_accepted] += 1;
+            st.draft_len_hist[d] += 1;
+            let commit = draft.tokens[..outcome.n_accepted]
+                .iter()
+                .copied()
+                .chain(std::iter::once(outcome.next));
+            for t in commit {
+                out.push(t);
+                hist.push(t);
+                st.n_emitted += 1;
+                if target.is_eog(t) || out.len() >= cfg.max_new {
+                    break 'outer;
+                }
+            }
+        }
+        target.synchronize();
+        st.decode_ns = t1.elapsed().as_nanos() as u64;
+        Ok(SpecOutput {
+            tokens: out,
+            stats: st,
+        })
+    }
+}
+
+/// Plain greedy decoding on the target alone, independent of the speculative code:
+/// prefill all prompt tokens but the last in one batch, then one `decode_one` per
+/// token from the last prompt token on, argmax over the full logit row. (The last
+/// prompt token is decoded alone because llama.cpp's CPU kernels compute a row of a
+/// large batch differently from a one-row pass, see [`DEFAULT_MAX_ROWS_PER_PASS`];
+/// one-token decoding is the reference the speculative loop must reproduce.) Also returns the top-1 − top-2 logit margin at each step (how close
+/// the greedy choice was to a tie). Stops after `max_new` tokens or at an
+/// end-of-generation token (emitted).
+///
+/// # Errors
+/// Engine errors.
+pub fn target_greedy<E: Engine + ?Sized>(
+    e: &mut E,
+    prompt: &[TokenId],
+    max_new: usize,
+) -> Result<(Vec<TokenId>, Vec<f32>), SpecError> {
+    if prompt.is_empty() {
+        return Err(SpecError::Config("empty prompt".into()));
+    }
+    e.kv_clear();
+    let n = prompt.len();
+    e.prefill(&prompt[..n - 1], 0, 0, false)?;
+    e.decode_one(prompt[n - 1], (n - 1) as u32, 0)?;
+    let mut out = Vec::with_capacity(max_new);
+    let mut margins = Vec::with_capacity(max_new);
+    while out.len() < max_new {
+        let logits = e.logits(0)?;
+        let t = argmax(logits);
+        margins.push(top2_margin(logits));
+        out.push(t);
+        if e.is_eog(t) || out.len() >= max_new {
+            break;
+        }
+        e.decode_one(t, (prompt.len() + out.len() - 1) as u32, 0)?;
+    }
+    Ok((out, margins))
+}
+
+/// Largest minus second-largest logit (0 on a tie).
+pub fn top2_margin(logits: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &x in logits {
+        if x > a {
+            b = a;
+            a = x;
+        } else if x > b {
+            b = x;
+        }
+    }
+    a - b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_sums_counters_and_histograms_of_different_lengths() {
+        let mut a = SpecStats {
+            n_iterations: 3,
+            n_drafted: 2,
+            accept_hist: vec![1, 2],
+            draft_len_hist: vec![1, 2],
+            ..Default::default()
+        };
+        let b = SpecStats {
+            n_iterations: 4,
+            n_drafted: 8,
+            accept_hist: vec![0, 1, 1, 2],
+            draft_len_hist: vec![0, 0, 0, 4],
+            ..Default::default()
+        };
+        a.merge(&b);
+        assert_eq!(a.n_iterations, 7);
+        assert_eq!(a.n_drafted, 10);
+        assert_eq!(a.accept_hist, vec![1, 3, 1, 2]);
+        assert_eq!(a.draft_len_hist, vec![1, 2, 0, 4]);
+        // Merging a shorter histogram keeps the longer length.
+        a.merge(&SpecStats {
+            draft_len_hist: vec![5],
+            ..Default::default()
+        });
+        assert_eq!(a.draft_len_hist, vec![6, 2, 0, 4]);
+    }
+}

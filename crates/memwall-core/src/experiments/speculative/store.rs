@@ -1,0 +1,1267 @@
+//! The speculative-decoding tables (migrations `0005_spec.sql`, `0008_spec_honesty.sql`):
+//! gates, gated prompts' token counts, bench cells. Every run is written in one
+//! transaction with its `runs` row. The store itself (SQLite triggers and checks), so
+//! that no code path can get around it:
+//! - refuses a speedup without the gate that unlocks it ([`StoredGate::lacks`]: a
+//!   passed greedy gate over the whole prompt set at ≥ the bench's tokens per prompt);
+//! - refuses a row whose speculative output differed from target-only decoding;
+//! - keeps `--k auto`'s "off" as a decision without samples ([`SpecBenchRow::decision`]);
+//! - refuses any UPDATE of a gate or bench row (write-once), and the deletion of a gate
+//!   while rows it unlocked exist ([`Store::delete_run`](crate::store::Store::delete_run)).
+
+use super::gate::{GateRow, SamplingCheck, TokenizedPrompt};
+use crate::store::{NewRun, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+fn sql(store: &Store, source: sqlx::Error) -> StoreError {
+    StoreError::Sql {
+        path: store.path().display().to_string(),
+        source,
+    }
+}
+
+/// Identity of what a gate run tested.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateProvenance {
+    /// Target model file name.
+    pub target_file: String,
+    /// Its sha256.
+    pub target_sha256: String,
+    /// Prompt set sha256.
+    pub prompt_set_sha256: String,
+    /// Engine build (`llama-cpp-sys-2 0.1.161`).
+    pub engine_build: String,
+    /// Tokens generated per prompt.
+    pub max_new: usize,
+    /// Prompts in the frozen set the gated prompts were drawn from (a `--limit` gate
+    /// runs fewer: it is stored as partial and unlocks no bench).
+    pub n_prompts_set: usize,
+}
+
+/// Stores a gate run: the run row, one `spec_gates` row per greedy configuration
+/// and per sampling check, and the prompts' token counts, in one transaction.
+///
+/// # Errors
+/// [`StoreError::Sql`]; nothing is written on error.
+pub async fn insert_gate_run(
+    store: &Store,
+    run: &NewRun,
+    prov: &GateProvenance,
+    prompts: &[TokenizedPrompt],
+    rows: &[GateRow],
+    sampling: &[SamplingCheck],
+) -> Result<i64, StoreError> {
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, run).await?;
+    let insert = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, first_diff_json, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info, n_prompts_set)
+                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    for r in rows {
+        sqlx::query(insert)
+            .bind(run_id)
+            .bind("greedy")
+            .bind(&prov.target_file)
+            .bind(&prov.target_sha256)
+            .bind(r.drafter.name())
+            .bind(&r.drafter_key)
+            .bind(r.k as i64)
+            .bind(&prov.prompt_set_sha256)
+            .bind(r.n_prompts as i64)
+            .bind(r.n_identical as i64)
+            .bind(prov.max_new as i64)
+            .bind(r.passed() as i64)
+            .bind(
+                r.first_diff
+                    .as_ref()
+                    .map(|d| serde_json::to_string(d).expect("serialize")),
+            )
+            .bind(serde_json::to_string(&r.stats).expect("serialize"))
+            .bind(&prov.engine_build)
+            .bind(crate::BUILD_COMMIT)
+            .bind(&run.finished_at)
+            .bind(&run.host.hostname)
+            .bind(&run.host.cpu_model)
+            .bind(prov.n_prompts_set as i64)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| sql(store, e))?;
+    }
+    for c in sampling {
+        let kind = if c.drafter_key.starts_with("ngram") {
+            "ngram"
+        } else {
+            "draft-model"
+        };
+        sqlx::query(insert)
+            .bind(run_id)
+            .bind("sampling")
+            .bind(&prov.target_file)
+            .bind(&prov.target_sha256)
+            .bind(kind)
+            .bind(&c.drafter_key)
+            .bind(c.k as i64)
+            .bind(&prov.prompt_set_sha256)
+            .bind(c.trials as i64)
+            .bind(0i64)
+            .bind((c.k + 1) as i64)
+            .bind(c.passed as i64)
+            .bind(Option::<String>::None)
+            .bind(serde_json::to_string(c).expect("serialize"))
+            .bind(&prov.engine_build)
+            .bind(crate::BUILD_COMMIT)
+            .bind(&run.finished_at)
+            .bind(&run.host.hostname)
+            .bind(&run.host.cpu_model)
+            .bind(Option::<i64>::None)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| sql(store, e))?;
+    }
+    for p in prompts {
+        sqlx::query(
+            "INSERT INTO spec_gate_prompts (run_id, prompt_set_sha256, prompt_id, category, format, n_prompt_tokens) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(run_id)
+        .bind(&prov.prompt_set_sha256)
+        .bind(&p.id)
+        .bind(p.category.name())
+        .bind(match p.format {
+            super::prompts::Format::Raw => "raw",
+            super::prompts::Format::Chat => "chat",
+        })
+        .bind(p.tokens.len() as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| sql(store, e))?;
+    }
+    tx.commit().await.map_err(|e| sql(store, e))?;
+    Ok(run_id)
+}
+
+/// One stored greedy gate row, with what the bench needs to judge it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredGate {
+    /// `spec_gates.id` (what a bench row's `gate_id` names).
+    pub id: i64,
+    /// The gate's run.
+    pub run_id: i64,
+    /// Drafter identity.
+    pub drafter_key: String,
+    /// Draft length.
+    pub k: usize,
+    /// Prompts gated.
+    pub n_prompts: usize,
+    /// Prompts in the frozen set (`None`: stored before memwall recorded it).
+    pub n_prompts_set: Option<usize>,
+    /// Prompts with identical output.
+    pub n_identical: usize,
+    /// Tokens generated per prompt.
+    pub max_new: usize,
+    /// All gated prompts identical.
+    pub passed: bool,
+}
+
+impl StoredGate {
+    /// Covered every prompt of the frozen set (not a `--limit` gate).
+    pub fn is_complete(&self) -> bool {
+        self.n_prompts_set == Some(self.n_prompts) && self.n_prompts > 0
+    }
+
+    /// Why this gate does not unlock a bench at `max_new` tokens per prompt, one
+    /// clause per reason; empty when it unlocks it. The same rules as the store's
+    /// insert trigger (`spec_bench_requires_an_unlocking_gate`).
+    pub fn lacks(&self, max_new: usize) -> Vec<String> {
+        let mut why = Vec::new();
+        match self.n_prompts_set {
+            None => why.push(
+                "it was stored before memwall recorded the prompt set's size, so its coverage is unknown"
+                    .to_string(),
+            ),
+            Some(n) if n != self.n_prompts => why.push(format!(
+                "it covered {} of the prompt set's {n} prompts (a --limit gate is partial)",
+                self.n_prompts
+            )),
+            Some(_) => {}
+        }
+        if !self.passed || self.n_identical != self.n_prompts {
+            why.push(format!(
+                "it failed: {}/{} outputs identical",
+                self.n_identical, self.n_prompts
+            ));
+        }
+        if self.max_new < max_new {
+            why.push(format!(
+                "it generated {} tokens per prompt, the bench uses {max_new}",
+                self.max_new
+            ));
+        }
+        why
+    }
+}
+
+/// Every greedy gate row stored for this target, engine build and prompt set, in
+/// storage order (oldest first).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn greedy_gates(
+    store: &Store,
+    target_sha256: &str,
+    engine_build: &str,
+    prompt_set_sha256: &str,
+) -> Result<Vec<StoredGate>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT id, run_id, drafter_key, k, n_prompts, n_prompts_set, n_identical, max_new, passed
+         FROM spec_gates WHERE mode = 'greedy'
+         AND target_sha256 = ? AND engine_build = ? AND prompt_set_sha256 = ? ORDER BY id",
+    )
+    .bind(target_sha256)
+    .bind(engine_build)
+    .bind(prompt_set_sha256)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| sql(store, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| StoredGate {
+            id: r.get("id"),
+            run_id: r.get("run_id"),
+            drafter_key: r.get("drafter_key"),
+            k: r.get::<i64, _>("k") as usize,
+            n_prompts: r.get::<i64, _>("n_prompts") as usize,
+            n_prompts_set: r.get::<Option<i64>, _>("n_prompts_set").map(|n| n as usize),
+            n_identical: r.get::<i64, _>("n_identical") as usize,
+            max_new: r.get::<i64, _>("max_new") as usize,
+            passed: r.get::<i64, _>("passed") != 0,
+        })
+        .collect())
+}
+
+/// The gate that unlocks `(drafter_key, k)` for a bench at `max_new` tokens per
+/// prompt: the latest gate with nothing in [`StoredGate::lacks`].
+///
+/// # Errors
+/// A sentence naming every gate run stored for that configuration and what each
+/// lacked, or saying there is none.
+pub fn unlocking_gate<'a>(
+    gates: &'a [StoredGate],
+    drafter_key: &str,
+    k: usize,
+    max_new: usize,
+) -> Result<&'a StoredGate, String> {
+    let same: Vec<&StoredGate> = gates
+        .iter()
+        .filter(|g| g.drafter_key == drafter_key && g.k == k)
+        .collect();
+    if let Some(g) = same.iter().rev().find(|g| g.lacks(max_new).is_empty()) {
+        return Ok(g);
+    }
+    if same.is_empty() {
+        return Err(format!("{drafter_key} k={k}: no gate run stored"));
+    }
+    Err(format!(
+        "{drafter_key} k={k}: {}",
+        same.iter()
+            .map(|g| format!("gate run {}: {}", g.run_id, g.lacks(max_new).join("; ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ))
+}
+
+/// `(drafter_key, k)` of every configuration that some gate in `gates` unlocks at
+/// `max_new` tokens per prompt (what `--k auto` may choose from), sorted.
+pub fn unlocked(gates: &[StoredGate], max_new: usize) -> Vec<(String, usize)> {
+    let mut v: Vec<(String, usize)> = gates
+        .iter()
+        .filter(|g| g.lacks(max_new).is_empty())
+        .map(|g| (g.drafter_key.clone(), g.k))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Sets `gate_id` on every row that carries a speedup of a speculative
+/// configuration (k > 0) to the gate that unlocks it.
+///
+/// # Errors
+/// The [`unlocking_gate`] sentences of the rows no gate unlocks (nothing is set then).
+pub fn attach_gates(rows: &mut [SpecBenchRow], gates: &[StoredGate]) -> Result<(), String> {
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut missing: Vec<String> = Vec::new();
+    for r in rows.iter() {
+        if r.k == 0 || r.speedup_mean.is_none() {
+            ids.push(None);
+            continue;
+        }
+        match unlocking_gate(gates, &r.drafter_key, r.k, r.max_new) {
+            Ok(g) => ids.push(Some(g.id)),
+            Err(e) => {
+                if !missing.contains(&e) {
+                    missing.push(e);
+                }
+                ids.push(None);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(missing.join(". "));
+    }
+    for (r, id) in rows.iter_mut().zip(ids) {
+        r.gate_id = id;
+    }
+    Ok(())
+}
+
+/// One bench cell: a (category, drafter, k) configuration measured over `reps`
+/// repetitions, or (`decision` set) `--k auto`'s decision to turn speculation off,
+/// which is not a measurement and carries no samples. Units in the names; tok/s is
+/// decode tokens per second (prefill excluded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecBenchRow {
+    /// Row id (set on insert).
+    pub id: i64,
+    /// Run id (set on insert).
+    pub run_id: i64,
+    /// Target file name.
+    pub target_file: String,
+    /// Target sha256.
+    pub target_sha256: String,
+    /// Draft file name (draft-model cells).
+    pub draft_file: Option<String>,
+    /// `none` | `draft-model` | `ngram`.
+    pub drafter_kind: String,
+    /// Drafter identity.
+    pub drafter_key: String,
+    /// Draft length (0 = target-only).
+    pub k: usize,
+    /// This cell is `--k auto`'s choice.
+    pub k_auto: bool,
+    /// Category.
+    pub category: String,
+    /// Prompt set sha256.
+    pub prompt_set_sha256: String,
+    /// Prompt ids measured.
+    pub prompt_ids: Vec<String>,
+    /// Tokens per prompt.
+    pub max_new: usize,
+    /// Repetitions (0 for a decision row).
+    pub reps: usize,
+    /// Threads.
+    pub n_threads: u32,
+    /// Decode tok/s per repetition (`None` only for a decision row).
+    pub tps_samples: Option<Vec<f64>>,
+    /// Mean tok/s.
+    pub tps_mean: Option<f64>,
+    /// Sample std of tok/s.
+    pub tps_std: Option<f64>,
+    /// Speedup per repetition (vs target-only of the same repetition).
+    pub speedup_samples: Option<Vec<f64>>,
+    /// Mean speedup.
+    pub speedup_mean: Option<f64>,
+    /// Sample std of the speedup.
+    pub speedup_std: Option<f64>,
+    /// Cost-model prediction.
+    pub predicted_speedup: Option<f64>,
+    /// α̂ of the calibration run.
+    pub alpha_calib: Option<f64>,
+    /// Accepted ÷ drafted.
+    pub acceptance_rate: Option<f64>,
+    /// Accepted ÷ (accepted + rejections).
+    pub alpha_hat: Option<f64>,
+    /// Accepted drafted tokens per iteration.
+    pub mean_accepted: Option<f64>,
+    /// Tokens per target forward pass.
+    pub tokens_per_target_pass: Option<f64>,
+    /// Drafted tokens.
+    pub n_drafted: u64,
+    /// Accepted tokens.
+    pub n_accepted: u64,
+    /// Iterations.
+    pub n_iterations: u64,
+    /// Emitted tokens.
+    pub n_emitted: u64,
+    /// Prompts whose output differed from target-only greedy (any repetition).
+    pub n_output_mismatch: u64,
+    /// Discarded target mass, max.
+    pub p_mass_max: f64,
+    /// Discarded target mass, mean.
+    pub p_mass_mean: f64,
+    /// Discarded draft mass, max.
+    pub q_mass_max: f64,
+    /// Discarded draft mass, mean.
+    pub q_mass_mean: f64,
+    /// Drafting time per iteration, ns.
+    pub draft_ns_per_iteration: Option<f64>,
+    /// Verify time per iteration, ns.
+    pub verify_ns_per_iteration: Option<f64>,
+    /// Summed counters (JSON of [`super::run::SpecStats`]).
+    pub stats_json: String,
+    /// Cost-model timings of the category (JSON of [`super::cost::Timings`]).
+    pub timings_json: Option<String>,
+    /// Engine build.
+    pub engine_build: String,
+    /// memwall commit.
+    pub build_commit: String,
+    /// When (UTC RFC 3339).
+    pub measured_at: String,
+    /// Host.
+    pub hostname: String,
+    /// CPU.
+    pub cpu_info: String,
+    /// A decision instead of a measurement: `--k auto` turning speculation off
+    /// ([`AUTO_OFF_PREDICTED`], [`AUTO_OFF_UNGATED`]). `None` for measured rows.
+    pub decision: Option<String>,
+    /// The `spec_gates` row that unlocked this row's speedup (k > 0).
+    pub gate_id: Option<i64>,
+}
+
+/// `--k auto`'s decision when no gated `k` is predicted to beat target-only
+/// decoding at the lower bound of α.
+pub const AUTO_OFF_PREDICTED: &str = "off (predicted ≤ 1)";
+
+/// `--k auto`'s decision when no `k` of its drafter is unlocked by a gate.
+pub const AUTO_OFF_UNGATED: &str = "off (no gated k)";
+
+impl SpecBenchRow {
+    /// `k` as tables show it: `4`, `auto→4`, `auto→off (predicted ≤ 1)`, `—` for target-only.
+    pub fn k_label(&self) -> String {
+        match (&self.decision, self.k_auto, self.k) {
+            (Some(d), _, _) => format!("auto→{d}"),
+            (None, true, k) => format!("auto→{k}"),
+            (None, false, 0) => "—".into(),
+            (None, false, k) => k.to_string(),
+        }
+    }
+}
+
+const BENCH_COLS: &[&str] = &[
+    "run_id",
+    "target_file",
+    "target_sha256",
+    "draft_file",
+    "drafter_kind",
+    "drafter_key",
+    "k",
+    "k_auto",
+    "category",
+    "prompt_set_sha256",
+    "prompt_ids",
+    "max_new",
+    "reps",
+    "n_threads",
+    "tps_samples",
+    "tps_mean",
+    "tps_std",
+    "speedup_samples",
+    "speedup_mean",
+    "speedup_std",
+    "predicted_speedup",
+    "alpha_calib",
+    "acceptance_rate",
+    "alpha_hat",
+    "mean_accepted",
+    "tokens_per_target_pass",
+    "n_drafted",
+    "n_accepted",
+    "n_iterations",
+    "n_emitted",
+    "n_output_mismatch",
+    "p_mass_max",
+    "p_mass_mean",
+    "q_mass_max",
+    "q_mass_mean",
+    "draft_ns_per_iteration",
+    "verify_ns_per_iteration",
+    "stats_json",
+    "timings_json",
+    "engine_build",
+    "build_commit",
+    "measured_at",
+    "hostname",
+    "cpu_info",
+    "decision",
+    "gate_id",
+];
+
+/// Stores a bench run and its cells in one transaction (sets `id`/`run_id`). Rows
+/// with a speedup (k > 0) need `gate_id` set ([`attach_gates`]).
+///
+/// # Errors
+/// [`StoreError::Sql`], including the triggers' refusals ("refusing a speedup
+/// without the gate that unlocks it", "refusing a row whose speculative output
+/// differed") and the checks of decision rows; nothing is written then.
+pub async fn insert_bench_run(
+    store: &Store,
+    run: &NewRun,
+    rows: &mut [SpecBenchRow],
+) -> Result<i64, StoreError> {
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, run).await?;
+    let q = format!(
+        "INSERT INTO spec_bench ({}) VALUES ({})",
+        BENCH_COLS.join(", "),
+        vec!["?"; BENCH_COLS.len()].join(", ")
+    );
+    for r in rows.iter_mut() {
+        r.run_id = run_id;
+        let res = sqlx::query(sqlx::AssertSqlSafe(q.clone()))
+            .bind(run_id)
+            .bind(&r.target_file)
+            .bind(&r.target_sha256)
+            .bind(&r.draft_file)
+            .bind(&r.drafter_kind)
+            .bind(&r.drafter_key)
+            .bind(r.k as i64)
+            .bind(r.k_auto as i64)
+            .bind(&r.category)
+            .bind(&r.prompt_set_sha256)
+            .bind(js(&r.prompt_ids))
+            .bind(r.max_new as i64)
+            .bind(r.reps as i64)
+            .bind(r.n_threads as i64)
+            .bind(r.tps_samples.as_ref().map(|s| js(s)))
+            .bind(r.tps_mean)
+            .bind(r.tps_std)
+            .bind(r.speedup_samples.as_ref().map(|s| js(s)))
+            .bind(r.speedup_mean)
+            .bind(r.speedup_std)
+            .bind(r.predicted_speedup)
+            .bind(r.alpha_calib)
+            .bind(r.acceptance_rate)
+            .bind(r.alpha_hat)
+            .bind(r.mean_accepted)
+            .bind(r.tokens_per_target_pass)
+            .bind(r.n_drafted as i64)
+            .bind(r.n_accepted as i64)
+            .bind(r.n_iterations as i64)
+            .bind(r.n_emitted as i64)
+            .bind(r.n_output_mismatch as i64)
+            .bind(r.p_mass_max)
+            .bind(r.p_mass_mean)
+            .bind(r.q_mass_max)
+            .bind(r.q_mass_mean)
+            .bind(r.draft_ns_per_iteration)
+            .bind(r.verify_ns_per_iteration)
+            .bind(&r.stats_json)
+            .bind(&r.timings_json)
+            .bind(&r.engine_build)
+            .bind(&r.build_commit)
+            .bind(&r.measured_at)
+            .bind(&r.hostname)
+            .bind(&r.cpu_info)
+            .bind(&r.decision)
+            .bind(r.gate_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| sql(store, e))?;
+        r.id = res.last_insert_rowid();
+    }
+    tx.commit().await.map_err(|e| sql(store, e))?;
+    Ok(run_id)
+}
+
+fn js<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).expect("plain data serializes")
+}
+
+/// Bench cells of one run (all runs when `None`), in insertion order.
+///
+/// # Errors
+/// [`StoreError`] when a row cannot be read back.
+pub async fn bench_rows(
+    store: &Store,
+    run_id: Option<i64>,
+) -> Result<Vec<SpecBenchRow>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM spec_bench WHERE (? IS NULL OR run_id = ?) ORDER BY id")
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_all(store.pool())
+        .await
+        .map_err(|e| sql(store, e))?;
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.get("id");
+            let bad = |problem: String| StoreError::Decode {
+                path: store.path().display().to_string(),
+                table: "spec_bench",
+                id,
+                problem,
+            };
+            let de = |col: &str| -> Result<serde_json::Value, StoreError> {
+                let s: Option<String> = r.try_get(col).map_err(|e| bad(e.to_string()))?;
+                match s {
+                    None => Ok(serde_json::Value::Null),
+                    Some(s) => serde_json::from_str(&s).map_err(|e| bad(format!("{col}: {e}"))),
+                }
+            };
+            let g = |c: &str| -> Result<Option<f64>, StoreError> {
+                r.try_get::<Option<f64>, _>(c)
+                    .map_err(|e| bad(e.to_string()))
+            };
+            let i = |c: &str| -> Result<i64, StoreError> {
+                r.try_get::<i64, _>(c).map_err(|e| bad(e.to_string()))
+            };
+            let s = |c: &str| -> Result<String, StoreError> {
+                r.try_get::<String, _>(c).map_err(|e| bad(e.to_string()))
+            };
+            let from = |v: serde_json::Value, c: &str| -> Result<Vec<f64>, StoreError> {
+                serde_json::from_value(v).map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let sp = de("speedup_samples")?;
+            let ts = de("tps_samples")?;
+            Ok(SpecBenchRow {
+                id,
+                run_id: i("run_id")?,
+                target_file: s("target_file")?,
+                target_sha256: s("target_sha256")?,
+                draft_file: r.try_get("draft_file").map_err(|e| bad(e.to_string()))?,
+                drafter_kind: s("drafter_kind")?,
+                drafter_key: s("drafter_key")?,
+                k: i("k")? as usize,
+                k_auto: i("k_auto")? != 0,
+                category: s("category")?,
+                prompt_set_sha256: s("prompt_set_sha256")?,
+                prompt_ids: serde_json::from_value(de("prompt_ids")?)
+                    .map_err(|e| bad(format!("prompt_ids: {e}")))?,
+                max_new: i("max_new")? as usize,
+                reps: i("reps")? as usize,
+                n_threads: i("n_threads")? as u32,
+                tps_samples: if ts.is_null() {
+                    None
+                } else {
+                    Some(from(ts, "tps_samples")?)
+                },
+                tps_mean: g("tps_mean")?,
+                tps_std: g("tps_std")?,
+                speedup_samples: if sp.is_null() {
+                    None
+                } else {
+                    Some(from(sp, "speedup_samples")?)
+                },
+                speedup_mean: g("speedup_mean")?,
+                speedup_std: g("speedup_std")?,
+                predicted_speedup: g("predicted_speedup")?,
+                alpha_calib: g("alpha_calib")?,
+                acceptance_rate: g("acceptance_rate")?,
+                alpha_hat: g("alpha_hat")?,
+                mean_accepted: g("mean_accepted")?,
+                tokens_per_target_pass: g("tokens_per_target_pass")?,
+                n_drafted: i("n_drafted")? as u64,
+                n_accepted: i("n_accepted")? as u64,
+                n_iterations: i("n_iterations")? as u64,
+                n_emitted: i("n_emitted")? as u64,
+                n_output_mismatch: i("n_output_mismatch")? as u64,
+                p_mass_max: g("p_mass_max")?.unwrap_or(0.0),
+                p_mass_mean: g("p_mass_mean")?.unwrap_or(0.0),
+                q_mass_max: g("q_mass_max")?.unwrap_or(0.0),
+                q_mass_mean: g("q_mass_mean")?.unwrap_or(0.0),
+                draft_ns_per_iteration: g("draft_ns_per_iteration")?,
+                verify_ns_per_iteration: g("verify_ns_per_iteration")?,
+                stats_json: s("stats_json")?,
+                timings_json: r.try_get("timings_json").map_err(|e| bad(e.to_string()))?,
+                engine_build: s("engine_build")?,
+                build_commit: s("build_commit")?,
+                measured_at: s("measured_at")?,
+                hostname: s("hostname")?,
+                cpu_info: s("cpu_info")?,
+                decision: r.try_get("decision").map_err(|e| bad(e.to_string()))?,
+                gate_id: r.try_get("gate_id").map_err(|e| bad(e.to_string()))?,
+            })
+        })
+        .collect()
+}
+
+impl SpecBenchRow {
+    /// A filled example (tests, docs).
+    pub fn example() -> SpecBenchRow {
+        SpecBenchRow {
+            id: 0,
+            run_id: 0,
+            target_file: "t.gguf".into(),
+            target_sha256: "aa".repeat(32),
+            draft_file: Some("d.gguf".into()),
+            drafter_kind: "draft-model".into(),
+            drafter_key: "draft:bbbbbbbbbbbbbbbb".into(),
+            k: 4,
+            k_auto: false,
+            category: "code".into(),
+            prompt_set_sha256: "cc".repeat(32),
+            prompt_ids: vec!["code-01".into()],
+            max_new: 32,
+            reps: 5,
+            n_threads: 2,
+            tps_samples: Some(vec![30.0, 31.0, 29.0, 30.5, 30.2]),
+            tps_mean: Some(30.14),
+            tps_std: Some(0.74),
+            speedup_samples: Some(vec![0.9, 0.92, 0.88, 0.91, 0.9]),
+            speedup_mean: Some(0.902),
+            speedup_std: Some(0.015),
+            predicted_speedup: Some(0.95),
+            alpha_calib: Some(0.8),
+            acceptance_rate: Some(0.7),
+            alpha_hat: Some(0.78),
+            mean_accepted: Some(2.8),
+            tokens_per_target_pass: Some(3.8),
+            n_drafted: 400,
+            n_accepted: 280,
+            n_iterations: 100,
+            n_emitted: 380,
+            n_output_mismatch: 0,
+            p_mass_max: 0.0,
+            p_mass_mean: 0.0,
+            q_mass_max: 0.0,
+            q_mass_mean: 0.0,
+            draft_ns_per_iteration: Some(4e7),
+            verify_ns_per_iteration: Some(6e7),
+            stats_json: "{}".into(),
+            timings_json: None,
+            engine_build: "llama-cpp-sys-2 0.1.161".into(),
+            build_commit: "abc".into(),
+            measured_at: "2026-01-01T00:00:00Z".into(),
+            hostname: "h".into(),
+            cpu_info: "cpu".into(),
+            decision: None,
+            gate_id: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::speculative::gate::DrafterKind;
+    use crate::experiments::speculative::prompts::{Category, Format};
+    use crate::experiments::speculative::run::SpecStats;
+    use crate::probe::hw::HostInfo;
+    use crate::units::Bytes;
+
+    fn run(kind: &str) -> NewRun {
+        NewRun {
+            kind: kind.into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall spec".into(),
+            host: HostInfo {
+                cpu_model: "cpu".into(),
+                cores_physical: 2,
+                cores_logical: 2,
+                ram: Bytes(1 << 30),
+                os: "os".into(),
+                kernel: "k".into(),
+                arch: "x86_64".into(),
+                llc: None,
+                gpus: vec![],
+                hostname: "h".into(),
+            },
+            notes: String::new(),
+            guard: None,
+        }
+    }
+
+    fn gate_row(k: usize, identical: usize) -> GateRow {
+        GateRow {
+            drafter_key: "draft:bbbbbbbbbbbbbbbb".into(),
+            drafter: DrafterKind::DraftModel,
+            k,
+            n_prompts: 54,
+            n_identical: identical,
+            first_diff: None,
+            stats: SpecStats::default(),
+        }
+    }
+
+    fn prov() -> GateProvenance {
+        let e = SpecBenchRow::example();
+        GateProvenance {
+            target_file: e.target_file,
+            target_sha256: e.target_sha256,
+            prompt_set_sha256: e.prompt_set_sha256,
+            engine_build: e.engine_build,
+            max_new: 32,
+            n_prompts_set: 54,
+        }
+    }
+
+    fn prompts(n: usize) -> Vec<TokenizedPrompt> {
+        (0..n)
+            .map(|i| TokenizedPrompt {
+                id: format!("code-{:02}", i + 1),
+                category: Category::Code,
+                format: Format::Chat,
+                tokens: vec![1, 2, 3],
+            })
+            .collect()
+    }
+
+    /// Stores a gate run of `n` prompts (of the 54-prompt set) at `max_new` tokens,
+    /// `identical` of them identical; returns (run id, its greedy gates).
+    async fn gate(
+        s: &Store,
+        k: usize,
+        n: usize,
+        identical: usize,
+        max_new: usize,
+    ) -> (i64, Vec<StoredGate>) {
+        let row = GateRow {
+            n_prompts: n,
+            ..gate_row(k, identical)
+        };
+        let p = GateProvenance { max_new, ..prov() };
+        let id = insert_gate_run(s, &run("spec-gate"), &p, &prompts(n), &[row], &[])
+            .await
+            .unwrap();
+        let gates = greedy_gates(s, &p.target_sha256, &p.engine_build, &p.prompt_set_sha256)
+            .await
+            .unwrap();
+        (id, gates)
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("m.db")).await.unwrap();
+        (d, s)
+    }
+
+    async fn count(s: &Store, table: &str) -> i64 {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) AS n FROM {table}"
+        )))
+        .fetch_one(s.pool())
+        .await
+        .unwrap()
+        .get("n")
+    }
+
+    #[tokio::test]
+    async fn the_store_refuses_a_speedup_without_a_passed_gate() {
+        let (_d, s) = store().await;
+        // No gate at all → refused, and nothing (not even the run) is written.
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [SpecBenchRow::example()])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without the gate that unlocks it"), "{e}");
+        assert!(s.runs().await.unwrap().is_empty());
+        // A failed gate (53/54) → nothing unlocked; naming it points at that gate → refused.
+        let (r53, gates) = gate(&s, 4, 54, 53, 32).await;
+        assert!(unlocked(&gates, 32).is_empty());
+        let e = unlocking_gate(&gates, "draft:bbbbbbbbbbbbbbbb", 4, 32).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "draft:bbbbbbbbbbbbbbbb k=4: gate run {r53}: it failed: 53/54 outputs identical"
+            )
+        );
+        let forged = SpecBenchRow {
+            gate_id: Some(gates[0].id),
+            ..SpecBenchRow::example()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without the gate that unlocks it"), "{e}");
+        // A passed gate for k = 8 does not cover k = 4.
+        let (_, gates) = gate(&s, 8, 54, 54, 32).await;
+        let mut rows = [SpecBenchRow::example()];
+        let e = attach_gates(&mut rows, &gates).unwrap_err();
+        assert!(e.contains("k=4: gate run"), "{e}");
+        let k8 = gates.iter().find(|g| g.k == 8).unwrap().id;
+        let forged = SpecBenchRow {
+            gate_id: Some(k8),
+            ..SpecBenchRow::example()
+        };
+        assert!(
+            insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+                .await
+                .is_err()
+        );
+        // Target-only rows (k = 0) and rows without a speedup need no gate.
+        let base = SpecBenchRow {
+            k: 0,
+            drafter_kind: "none".into(),
+            drafter_key: "none".into(),
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            ..SpecBenchRow::example()
+        };
+        let acc_only = SpecBenchRow {
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            ..SpecBenchRow::example()
+        };
+        insert_bench_run(&s, &run("spec-bench"), &mut [base, acc_only])
+            .await
+            .unwrap();
+        // A complete passed gate for k = 4 → unlocked; the row names it; exact round trip.
+        let (_, gates) = gate(&s, 4, 54, 54, 32).await;
+        assert_eq!(
+            unlocked(&gates, 32),
+            vec![
+                ("draft:bbbbbbbbbbbbbbbb".to_string(), 4),
+                ("draft:bbbbbbbbbbbbbbbb".to_string(), 8)
+            ]
+        );
+        let mut rows = vec![SpecBenchRow::example()];
+        attach_gates(&mut rows, &gates).unwrap();
+        let g4 = gates.iter().rfind(|g| g.k == 4).unwrap();
+        assert!(g4.is_complete() && g4.passed);
+        assert_eq!(rows[0].gate_id, Some(g4.id));
+        let rid = insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        let back = bench_rows(&s, Some(rid)).await.unwrap();
+        assert_eq!(back, rows);
+        // Another engine build is not covered by that gate.
+        let other = SpecBenchRow {
+            engine_build: "llama-cpp-sys-2 9.9.9".into(),
+            gate_id: Some(g4.id),
+            ..SpecBenchRow::example()
+        };
+        assert!(
+            insert_bench_run(&s, &run("spec-bench"), &mut [other])
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            count(&s, "spec_gate_prompts").await,
+            54 * 3,
+            "one prompt row per gated prompt"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_limit_gate_is_stored_partial_and_unlocks_nothing() {
+        let (_d, s) = store().await;
+        // `memwall spec gate --limit 6`: 6/6 identical, but 6 of the set's 54 prompts.
+        let (partial, gates) = gate(&s, 4, 6, 6, 32).await;
+        let g = &gates[0];
+        assert_eq!(
+            (g.n_prompts, g.n_prompts_set, g.passed),
+            (6, Some(54), true)
+        );
+        assert!(!g.is_complete());
+        assert_eq!(
+            g.lacks(32),
+            vec!["it covered 6 of the prompt set's 54 prompts (a --limit gate is partial)"]
+        );
+        assert!(unlocked(&gates, 32).is_empty(), "auto may not choose it");
+        let mut rows = [SpecBenchRow::example()];
+        let e = attach_gates(&mut rows, &gates).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "draft:bbbbbbbbbbbbbbbb k=4: gate run {partial}: it covered 6 of the prompt set's 54 prompts (a --limit gate is partial)"
+            )
+        );
+        assert_eq!(rows[0].gate_id, None);
+        // Naming the partial gate anyway: the store's trigger refuses it too.
+        let forged = SpecBenchRow {
+            gate_id: Some(g.id),
+            ..SpecBenchRow::example()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without the gate that unlocks it"), "{e}");
+        assert_eq!(s.runs().await.unwrap().len(), 1, "only the gate run");
+    }
+
+    #[tokio::test]
+    async fn a_gate_at_fewer_tokens_than_the_bench_unlocks_nothing() {
+        let (_d, s) = store().await;
+        // The whole set, all identical, but 16 tokens per prompt; the bench uses 32.
+        let (short, gates) = gate(&s, 4, 54, 54, 16).await;
+        assert!(gates[0].is_complete());
+        assert!(unlocked(&gates, 32).is_empty());
+        assert_eq!(unlocked(&gates, 16).len(), 1, "a 16-token bench is covered");
+        let mut rows = [SpecBenchRow::example()];
+        assert_eq!(rows[0].max_new, 32);
+        let e = attach_gates(&mut rows, &gates).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "draft:bbbbbbbbbbbbbbbb k=4: gate run {short}: it generated 16 tokens per prompt, the bench uses 32"
+            )
+        );
+        let forged = SpecBenchRow {
+            gate_id: Some(gates[0].id),
+            ..SpecBenchRow::example()
+        };
+        assert!(
+            insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+                .await
+                .is_err()
+        );
+        // Gates stored before the set size was recorded (NULL) unlock nothing either.
+        let old = StoredGate {
+            n_prompts_set: None,
+            max_new: 32,
+            ..gates[0].clone()
+        };
+        assert_eq!(
+            old.lacks(32),
+            vec![
+                "it was stored before memwall recorded the prompt set's size, so its coverage is unknown"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_store_refuses_a_row_whose_output_differed() {
+        let (_d, s) = store().await;
+        let (_, gates) = gate(&s, 4, 54, 54, 32).await;
+        let mut rows = [SpecBenchRow {
+            n_output_mismatch: 1,
+            ..SpecBenchRow::example()
+        }];
+        attach_gates(&mut rows, &gates).unwrap();
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("speculative output differed from target-only"),
+            "{e}"
+        );
+        assert_eq!(
+            s.runs().await.unwrap().len(),
+            1,
+            "the bench run was rolled back"
+        );
+        assert_eq!(count(&s, "spec_bench").await, 0);
+    }
+
+    fn auto_off() -> SpecBenchRow {
+        SpecBenchRow {
+            k: 0,
+            k_auto: true,
+            reps: 0,
+            decision: Some(AUTO_OFF_PREDICTED.into()),
+            tps_samples: None,
+            tps_mean: None,
+            tps_std: None,
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            predicted_speedup: Some(0.91),
+            acceptance_rate: None,
+            alpha_hat: None,
+            mean_accepted: None,
+            tokens_per_target_pass: None,
+            n_drafted: 0,
+            n_accepted: 0,
+            n_iterations: 0,
+            n_emitted: 0,
+            draft_ns_per_iteration: None,
+            verify_ns_per_iteration: None,
+            ..SpecBenchRow::example()
+        }
+    }
+
+    #[tokio::test]
+    async fn auto_off_is_stored_as_a_decision_without_samples() {
+        let (_d, s) = store().await;
+        let mut rows = vec![auto_off()];
+        let rid = insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        let back = bench_rows(&s, Some(rid)).await.unwrap();
+        assert_eq!(back, rows);
+        let raw =
+            sqlx::query("SELECT decision, tps_samples, tps_mean, speedup_mean FROM spec_bench")
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+        assert_eq!(
+            raw.get::<Option<String>, _>("decision").as_deref(),
+            Some("off (predicted ≤ 1)")
+        );
+        assert_eq!(raw.get::<Option<String>, _>("tps_samples"), None);
+        assert_eq!(raw.get::<Option<f64>, _>("tps_mean"), None);
+        assert_eq!(raw.get::<Option<f64>, _>("speedup_mean"), None);
+        assert_eq!(back[0].k_label(), "auto→off (predicted ≤ 1)");
+        // A decision carrying samples (the old "1.000 ± 0.000" row) is refused …
+        let forged = SpecBenchRow {
+            speedup_samples: Some(vec![1.0, 1.0]),
+            speedup_mean: Some(1.0),
+            speedup_std: Some(0.0),
+            ..auto_off()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [forged])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a_decision_row_has_no_samples"), "{e}");
+        // … and so is a measurement without samples.
+        let empty = SpecBenchRow {
+            k: 0,
+            drafter_kind: "none".into(),
+            drafter_key: "none".into(),
+            speedup_samples: None,
+            speedup_mean: None,
+            speedup_std: None,
+            tps_samples: None,
+            tps_mean: None,
+            ..SpecBenchRow::example()
+        };
+        let e = insert_bench_run(&s, &run("spec-bench"), &mut [empty])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a_measured_row_has_samples"), "{e}");
+        assert_eq!(s.runs().await.unwrap().len(), 1);
+    }
+
+    /// A store written before schema 8: its "auto → off" row (target-only samples
+    /// and a speedup of 1 by construction) becomes a decision row; its speedup row
+    /// is linked to the gate that unlocked it, and that gate's coverage is unknown.
+    #[tokio::test]
+    async fn migration_8_turns_old_auto_off_rows_into_decisions() {
+        use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.db");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .foreign_keys(true),
+            )
+            .await
+            .unwrap();
+        sqlx::migrate!("./migrations")
+            .run_to(7, &pool)
+            .await
+            .unwrap();
+        let runs = "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES
+            ('spec-gate','a','a','c','x','cpu',2,1,'os','k','h','{}'), ('spec-bench','a','a','c','x','cpu',2,1,'os','k','h','{}')";
+        let gate = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info)
+            VALUES (1,'greedy','t','T','draft-model','dk',4,'P',6,6,16,1,'{}','B','c','m','h','c')";
+        let bench = "INSERT INTO spec_bench (run_id,target_file,target_sha256,drafter_kind,drafter_key,k,k_auto,category,prompt_set_sha256,prompt_ids,max_new,reps,n_threads,tps_samples,tps_mean,tps_std,speedup_samples,speedup_mean,speedup_std,predicted_speedup,n_drafted,n_accepted,n_iterations,n_emitted,n_output_mismatch,p_mass_max,p_mass_mean,q_mass_max,q_mass_mean,stats_json,engine_build,build_commit,measured_at,hostname,cpu_info) VALUES
+            (2,'t','T','none','none',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{}','B','c','m','h','c'),
+            (2,'t','T','draft-model','dk',4,0,'code','P','[]',32,2,2,'[27,28]',27.5,0.7,'[0.9,0.9]',0.9,0.0,0.95,8,4,3,7,0,0,0,0,0,'{}','B','c','m','h','c'),
+            (2,'t','T','draft-model','dk',0,1,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,'[1,1]',1.0,0.0,1.0,0,0,10,10,0,0,0,0,0,'{}','B','c','m','h','c')";
+        for q in [runs, gate, bench] {
+            sqlx::query(q).execute(&pool).await.unwrap();
+        }
+        pool.close().await;
+        let s = Store::open(&path).await.unwrap();
+        let rows = bench_rows(&s, Some(2)).await.unwrap();
+        let off = &rows[2];
+        assert_eq!(off.decision.as_deref(), Some(AUTO_OFF_PREDICTED));
+        assert_eq!((off.k, off.k_auto, off.reps), (0, true, 0));
+        assert_eq!((off.tps_samples.as_ref(), off.tps_mean), (None, None));
+        assert_eq!(
+            (off.speedup_samples.as_ref(), off.speedup_mean),
+            (None, None)
+        );
+        assert_eq!((off.predicted_speedup, off.n_emitted), (None, 0));
+        // Measured rows keep their samples; the speedup row names its gate.
+        assert_eq!(rows[0].tps_samples, Some(vec![30.0, 31.0]));
+        assert_eq!(
+            (rows[1].speedup_mean, rows[1].gate_id),
+            (Some(0.9), Some(1))
+        );
+        assert_eq!((rows[0].gate_id, rows[2].gate_id), (None, None));
+        let gates = greedy_gates(&s, "T", "B", "P").await.unwrap();
+        assert_eq!(gates[0].n_prompts_set, None);
+        assert!(
+            unlocked(&gates, 16).is_empty(),
+            "unknown coverage unlocks nothing"
+        );
+        assert_eq!(s.dependent_runs(1).await.unwrap(), vec![2]);
+    }
+
+    #[tokio::test]
+    async fn spec_rows_are_write_once() {
+        let (_d, s) = store().await;
+        let (_, gates) = gate(&s, 4, 54, 54, 32).await;
+        let mut rows = vec![SpecBenchRow::example()];
+        attach_gates(&mut rows, &gates).unwrap();
+        insert_bench_run(&s, &run("spec-bench"), &mut rows)
+            .await
+            .unwrap();
+        for (q, want) in [
+            (
+                "UPDATE spec_bench SET speedup_mean = 1.5",
+                "spec_bench: rows are write-once",
+            ),
+            (
+                "UPDATE spec_bench SET gate_id = NULL",
+                "spec_bench: rows are write-once",
+            ),
+            (
+                "UPDATE spec_gates SET passed = 1, n_identical = 54",
+                "spec_gates: rows are write-once",
+            ),
+            (
+                "UPDATE spec_gates SET n_prompts_set = n_prompts",
+                "spec_gates: rows are write-once",
+            ),
+        ] {
+            let e = sqlx::query(q)
+                .execute(s.pool())
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{q}: {e}");
+        }
+        assert_eq!(bench_rows(&s, None).await.unwrap(), rows, "unchanged");
+    }
+
+    #[tokio::test]
+    async fn a_gate_cannot_be_deleted_while_rows_it_unlocked_exist() {
+        let (_d, s) = store().await;
+        let (gate_run, gates) = gate(&s, 4, 54, 54, 32).await;
+        let bench = |n: usize| {
+            let mut rows = vec![SpecBenchRow::example(); n];
+            attach_gates(&mut rows, &gates).unwrap();
+            rows
+        };
+        let b1 = insert_bench_run(&s, &run("spec-bench"), &mut bench(1))
+            .await
+            .unwrap();
+        let b2 = insert_bench_run(&s, &run("spec-bench"), &mut bench(2))
+            .await
+            .unwrap();
+        assert_eq!(s.dependent_runs(gate_run).await.unwrap(), vec![b1, b2]);
+        assert!(s.dependent_runs(b1).await.unwrap().is_empty());
+        // The store API refuses, naming the dependent runs; nothing is deleted.
+        let e = s.delete_run(gate_run).await.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "run {gate_run} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {b1}, {b2}"
+            )) && e.contains(&format!("memwall history --delete {gate_run} --cascade")),
+            "{e}"
+        );
+        assert_eq!(s.runs().await.unwrap().len(), 3);
+        // Plain SQL cannot get around it either: the trigger refuses the cascade.
+        let e = sqlx::query("DELETE FROM runs WHERE id = ?")
+            .bind(gate_run)
+            .execute(s.pool())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("refusing to delete a gate whose spec-bench speedup rows still exist"),
+            "{e}"
+        );
+        // Deleting a dependent run first is fine; the gate still has one.
+        s.delete_run(b1).await.unwrap();
+        assert!(s.delete_run(gate_run).await.is_err());
+        // The cascading delete removes the gate run and the runs resting on it, and says which.
+        assert_eq!(s.delete_run_cascade(gate_run).await.unwrap(), vec![b2]);
+        assert!(s.runs().await.unwrap().is_empty());
+        assert_eq!(count(&s, "spec_bench").await, 0);
+        assert_eq!(count(&s, "spec_gates").await, 0);
+        // A gate run nothing rests on deletes plainly.
+        let (g2, _) = gate(&s, 4, 6, 6, 32).await;
+        s.delete_run(g2).await.unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+//! Stage 2, **measure**: the instruments. Each returns typed results and writes
+//! nothing to the store and draws nothing.
+//!
+//! - [`stream`]: STREAM copy/scale/add/triad and the read kernel; [`peak`]: compute
+//!   peaks with their plausibility bounds.
+//! - [`engine`]: the `Engine` trait and llama.cpp behind it.
+//! - [`stats`]: `Sample` (mean, std, MAD outliers) and intervals.
+//! - [`evals`]: perplexity, KL divergence and task accuracy, with the code sandbox.
+//! - [`guard`]: the preconditions every measuring command checks (power, thermal
+//!   state, swap, memory capacity); [`warning`]: the caveats a measurement carries.
+//!
+//! Imports only [`crate::probe`], [`crate::roofline`], [`crate::units`] and [`crate::util`].
+
+pub mod engine;
+pub mod evals;
+pub mod guard;
+pub mod peak;
+pub mod stats;
+pub mod stream;
+pub mod warning;

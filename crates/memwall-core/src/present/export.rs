@@ -1,0 +1,432 @@
+//! Exporters: one trait, one implementation per format (CSV, JSON, JSONL,
+//! Markdown, SQL), chosen by [`Format`] (llama-bench's printers; hyperfine's
+//! `export/`). Every exporter walks [`BenchRecord::fields`]; none computes.
+//!
+//! CSV, JSON, JSONL and SQL are llama-bench's formats: its column names, types and
+//! order first, its SQL table name (`llama_bench`), its JSON booleans and sample
+//! arrays, so llama.cpp's `scripts/compare-llama-bench.py` reads them as it reads
+//! llama-bench's own output; memwall's columns follow llama-bench's.
+
+use crate::store::record::{BenchRecord, Cell};
+use crate::units::or_dash;
+use std::io::{self, Write};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Comma-separated, header row, lists space-separated (llama-bench style).
+    Csv,
+    /// One JSON array of objects, keys in column order.
+    Json,
+    /// One JSON object per line.
+    Jsonl,
+    /// A Markdown table for reading.
+    Md,
+    /// `CREATE TABLE IF NOT EXISTS llama_bench` + `INSERT` statements (SQLite dialect).
+    Sql,
+}
+
+impl Format {
+    /// Parses `csv|json|jsonl|md|sql`.
+    pub fn parse(s: &str) -> Option<Format> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "csv" => Format::Csv,
+            "json" => Format::Json,
+            "jsonl" => Format::Jsonl,
+            "md" | "markdown" => Format::Md,
+            "sql" => Format::Sql,
+            _ => return None,
+        })
+    }
+    /// File extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Jsonl => "jsonl",
+            Format::Md => "md",
+            Format::Sql => "sql",
+        }
+    }
+    /// The exporter for this format.
+    pub fn exporter(self) -> Box<dyn Exporter> {
+        match self {
+            Format::Csv => Box::new(Csv),
+            Format::Json => Box::new(Json),
+            Format::Jsonl => Box::new(Jsonl),
+            Format::Md => Box::new(Markdown),
+            Format::Sql => Box::new(Sql),
+        }
+    }
+}
+
+/// Writes records in one format.
+pub trait Exporter {
+    /// Writes all `rows` to `out`.
+    ///
+    /// # Errors
+    /// I/O errors of `out`.
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()>;
+
+    /// Renders to a string.
+    fn render(&self, rows: &[BenchRecord]) -> String {
+        let mut v = Vec::new();
+        self.write(rows, &mut v)
+            .expect("writing to a Vec cannot fail");
+        String::from_utf8(v).expect("exporters write UTF-8")
+    }
+}
+
+/// CSV exporter.
+pub struct Csv;
+impl Exporter for Csv {
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+        let mut w = csv::Writer::from_writer(out);
+        w.write_record(BenchRecord::column_names())?;
+        for r in rows {
+            w.write_record(r.fields().iter().map(|(_, _, c)| c.to_text()))?;
+        }
+        w.flush()
+    }
+}
+
+/// A cell as a JSON value: numbers, `true`/`false`, `null` for not measured, arrays
+/// for the samples (llama-bench's `format_json_value`).
+fn json_value(c: &Cell) -> String {
+    let s = match c {
+        Cell::Int(v) => serde_json::to_string(v),
+        Cell::Real(v) => serde_json::to_string(v),
+        Cell::Bool(v) => serde_json::to_string(v),
+        Cell::Null => Ok("null".into()),
+        Cell::Text(v) => serde_json::to_string(v),
+        Cell::Ints(v) => serde_json::to_string(v),
+        Cell::Reals(v) => serde_json::to_string(v),
+    };
+    s.expect("finite numbers and strings serialize")
+}
+
+/// One record as `"name": value` pairs in column order.
+fn json_pairs(r: &BenchRecord) -> Vec<String> {
+    r.fields()
+        .iter()
+        .map(|(n, _, c)| format!("\"{n}\": {}", json_value(c)))
+        .collect()
+}
+
+/// JSON array exporter.
+pub struct Json;
+impl Exporter for Json {
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+        writeln!(out, "[")?;
+        for (i, r) in rows.iter().enumerate() {
+            let sep = if i + 1 < rows.len() { "," } else { "" };
+            writeln!(
+                out,
+                "  {{\n    {}\n  }}{sep}",
+                json_pairs(r).join(",\n    ")
+            )?;
+        }
+        writeln!(out, "]")
+    }
+}
+
+/// JSON-lines exporter.
+pub struct Jsonl;
+impl Exporter for Jsonl {
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+        for r in rows {
+            writeln!(out, "{{{}}}", json_pairs(r).join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Markdown table: llama-bench's columns plus the roofline placement.
+pub struct Markdown;
+
+/// The columns of the human table: `(header, right-aligned)`.
+pub const TABLE_HEADERS: [(&str, bool); 13] = [
+    ("model", false),
+    ("size", true),
+    ("params", true),
+    ("backend", false),
+    ("threads", true),
+    ("test", false),
+    ("t/s", true),
+    ("ceiling t/s", true),
+    ("achieved", true),
+    ("read ceiling t/s", true),
+    ("achieved (read)", true),
+    ("implied GB/s", true),
+    ("warnings", false),
+];
+
+/// One row of the human table, formatted.
+pub fn table_row(r: &BenchRecord) -> Vec<String> {
+    vec![
+        if r.synthetic {
+            format!("{} (SYNTHETIC)", r.model_type)
+        } else {
+            r.model_type.clone()
+        },
+        format!("{:.2} GiB", r.model_size as f64 / crate::units::GIB),
+        format!("{:.2} B", r.model_n_params as f64 / 1e9),
+        format!("{} {}", r.engine, r.backends),
+        r.n_threads.to_string(),
+        r.test_label(),
+        if r.avg_ts.is_finite() {
+            format!("{:.2} ± {:.2}", r.avg_ts, r.stddev_ts)
+        } else {
+            "—".into()
+        },
+        or_dash(Some(r.ceiling_ts), 1),
+        if r.achieved.is_finite() {
+            format!("{:.1}%", r.achieved * 100.0)
+        } else {
+            "—".into()
+        },
+        or_dash(r.decode_ceiling_ts_read, 1),
+        r.achieved_read
+            .filter(|x| x.is_finite())
+            .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
+        or_dash(r.implied_bandwidth_gbps, 1),
+        if r.warnings.is_empty() {
+            "".into()
+        } else {
+            r.warnings.clone()
+        },
+    ]
+}
+
+impl Exporter for Markdown {
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+        let cells: Vec<Vec<String>> = rows.iter().map(table_row).collect();
+        let mut widths: Vec<usize> = TABLE_HEADERS
+            .iter()
+            .map(|(h, _)| h.chars().count())
+            .collect();
+        for row in &cells {
+            for (w, c) in widths.iter_mut().zip(row) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |vals: Vec<String>| -> String {
+            let parts: Vec<String> = vals
+                .iter()
+                .zip(&widths)
+                .zip(TABLE_HEADERS.iter())
+                .map(|((v, w), (_, right))| {
+                    let pad = w - v.chars().count();
+                    if *right {
+                        format!("{}{v}", " ".repeat(pad))
+                    } else {
+                        format!("{v}{}", " ".repeat(pad))
+                    }
+                })
+                .collect();
+            format!("| {} |", parts.join(" | "))
+        };
+        writeln!(
+            out,
+            "{}",
+            line(TABLE_HEADERS.iter().map(|(h, _)| h.to_string()).collect())
+        )?;
+        let sep: Vec<String> = widths
+            .iter()
+            .zip(TABLE_HEADERS.iter())
+            .map(|(w, (_, right))| {
+                if *right {
+                    format!("{}:", "-".repeat(w - 1))
+                } else {
+                    "-".repeat(*w)
+                }
+            })
+            .collect();
+        writeln!(out, "| {} |", sep.join(" | "))?;
+        for row in cells {
+            writeln!(out, "{}", line(row))?;
+        }
+        Ok(())
+    }
+}
+
+/// SQL exporter: llama-bench's table.
+pub struct Sql;
+
+/// The table llama-bench's SQL printer writes and compare-llama-bench.py reads.
+pub const SQL_TABLE: &str = "llama_bench";
+
+fn sql_literal(c: &Cell) -> String {
+    match c {
+        Cell::Int(v) => v.to_string(),
+        Cell::Bool(v) => (*v as i64).to_string(),
+        Cell::Real(v) => format!("{v}"),
+        Cell::Null => "NULL".into(),
+        Cell::Text(s) => format!("'{}'", s.replace('\'', "''")),
+        Cell::Ints(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
+        Cell::Reals(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
+    }
+}
+
+impl Exporter for Sql {
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+        let ex = BenchRecord::example();
+        let cols: Vec<String> = ex
+            .fields()
+            .iter()
+            .map(|(n, _, c)| format!("  {n} {}", c.sql_type()))
+            .collect();
+        writeln!(
+            out,
+            "CREATE TABLE IF NOT EXISTS {SQL_TABLE} (\n{}\n);",
+            cols.join(",\n")
+        )?;
+        for r in rows {
+            let f = r.fields();
+            writeln!(
+                out,
+                "INSERT INTO {SQL_TABLE} ({}) VALUES ({});",
+                f.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", "),
+                f.iter()
+                    .map(|(_, _, c)| sql_literal(c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> Vec<BenchRecord> {
+        let a = BenchRecord::example();
+        let b = BenchRecord {
+            id: 2,
+            n_prompt: 512,
+            n_gen: 0,
+            implied_bandwidth_gbps: None,
+            model_filename: "it's.gguf".into(),
+            ..BenchRecord::example()
+        };
+        vec![a, b]
+    }
+
+    #[test]
+    fn csv_has_llama_bench_header_and_space_separated_samples() {
+        let s = Csv.render(&rows());
+        let mut rdr = csv::Reader::from_reader(s.as_bytes());
+        let h = rdr.headers().unwrap().clone();
+        assert_eq!(h.iter().collect::<Vec<_>>(), BenchRecord::column_names());
+        let recs: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+        let idx = |n: &str| h.iter().position(|x| x == n).unwrap();
+        assert_eq!(&recs[0][idx("samples_ns")], "1990000000 2010000000");
+        assert_eq!(&recs[0][idx("avg_ts")], "64");
+        assert_eq!(
+            &recs[1][idx("implied_bandwidth_gbps")],
+            "",
+            "not measured → empty"
+        );
+    }
+
+    #[test]
+    fn json_and_jsonl_round_trip() {
+        let r = rows();
+        let back: Vec<BenchRecord> = serde_json::from_str(&Json.render(&r)).unwrap();
+        assert_eq!(back, r);
+        let lines: Vec<BenchRecord> = Jsonl
+            .render(&r)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines, r);
+    }
+
+    #[test]
+    fn json_and_jsonl_follow_llama_bench_encoding() {
+        let s = Json.render(&rows()[..1]);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let o = &v[0];
+        assert_eq!(o["flash_attn"], serde_json::json!(-1));
+        assert_eq!(o["cpu_strict"], serde_json::json!(false));
+        assert_eq!(o["repack"], serde_json::json!(true));
+        assert_eq!(o["backends"], serde_json::json!("CPU"));
+        assert_eq!(
+            o["samples_ns"],
+            serde_json::json!([1_990_000_000u64, 2_010_000_000u64])
+        );
+        assert_eq!(o["samples_ts"], serde_json::json!([64.32, 63.68]));
+        // Keys in column order: llama-bench's first.
+        let keys: Vec<&str> = s
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix('"'))
+            .map(|l| l.split('"').next().unwrap())
+            .collect();
+        assert_eq!(keys, BenchRecord::column_names());
+        let l = Jsonl.render(&rows());
+        assert_eq!(l.lines().count(), 2);
+        assert!(
+            l.starts_with("{\"build_commit\": \"abc123\", \"build_number\": 100, \"cpu_info\": "),
+            "{l}"
+        );
+        assert_eq!(Json.render(&[]), "[\n]\n");
+    }
+
+    #[test]
+    fn markdown_snapshot() {
+        let s = Markdown.render(&rows()[..1]);
+        let expected = "\
+| model             |     size | params | backend       | threads | test  |          t/s | ceiling t/s | achieved | read ceiling t/s | achieved (read) | implied GB/s | warnings |
+| ----------------- | -------: | -----: | ------------- | ------: | ----- | -----------: | ----------: | -------: | ---------------: | --------------: | -----------: | -------- |
+| qwen2 494M Q4_K_M | 0.00 GiB | 0.00 B | llama.cpp CPU |       2 | tg128 | 64.00 ± 0.50 |        99.8 |    64.1% |            119.8 |           53.4% |         25.6 |          |
+";
+        assert_eq!(s, expected);
+    }
+
+    #[tokio::test]
+    async fn sql_quotes_and_loads_into_sqlite() {
+        let s = Sql.render(&rows());
+        assert!(s.contains("'it''s.gguf'"));
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+            .execute(&pool)
+            .await
+            .unwrap();
+        let (n, name): (i64, String) =
+            sqlx::query_as("SELECT COUNT(*), MAX(model_filename) FROM llama_bench")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!((n, name.as_str()), (2, "m.gguf"));
+        assert!(s.starts_with(
+            "CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  build_number INTEGER,\n  cpu_info TEXT,"
+        ));
+        // SQLite's own view of the stored types: llama-bench's INT and BOOL are integers.
+        let types: (String, String, String, String) = sqlx::query_as(
+            "SELECT typeof(flash_attn), typeof(cpu_strict), typeof(avg_ts), typeof(backends) FROM llama_bench LIMIT 1",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            types,
+            (
+                "integer".into(),
+                "integer".into(),
+                "real".into(),
+                "text".into()
+            )
+        );
+    }
+
+    #[test]
+    fn formats_parse() {
+        for f in ["csv", "json", "jsonl", "md", "sql"] {
+            assert_eq!(Format::parse(f).unwrap().extension(), f);
+        }
+        assert!(Format::parse("xml").is_none());
+    }
+}

@@ -1,0 +1,752 @@
+//! View models for the desktop app's pages and tray, built from stored records and
+//! probes only (the `present` stage: nothing here measures). The front end renders
+//! these as they are: every figure, ceiling and roof line is computed here, and a
+//! missing figure is `None` (the UI prints `—`), never a guess.
+//!
+//! - [`TrayStatus`]: the tray menu lines (last bandwidth with its age, thermal, power
+//!   with the battery refusal explained, memory pressure).
+//! - [`RooflineView`]: measured points (arithmetic intensity, achieved GFLOP/s) with
+//!   their provenance, against the bandwidth diagonal and the compute roof.
+//! - [`FrontierView`]: per model/arm, the measured speed and the quality cells that
+//!   exist; the rest `None`.
+//! - [`compare_runs`]: two runs side by side, matched on the key columns.
+//! - [`export_path`]: validates a file name the UI asks to export to.
+
+use crate::probe::hw::{LiveState, PowerSource};
+use crate::roofline;
+use crate::store::record::BenchRecord;
+use crate::store::{Store, StoreError, StoredStream};
+use crate::units::{Gbps, Gflops};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use std::path::{Path, PathBuf};
+
+/// The tray menu's status lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrayStatus {
+    /// `Bandwidth: 44.1 GB/s (triad, 2 threads, 3 min ago)` or `Bandwidth: — (never measured)`.
+    pub bandwidth: String,
+    /// `Thermal: nominal 54.0C`.
+    pub thermal: String,
+    /// `Power: AC` or the battery refusal.
+    pub power: String,
+    /// `Memory: 3.2 / 23.4 GiB used · swap 0.0 / 0.0 GiB`.
+    pub memory: String,
+}
+
+/// A UTC instant.
+pub type Now = chrono::DateTime<chrono::Utc>;
+
+/// The current UTC instant.
+pub fn now() -> Now {
+    chrono::Utc::now()
+}
+
+/// `12 s ago`, `3 min ago`, `2 h ago`, `5 d ago`; `in the future` for clock skew;
+/// `—` when `measured_at` is not RFC 3339.
+pub fn age(measured_at: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(measured_at) else {
+        return "—".into();
+    };
+    let s = (now - t.with_timezone(&chrono::Utc)).num_seconds();
+    match s {
+        s if s < 0 => "in the future".into(),
+        s if s < 60 => format!("{s} s ago"),
+        s if s < 3600 => format!("{} min ago", s / 60),
+        s if s < 86_400 => format!("{} h ago", s / 3600),
+        s => format!("{} d ago", s / 86_400),
+    }
+}
+
+impl TrayStatus {
+    /// Builds the lines from the latest stored triad (if any) and a live sample.
+    pub fn new(
+        last: Option<&StoredStream>,
+        live: &LiveState,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> TrayStatus {
+        let bandwidth = match last {
+            Some(s) => format!(
+                "Bandwidth: {} ({}, {} thread{}, {})",
+                Gbps(s.best_gbps),
+                s.kernel,
+                s.threads,
+                if s.threads == 1 { "" } else { "s" },
+                age(&s.measured_at, now)
+            ),
+            None => "Bandwidth: — (never measured)".into(),
+        };
+        let power = match &live.power {
+            PowerSource::Battery { .. } => format!(
+                "Power: {} — benchmarks refuse to record (clocks and bandwidth drop on battery)",
+                live.power
+            ),
+            p => format!("Power: {p}"),
+        };
+        let m = &live.mem;
+        let memory = if m.total.0 == 0 {
+            "Memory: —".into()
+        } else {
+            format!(
+                "Memory: {:.1} / {:.1} GiB used · swap {:.1} / {:.1} GiB",
+                m.used().gib(),
+                m.total.gib(),
+                m.swap_used.gib(),
+                m.swap_total.gib()
+            )
+        };
+        TrayStatus {
+            bandwidth,
+            thermal: format!("Thermal: {}", live.thermal.label()),
+            power,
+            memory,
+        }
+    }
+}
+
+/// One measured point of the roofline chart, with its provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RooflinePoint {
+    /// Bench row id.
+    pub row_id: i64,
+    /// Run id.
+    pub run_id: i64,
+    /// Arithmetic intensity, FLOP/byte.
+    pub intensity: f64,
+    /// Achieved GFLOP/s.
+    pub achieved_gflops: f64,
+    /// Attainable GFLOP/s at this intensity on this machine's roof.
+    pub attainable_gflops: f64,
+    /// `pp` or `tg`.
+    pub phase: String,
+    /// Series label: model type.
+    pub series: String,
+    /// `qwen2 494M Q4_K_M · tg128 @ d512 · 2 threads · 61.2 tok/s · run 3 row 17 · 2026-…`.
+    pub provenance: String,
+}
+
+/// The roofline chart's data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RooflineView {
+    /// STREAM bandwidth of the roof, GB/s (the largest among the rows).
+    pub bandwidth_gbps: Option<f64>,
+    /// Compute peak of the roof, GFLOP/s (GOP/s for int8).
+    pub peak_gflops: Option<f64>,
+    /// Which peak.
+    pub peak_kind: String,
+    /// Ridge point, FLOP/byte.
+    pub ridge: Option<f64>,
+    /// The roof as a polyline of `(intensity, GFLOP/s)`: diagonal up to the ridge,
+    /// then flat. Empty without a bandwidth.
+    pub roof: Vec<(f64, f64)>,
+    /// Measured points.
+    pub points: Vec<RooflinePoint>,
+    /// Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
+    pub decode_vs_depth: Vec<(String, i64, f64, f64)>,
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// Builds the roofline view from bench rows (the roof: the largest stored bandwidth
+/// and compute peak among them; their x-range spans the points and the ridge).
+pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
+    let bw = rows
+        .iter()
+        .filter_map(|r| finite(r.bandwidth_gbps))
+        .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+    let peak_row = rows
+        .iter()
+        .filter(|r| r.peak_gflops.is_finite())
+        .max_by(|a, b| a.peak_gflops.total_cmp(&b.peak_gflops));
+    let peak = peak_row.map(|r| r.peak_gflops);
+    let ridge = match (peak, bw) {
+        (Some(p), Some(b)) => Some(roofline::ridge_point(Gflops(p), Gbps(b))),
+        _ => None,
+    };
+    let mut points = Vec::new();
+    for r in rows {
+        let (Some(i), Some(g)) = (finite(r.intensity), finite(r.achieved_gflops)) else {
+            continue;
+        };
+        if i <= 0.0 || g <= 0.0 {
+            continue;
+        }
+        let att = match (peak, bw) {
+            (Some(p), Some(b)) => roofline::attainable(Gflops(p), Gbps(b), i).0,
+            (None, Some(b)) => i * b,
+            _ => f64::NAN,
+        };
+        points.push(RooflinePoint {
+            row_id: r.id,
+            run_id: r.run_id,
+            intensity: i,
+            achieved_gflops: g,
+            attainable_gflops: att,
+            phase: if r.is_decode() { "tg" } else { "pp" }.into(),
+            series: r.model_type.clone(),
+            provenance: format!(
+                "{} · {} · {} threads · {:.1} ± {:.1} tok/s · ceiling {} tok/s · STREAM {:.1} GB/s · run {} row {} · {} · {}",
+                r.model_type,
+                r.test_label(),
+                r.n_threads,
+                r.avg_ts,
+                r.stddev_ts,
+                crate::units::or_dash(Some(r.ceiling_ts), 1),
+                r.bandwidth_gbps,
+                r.run_id,
+                r.id,
+                r.test_time,
+                r.build_commit
+            ),
+        });
+    }
+    let mut roof = Vec::new();
+    if let Some(b) = bw {
+        let lo = points
+            .iter()
+            .map(|p| p.intensity)
+            .fold(f64::INFINITY, f64::min)
+            .min(0.1);
+        let hi = points
+            .iter()
+            .map(|p| p.intensity)
+            .fold(0.0, f64::max)
+            .max(ridge.unwrap_or(0.0))
+            * 4.0;
+        let hi = hi.max(lo * 100.0);
+        match (peak, ridge) {
+            (Some(p), Some(x)) => {
+                roof.push((lo, lo * b));
+                roof.push((x, p));
+                roof.push((hi, p));
+            }
+            _ => {
+                roof.push((lo, lo * b));
+                roof.push((hi, hi * b));
+            }
+        }
+    }
+    let mut decode_vs_depth: Vec<(String, i64, f64, f64)> = rows
+        .iter()
+        .filter(|r| r.is_decode() && r.n_seqs == 1)
+        .map(|r| (r.model_type.clone(), r.n_depth, r.avg_ts, r.ceiling_ts))
+        .collect();
+    decode_vs_depth.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    RooflineView {
+        bandwidth_gbps: bw,
+        peak_gflops: peak,
+        peak_kind: peak_row.map(|r| r.peak_kind.clone()).unwrap_or_default(),
+        ridge,
+        roof,
+        points,
+        decode_vs_depth,
+    }
+}
+
+/// One row of the Frontier page: one stored run's values for one model file.
+/// Rows of different runs (or hosts) are never merged: a newer run does not hide
+/// behind an older, faster one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierViewRow {
+    /// The run the values come from.
+    pub run_id: i64,
+    /// The host that run measured.
+    pub host: String,
+    /// Model file name (a frontier arm's own file).
+    pub model: String,
+    /// Quantization (arm) label.
+    pub quant: String,
+    /// Decode tok/s of this run (tg, depth 0, one sequence, the run's largest thread count).
+    pub decode_tps: Option<f64>,
+    /// Its ceiling.
+    pub decode_ceiling_tps: Option<f64>,
+    /// Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
+    pub prefill_tps: Option<f64>,
+    /// Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
+    pub quality: Vec<Option<f64>>,
+}
+
+/// The Frontier page: speed from bench rows, quality from stored frontier cells,
+/// newest run first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrontierView {
+    /// Quality measures that have at least one stored cell (`ppl:wikitext`, `task:mmlu`).
+    pub measures: Vec<String>,
+    /// Rows.
+    pub rows: Vec<FrontierViewRow>,
+}
+
+fn file_name(p: &str) -> String {
+    Path::new(p)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.to_string())
+}
+
+/// A stored frontier cell's headline value as the Frontier page needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellValue {
+    /// The frontier run.
+    pub run_id: i64,
+    /// Its host.
+    pub host: String,
+    /// The arm's file.
+    pub arm_file: String,
+    /// The arm's quantization.
+    pub arm_quant: String,
+    /// `speed`, `ppl:<dataset>` or `task:<name>`.
+    pub measure: String,
+    /// Headline value (tok/s, PPL or accuracy).
+    pub value: Option<f64>,
+}
+
+/// Builds the Frontier page from bench rows and frontier cell values: one row per
+/// (run, host, model file, quant), never a maximum across runs.
+pub fn frontier_view(rows: &[BenchRecord], cells: &[CellValue]) -> FrontierView {
+    let mut measures: Vec<String> = cells
+        .iter()
+        .filter(|c| c.measure != "speed")
+        .map(|c| c.measure.clone())
+        .collect();
+    measures.sort();
+    measures.dedup();
+    let mut out: Vec<FrontierViewRow> = Vec::new();
+    let get = |run_id: i64,
+               host: &str,
+               model: String,
+               quant: &str,
+               out: &mut Vec<FrontierViewRow>|
+     -> usize {
+        if let Some(i) = out.iter().position(|r| {
+            r.run_id == run_id && r.host == host && r.model == model && r.quant == quant
+        }) {
+            return i;
+        }
+        out.push(FrontierViewRow {
+            run_id,
+            host: host.to_string(),
+            model,
+            quant: quant.to_string(),
+            decode_tps: None,
+            decode_ceiling_tps: None,
+            prefill_tps: None,
+            quality: vec![None; measures.len()],
+        });
+        out.len() - 1
+    };
+    // Within one run, the row with the most threads (then the first stored) speaks
+    // for the run; values of other runs never compete with it.
+    let mut threads_seen: Vec<(usize, bool, i64)> = Vec::new();
+    for r in rows.iter().filter(|r| r.n_depth == 0 && r.n_seqs == 1) {
+        let i = get(
+            r.run_id,
+            &r.hostname,
+            file_name(&r.model_filename),
+            &r.quant,
+            &mut out,
+        );
+        let decode = r.is_decode();
+        let prev = threads_seen
+            .iter_mut()
+            .find(|(j, d, _)| *j == i && *d == decode);
+        match prev {
+            Some((_, _, t)) if *t >= r.n_threads => continue,
+            Some((_, _, t)) => *t = r.n_threads,
+            None => threads_seen.push((i, decode, r.n_threads)),
+        }
+        let row = &mut out[i];
+        if decode {
+            row.decode_tps = finite(r.avg_ts);
+            row.decode_ceiling_tps = finite(r.ceiling_ts);
+        } else {
+            row.prefill_tps = finite(r.avg_ts);
+        }
+    }
+    for c in cells {
+        let i = get(
+            c.run_id,
+            &c.host,
+            file_name(&c.arm_file),
+            &c.arm_quant,
+            &mut out,
+        );
+        if c.measure == "speed" {
+            if out[i].decode_tps.is_none() {
+                out[i].decode_tps = c.value.and_then(finite);
+            }
+        } else if let Some(k) = measures.iter().position(|m| *m == c.measure) {
+            out[i].quality[k] = c.value.and_then(finite);
+        }
+    }
+    out.sort_by(|a, b| b.run_id.cmp(&a.run_id));
+    FrontierView {
+        measures,
+        rows: out,
+    }
+}
+
+/// Reads every stored frontier cell's headline value with its run and host.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn frontier_cells(store: &Store) -> Result<Vec<CellValue>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT c.run_id, r.hostname, c.arm_file, c.arm_quant, c.measure, c.value \
+         FROM frontier_cells c JOIN runs r ON r.id = c.run_id ORDER BY c.id",
+    )
+    .fetch_all(store.pool())
+    .await
+    .map_err(|source| StoreError::Sql {
+        path: store.path().display().to_string(),
+        source,
+    })?;
+    Ok(rows
+        .iter()
+        .map(|r| CellValue {
+            run_id: r.get("run_id"),
+            host: r.get("hostname"),
+            arm_file: r.get("arm_file"),
+            arm_quant: r.get("arm_quant"),
+            measure: r.get("measure"),
+            value: r.get("value"),
+        })
+        .collect())
+}
+
+/// One matched pair of rows of two runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareRow {
+    /// Model type.
+    pub model: String,
+    /// Test label.
+    pub test: String,
+    /// Threads.
+    pub n_threads: i64,
+    /// Run A tok/s (mean, std).
+    pub a: Option<(f64, f64)>,
+    /// Run B tok/s (mean, std).
+    pub b: Option<(f64, f64)>,
+    /// (B − A) ÷ A × 100, when both exist.
+    pub change_pct: Option<f64>,
+}
+
+/// Matches the rows of two runs on (model type, test label, threads) — the key
+/// columns that make two measurements comparable — in A's order, then B's extras.
+pub fn compare_runs(a: &[BenchRecord], b: &[BenchRecord]) -> Vec<CompareRow> {
+    let key = |r: &BenchRecord| (r.model_type.clone(), r.test_label(), r.n_threads);
+    let mut out: Vec<CompareRow> = Vec::new();
+    for r in a {
+        let (model, test, n_threads) = key(r);
+        let m = b.iter().find(|x| key(x) == key(r));
+        out.push(CompareRow {
+            model,
+            test,
+            n_threads,
+            a: Some((r.avg_ts, r.stddev_ts)),
+            b: m.map(|x| (x.avg_ts, x.stddev_ts)),
+            change_pct: m
+                .filter(|_| r.avg_ts > 0.0)
+                .map(|x| (x.avg_ts - r.avg_ts) / r.avg_ts * 100.0),
+        });
+    }
+    for x in b {
+        if !a.iter().any(|r| key(r) == key(x)) {
+            let (model, test, n_threads) = key(x);
+            out.push(CompareRow {
+                model,
+                test,
+                n_threads,
+                a: None,
+                b: Some((x.avg_ts, x.stddev_ts)),
+                change_pct: None,
+            });
+        }
+    }
+    out
+}
+
+/// Errors of [`export_path`].
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ExportPathError {
+    /// The name is not a plain file name.
+    #[error(
+        "export file name {0:?} is not allowed: use letters, digits, '.', '_' or '-' only (no folders), at most 100 characters"
+    )]
+    BadName(String),
+    /// The extension does not match the format.
+    #[error("export file name {name:?} must end in .{ext} for this format")]
+    BadExtension {
+        /// The name.
+        name: String,
+        /// The extension wanted.
+        ext: String,
+    },
+}
+
+/// Validates `name` (a bare file name from the UI) and joins it to `dir`: only
+/// `[A-Za-z0-9._-]`, no leading dot, ≤ 100 characters, ending in `.ext`. So a UI
+/// request can never write outside the exports folder.
+///
+/// # Errors
+/// [`ExportPathError`] naming the problem.
+pub fn export_path(dir: &Path, name: &str, ext: &str) -> Result<PathBuf, ExportPathError> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !ok {
+        return Err(ExportPathError::BadName(name.to_string()));
+    }
+    let want = format!(".{ext}");
+    if !name.to_ascii_lowercase().ends_with(&want) || name.len() == want.len() {
+        return Err(ExportPathError::BadExtension {
+            name: name.to_string(),
+            ext: ext.to_string(),
+        });
+    }
+    Ok(dir.join(name))
+}
+
+/// The folder exports go to: `$MEMWALL_EXPORTS`, else `<data dir>/memwall/exports`.
+pub fn exports_dir() -> PathBuf {
+    if let Ok(p) = std::env::var("MEMWALL_EXPORTS") {
+        if !p.is_empty() {
+            return PathBuf::from(p);
+        }
+    }
+    directories::ProjectDirs::from("", "", "memwall")
+        .map(|d| d.data_dir().join("exports"))
+        .unwrap_or_else(|| PathBuf::from("exports"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::hw::{MemState, Thermal, ThermalState};
+    use crate::units::Bytes;
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    }
+
+    fn live(power: PowerSource) -> LiveState {
+        LiveState {
+            power,
+            thermal: Thermal {
+                state: ThermalState::Nominal,
+                max_celsius: Some(54.0),
+            },
+            mem: MemState {
+                total: Bytes(16 << 30),
+                available: Bytes(12 << 30),
+                swap_total: Bytes(2 << 30),
+                swap_used: Bytes(1 << 29),
+            },
+            swap_out_pages: Some(0),
+        }
+    }
+
+    fn triad(at: &str) -> StoredStream {
+        StoredStream {
+            id: 1,
+            run_id: 1,
+            measured_at: at.into(),
+            kernel: "triad".into(),
+            threads: 2,
+            array_bytes: 1,
+            best_gbps: 44.06,
+            avg_gbps: 43.0,
+            hostname: "h".into(),
+        }
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age("2026-11-30T11:59:48Z", now()), "12 s ago");
+        assert_eq!(age("2026-11-30T11:57:00Z", now()), "3 min ago");
+        assert_eq!(age("2026-11-30T10:00:00Z", now()), "2 h ago");
+        assert_eq!(age("2026-11-25T12:00:00Z", now()), "5 d ago");
+        assert_eq!(age("2026-11-30T12:00:05Z", now()), "in the future");
+        assert_eq!(age("yesterday", now()), "—");
+    }
+
+    #[test]
+    fn tray_lines_show_measured_values_or_dash() {
+        let t = TrayStatus::new(
+            Some(&triad("2026-11-30T11:57:00Z")),
+            &live(PowerSource::Ac),
+            now(),
+        );
+        assert_eq!(
+            t.bandwidth,
+            "Bandwidth: 44.1 GB/s (triad, 2 threads, 3 min ago)"
+        );
+        assert_eq!(t.thermal, "Thermal: nominal 54.0C");
+        assert_eq!(t.power, "Power: AC");
+        assert_eq!(t.memory, "Memory: 4.0 / 16.0 GiB used · swap 0.5 / 2.0 GiB");
+        let t = TrayStatus::new(
+            None,
+            &live(PowerSource::Battery {
+                percent: Some(40.0),
+            }),
+            now(),
+        );
+        assert_eq!(t.bandwidth, "Bandwidth: — (never measured)");
+        assert!(
+            t.power
+                .starts_with("Power: battery (40%) — benchmarks refuse"),
+            "{}",
+            t.power
+        );
+    }
+
+    fn row(id: i64, tg: bool, depth: i64, intensity: f64, gflops: f64) -> BenchRecord {
+        let mut r = BenchRecord::example();
+        r.id = id;
+        r.n_depth = depth;
+        r.n_prompt = if tg { 0 } else { 512 };
+        r.n_gen = if tg { 128 } else { 0 };
+        r.intensity = intensity;
+        r.achieved_gflops = gflops;
+        r.bandwidth_gbps = 40.0;
+        r.peak_gflops = 400.0;
+        r
+    }
+
+    #[test]
+    fn roofline_roof_is_min_of_diagonal_and_peak() {
+        let v = roofline_view(&[row(1, true, 0, 2.0, 30.0), row(2, false, 0, 200.0, 300.0)]);
+        // ridge = 400 GFLOP/s ÷ 40 GB/s = 10 FLOP/byte
+        assert_eq!(v.ridge, Some(10.0));
+        assert_eq!(v.roof[1], (10.0, 400.0));
+        let (x0, y0) = v.roof[0];
+        assert!((y0 - x0 * 40.0).abs() < 1e-9);
+        assert_eq!(v.roof[2].1, 400.0);
+        // attainable: tg at I=2 → 80 GFLOP/s; pp at I=200 → the 400 peak
+        assert_eq!(v.points[0].attainable_gflops, 80.0);
+        assert_eq!(v.points[1].attainable_gflops, 400.0);
+        assert_eq!(v.points[0].phase, "tg");
+        assert!(
+            v.points[1].provenance.contains("pp512"),
+            "{}",
+            v.points[1].provenance
+        );
+        assert_eq!(v.decode_vs_depth.len(), 1);
+    }
+
+    #[test]
+    fn roofline_without_rows_has_no_roof() {
+        let v = roofline_view(&[]);
+        assert!(v.roof.is_empty() && v.points.is_empty());
+        assert_eq!(v.bandwidth_gbps, None);
+    }
+
+    #[test]
+    fn frontier_shows_only_what_is_measured() {
+        let mut tg = row(1, true, 0, 2.0, 30.0);
+        tg.avg_ts = 61.0;
+        tg.ceiling_ts = 90.0;
+        let cells = vec![CellValue {
+            run_id: 7,
+            host: "lab-2".into(),
+            arm_file: "/m/other.Q8_0.gguf".into(),
+            arm_quant: "Q8_0".into(),
+            measure: "ppl:wikitext".into(),
+            value: Some(12.5),
+        }];
+        let v = frontier_view(&[tg.clone()], &cells);
+        assert_eq!(v.measures, vec!["ppl:wikitext"]);
+        assert_eq!(v.rows.len(), 2);
+        // newest run first
+        assert_eq!((v.rows[0].run_id, v.rows[0].host.as_str()), (7, "lab-2"));
+        assert_eq!(v.rows[0].model, "other.Q8_0.gguf");
+        assert_eq!(v.rows[0].quality, vec![Some(12.5)]);
+        assert_eq!(v.rows[0].decode_tps, None);
+        assert_eq!(v.rows[1].run_id, tg.run_id);
+        assert_eq!(v.rows[1].decode_tps, Some(61.0));
+        assert_eq!(v.rows[1].decode_ceiling_tps, Some(90.0));
+        assert_eq!(v.rows[1].prefill_tps, None);
+        assert_eq!(v.rows[1].quality, vec![None]);
+    }
+
+    #[test]
+    fn frontier_keeps_each_run_apart_instead_of_taking_the_maximum() {
+        // Two runs of the same file: an old fast one and a new slow one. Each is a
+        // row of its own with its own value; the new one is not replaced by the old.
+        let mut old = row(1, true, 0, 2.0, 30.0);
+        old.run_id = 3;
+        old.avg_ts = 80.0;
+        let mut new = old.clone();
+        new.run_id = 9;
+        new.avg_ts = 55.0;
+        // Within run 9, the 1-thread row does not speak for the run: the most threads do.
+        let mut new_1t = new.clone();
+        new_1t.n_threads = 1;
+        new_1t.avg_ts = 99.0;
+        let mut other_host = new.clone();
+        other_host.hostname = "elsewhere".into();
+        other_host.avg_ts = 12.0;
+        let v = frontier_view(&[old, new_1t, new.clone(), other_host], &[]);
+        let got: Vec<(i64, &str, Option<f64>)> = v
+            .rows
+            .iter()
+            .map(|r| (r.run_id, r.host.as_str(), r.decode_tps))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (9, new.hostname.as_str(), Some(55.0)),
+                (9, "elsewhere", Some(12.0)),
+                (3, new.hostname.as_str(), Some(80.0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn compare_matches_key_columns() {
+        let mut a1 = row(1, true, 0, 1.0, 1.0);
+        a1.avg_ts = 50.0;
+        let mut b1 = a1.clone();
+        b1.avg_ts = 55.0;
+        let mut b2 = row(3, false, 0, 1.0, 1.0);
+        b2.avg_ts = 300.0;
+        let c = compare_runs(&[a1], &[b1, b2]);
+        assert_eq!(c.len(), 2);
+        assert!((c[0].change_pct.unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!(c[1].a, None);
+        assert_eq!(c[1].test, "pp512");
+    }
+
+    #[test]
+    fn export_names_cannot_escape_the_folder() {
+        let d = Path::new("/x/exports");
+        assert_eq!(
+            export_path(d, "roof.png", "png").unwrap(),
+            d.join("roof.png")
+        );
+        for bad in [
+            "../a.png",
+            "a/b.png",
+            "",
+            ".png",
+            ".hidden.png",
+            "a b.png",
+            "/etc/x.png",
+        ] {
+            assert!(export_path(d, bad, "png").is_err(), "{bad}");
+        }
+        assert_eq!(
+            export_path(d, "a.svg", "png").unwrap_err(),
+            ExportPathError::BadExtension {
+                name: "a.svg".into(),
+                ext: "png".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,1401 @@
+//! The provenance store: SQLite through `sqlx`, migrations embedded from
+//! `crates/memwall-core/migrations`. Every run is written in one transaction, so a
+//! killed run leaves no partial rows.
+//!
+//! Several processes may share one database (benches writing while the app reads
+//! history): WAL mode lets readers run beside the one writer, write transactions
+//! start with `BEGIN IMMEDIATE` (a transaction that read first and then tries to write
+//! could fail at once with SQLITE_BUSY instead of waiting), every connection waits up
+//! to [`BUSY_TIMEOUT`] for a lock, and migrations run inside one such transaction so
+//! that processes opening a new file together apply them once. WAL needs shared
+//! memory between the processes, which network file systems do not provide
+//! (<https://www.sqlite.org/wal.html>, "WAL does not work over a network
+//! filesystem"): a database on one (see [`network_filesystem`]) gets a rollback
+//! journal instead, with a warning.
+//!
+//! Default location: `$MEMWALL_DB`, else the user's data directory
+//! (`~/.local/share/memwall/memwall.db` on Linux,
+//! `~/Library/Application Support/memwall/memwall.db` on macOS).
+
+pub mod record;
+
+use crate::measure::peak::Peak;
+use crate::measure::stream::StreamResult;
+use crate::probe::hw::HostInfo;
+use crate::store::record::{BenchRecord, Cell};
+use serde::{Deserialize, Serialize};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+};
+use sqlx::{Column, Connection, Row, Sqlite, Transaction};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("store {path}: {source}")]
+    Sql {
+        /// Database file.
+        path: String,
+        /// The error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A migration failed.
+    #[error(
+        "store {path}: migration failed: {source}. If this database was written by a newer memwall, upgrade memwall or pass --db to use another file"
+    )]
+    Migrate {
+        /// Database file.
+        path: String,
+        /// The error.
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A stored row could not be decoded.
+    #[error("store {path}: table {table}, row {id}: {problem}")]
+    Decode {
+        /// Database file.
+        path: String,
+        /// Table.
+        table: &'static str,
+        /// Row id.
+        id: i64,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The directory could not be created.
+    #[error("store {path}: {source}")]
+    Io {
+        /// Path.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something asked for does not exist.
+    #[error("store: {0}")]
+    NotFound(String),
+    /// A run cannot be deleted alone: other runs' rows rest on it.
+    #[error(
+        "store {path}: run {run} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {}: delete those first, or delete them together with it (memwall history --delete {run} --cascade)",
+        dependents.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+    )]
+    Dependents {
+        /// Database file.
+        path: String,
+        /// The run asked to be deleted.
+        run: i64,
+        /// Runs whose rows rest on it.
+        dependents: Vec<i64>,
+    },
+}
+
+/// The store.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    path: PathBuf,
+    journal: SqliteJournalMode,
+}
+
+/// A run to record (the parent of stream/peak/bench rows).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NewRun {
+    /// `bench`, `stream`, …
+    pub kind: String,
+    /// UTC RFC 3339.
+    pub started_at: String,
+    /// UTC RFC 3339.
+    pub finished_at: String,
+    /// The command line as typed.
+    pub command: String,
+    /// Machine facts.
+    pub host: HostInfo,
+    /// Free-form notes.
+    pub notes: String,
+    /// What the measuring guard saw (power, thermal before/after, swap-outs,
+    /// capacity checks); `None` for runs that measured nothing under it.
+    #[serde(default)]
+    pub guard: Option<crate::measure::guard::GuardReport>,
+}
+
+/// A stored run, as listed by the History page and `memwall history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Run id.
+    pub id: i64,
+    /// Kind.
+    pub kind: String,
+    /// Start time.
+    pub started_at: String,
+    /// memwall commit.
+    pub build_commit: String,
+    /// Command.
+    pub command: String,
+    /// Host name.
+    pub hostname: String,
+    /// CPU.
+    pub cpu_info: String,
+    /// Bench rows in the run.
+    pub n_bench_rows: i64,
+    /// Distinct models in the run, `; `-separated file names.
+    pub models: String,
+}
+
+/// A stored STREAM kernel result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredStream {
+    /// Row id (what bench rows reference as `stream_id`).
+    pub id: i64,
+    /// Run id.
+    pub run_id: i64,
+    /// When.
+    pub measured_at: String,
+    /// Kernel name.
+    pub kernel: String,
+    /// Threads.
+    pub threads: i64,
+    /// Bytes per array.
+    pub array_bytes: i64,
+    /// Best rate, GB/s.
+    pub best_gbps: f64,
+    /// Mean rate, GB/s.
+    pub avg_gbps: f64,
+    /// Host name.
+    pub hostname: String,
+}
+
+/// A stored peak-compute measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredPeak {
+    /// Row id.
+    pub id: i64,
+    /// When.
+    pub measured_at: String,
+    /// `f32 FMA` or `int8 dot`.
+    pub kind: String,
+    /// Threads.
+    pub threads: i64,
+    /// GFLOP/s (GOP/s).
+    pub gflops: f64,
+    /// Instruction path.
+    pub isa: String,
+    /// Plausibility bound of this peak, GFLOP/s (GOP/s).
+    pub bound_gflops: f64,
+    /// The bound's clock, GHz.
+    pub clock_ghz: f64,
+    /// Where that clock came from.
+    pub clock_source: String,
+}
+
+/// Which bench rows to read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RowFilter {
+    /// Only this run.
+    pub run_id: Option<i64>,
+    /// Only rows whose model file name contains this.
+    pub model: Option<String>,
+    /// Only this engine.
+    pub engine: Option<String>,
+    /// Only rows at or after this RFC 3339 time.
+    pub since: Option<String>,
+}
+
+/// The default database path: `$MEMWALL_DB`, else `<data dir>/memwall/memwall.db`.
+pub fn default_path() -> PathBuf {
+    if let Ok(p) = std::env::var("MEMWALL_DB") {
+        if !p.is_empty() {
+            return PathBuf::from(p);
+        }
+    }
+    directories::ProjectDirs::from("", "", "memwall")
+        .map(|d| d.data_dir().join("memwall.db"))
+        .unwrap_or_else(|| PathBuf::from("memwall.db"))
+}
+
+/// How long a connection waits for another's lock before failing with "database is locked".
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The statement every write transaction starts with: takes the write lock up front
+/// (waiting up to [`BUSY_TIMEOUT`]), so the transaction never has to upgrade a read.
+pub const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+/// The name of a network file system from its `statfs` `f_type` magic number (Linux,
+/// `linux/magic.h` and `fs/smb/client/cifsglob.h`), or `None` for any other.
+pub fn network_filesystem(f_type: u32) -> Option<&'static str> {
+    Some(match f_type {
+        0x6969 => "NFS",
+        0x517B => "SMB",
+        0xFF53_4D42 => "CIFS",
+        0xFE53_4D42 => "SMB2",
+        0x6573_5546 => "FUSE (e.g. sshfs)",
+        0x0102_1997 => "9p",
+        _ => return None,
+    })
+}
+
+/// The name of a network file system from the `f_fstypename` of macOS's `statfs`, or
+/// `None` for any other.
+pub fn network_filesystem_by_name(fstypename: &str) -> Option<&'static str> {
+    Some(match fstypename {
+        "nfs" => "NFS",
+        "smbfs" => "SMB",
+        "afpfs" => "AFP",
+        "webdav" => "WebDAV",
+        "macfuse" | "osxfuse" | "fusefs" => "FUSE",
+        _ => return None,
+    })
+}
+
+/// The network file system holding `dir`, if it is on one (`None` when local or when
+/// the file system cannot be asked).
+#[cfg(target_os = "linux")]
+fn network_filesystem_of(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is NUL-terminated; `st` is plain data that statfs fills.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // f_type is a 32-bit magic number held in a wider (and on some targets signed) field.
+    network_filesystem(st.f_type as u32)
+}
+
+/// The network file system holding `dir`, if it is on one.
+#[cfg(target_os = "macos")]
+fn network_filesystem_of(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: as above; f_fstypename is a NUL-terminated C string inside `st`.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(st.f_fstypename.as_ptr()) };
+    network_filesystem_by_name(&name.to_string_lossy())
+}
+
+/// Other systems: not asked (WAL).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn network_filesystem_of(_dir: &Path) -> Option<&'static str> {
+    None
+}
+
+fn bind_cell<'q>(
+    q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
+    c: Cell,
+) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
+    match c {
+        Cell::Int(v) => q.bind(v),
+        Cell::Bool(v) => q.bind(v as i64),
+        Cell::Real(v) => q.bind(v),
+        Cell::Text(v) => q.bind(v),
+        Cell::Null => q.bind(Option::<i64>::None),
+        Cell::Ints(v) => q.bind(serde_json::to_string(&v).expect("ints serialize")),
+        Cell::Reals(v) => q.bind(serde_json::to_string(&v).expect("reals serialize")),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, with foreign keys on, and
+    /// applies pending migrations. WAL mode, or a rollback journal (with a warning)
+    /// when the file lies on a network file system.
+    ///
+    /// # Errors
+    /// [`StoreError`] naming the file.
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let network = network_filesystem_of(dir.unwrap_or(Path::new(".")));
+        if let Some(fs) = network {
+            tracing::warn!(
+                "store {}: the file is on a network file system ({fs}); SQLite's WAL mode needs shared memory that network file systems do not provide, so memwall uses a rollback journal (slower, and readers wait for writers). Pass --db (or set MEMWALL_DB) to a local path to avoid this.",
+                path.display()
+            );
+        }
+        Self::open_with_journal(path, network.is_some()).await
+    }
+
+    /// [`Store::open`] with the journal chosen by the caller: a rollback journal
+    /// (`journal_mode=DELETE`) when `rollback_journal`, else WAL.
+    async fn open_with_journal(path: &Path, rollback_journal: bool) -> Result<Store, StoreError> {
+        let ps = path.display().to_string();
+        let sql = |source| StoreError::Sql {
+            path: ps.clone(),
+            source,
+        };
+        let journal = if rollback_journal {
+            SqliteJournalMode::Delete
+        } else {
+            SqliteJournalMode::Wal
+        };
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .map_err(sql)?
+            .create_if_missing(true)
+            .journal_mode(journal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(sql)?;
+        // sqlx's migration lock is a no-op on SQLite: processes opening a new file
+        // together would each create the tables. One write transaction around the
+        // whole migration serializes them; the later ones find nothing to apply.
+        let mut conn = pool.acquire().await.map_err(sql)?;
+        let mut tx = conn.begin_with(BEGIN_WRITE).await.map_err(sql)?;
+        // `run_direct` takes the connection itself: `run(&mut *tx)` goes through sqlx's
+        // `Acquire`, whose bound rustc cannot prove for every lifetime once this future
+        // is awaited inside a `Send` one (the app's commands).
+        sqlx::migrate!("./migrations")
+            .run_direct(None, &mut *tx, false)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                path: ps.clone(),
+                source,
+            })?;
+        tx.commit().await.map_err(sql)?;
+        drop(conn);
+        Ok(Store {
+            pool,
+            path: path.to_path_buf(),
+            journal,
+        })
+    }
+
+    /// The journal mode in use: `wal`, or `delete` (a rollback journal) on a network
+    /// file system.
+    pub fn journal_mode(&self) -> &'static str {
+        match self.journal {
+            SqliteJournalMode::Delete => "delete",
+            _ => "wal",
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pool, for modules that own their own tables.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    fn sql(&self, source: sqlx::Error) -> StoreError {
+        StoreError::Sql {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    /// Begins a write transaction ([`BEGIN_WRITE`]: holds the write lock from the start,
+    /// waiting up to [`BUSY_TIMEOUT`] for another writer to finish).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn begin(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.pool
+            .begin_with(BEGIN_WRITE)
+            .await
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Inserts the run row inside `tx`; returns its id.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn insert_run_tx(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        run: &NewRun,
+    ) -> Result<i64, StoreError> {
+        let host_json = serde_json::to_string(&run.host).expect("host serializes");
+        let guard_json = run
+            .guard
+            .as_ref()
+            .map(|g| serde_json::to_string(g).expect("guard report serializes"));
+        let r = sqlx::query(
+            "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json, notes, guard_json)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&run.kind)
+        .bind(&run.started_at)
+        .bind(&run.finished_at)
+        .bind(crate::BUILD_COMMIT)
+        .bind(&run.command)
+        .bind(&run.host.cpu_model)
+        .bind(run.host.cores_logical as i64)
+        .bind(run.host.ram.0 as i64)
+        .bind(&run.host.os)
+        .bind(&run.host.kernel)
+        .bind(&run.host.hostname)
+        .bind(host_json)
+        .bind(&run.notes)
+        .bind(guard_json)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(r.last_insert_rowid())
+    }
+
+    /// Stores a STREAM measurement (and optionally compute peaks) as one run, in one
+    /// transaction. Returns `(run_id, ids of the kernel rows in result order)`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; nothing is written on error.
+    pub async fn insert_stream_run(
+        &self,
+        run: &NewRun,
+        results: &[StreamResult],
+        peaks: &[Peak],
+    ) -> Result<(i64, Vec<Vec<i64>>), StoreError> {
+        let mut tx = self.begin().await?;
+        let run_id = self.insert_run_tx(&mut tx, run).await?;
+        let mut ids = Vec::new();
+        for res in results {
+            let mut kid = Vec::new();
+            for k in &res.kernels {
+                let r = sqlx::query(
+                    "INSERT INTO stream_results (run_id, measured_at, kernel, threads, array_bytes, passes, best_gbps, avg_gbps, worst_gbps, samples_ns, validated, cpu_info, hostname)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(run_id)
+                .bind(&run.finished_at)
+                .bind(k.kernel.name())
+                .bind(res.config.threads as i64)
+                .bind(res.config.array_bytes().0 as i64)
+                .bind(res.config.passes as i64)
+                .bind(k.best_gbps.0)
+                .bind(k.avg_gbps.0)
+                .bind(k.worst_gbps.0)
+                .bind(serde_json::to_string(&k.samples_ns).expect("serialize"))
+                .bind(res.validated as i64)
+                .bind(&run.host.cpu_model)
+                .bind(&run.host.hostname)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.sql(e))?;
+                kid.push(r.last_insert_rowid());
+            }
+            ids.push(kid);
+        }
+        for p in peaks {
+            sqlx::query(
+                "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname, bound_gflops, clock_ghz, clock_source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(run_id)
+            .bind(&run.finished_at)
+            .bind(p.kind.label())
+            .bind(p.threads as i64)
+            .bind(p.gflops.0)
+            .bind(&p.isa)
+            .bind(&run.host.cpu_model)
+            .bind(&run.host.hostname)
+            .bind(p.bound.gflops.0)
+            .bind(p.bound.clock_ghz)
+            .bind(p.bound.clock_source.name())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.sql(e))?;
+        }
+        tx.commit().await.map_err(|e| self.sql(e))?;
+        Ok((run_id, ids))
+    }
+
+    /// Inserts bench records inside `tx`, setting each record's `run_id` and `id`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn insert_bench_rows_tx(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        run_id: i64,
+        rows: &mut [BenchRecord],
+    ) -> Result<(), StoreError> {
+        for rec in rows.iter_mut() {
+            rec.run_id = run_id;
+            let fields: Vec<_> = rec
+                .fields()
+                .into_iter()
+                .filter(|(n, _, _)| *n != "id")
+                .collect();
+            let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+            let sql = format!(
+                "INSERT INTO bench_results ({}) VALUES ({})",
+                names.join(", "),
+                vec!["?"; names.len()].join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (_, _, c) in fields {
+                q = bind_cell(q, c);
+            }
+            let r = q.execute(&mut **tx).await.map_err(|e| self.sql(e))?;
+            rec.id = r.last_insert_rowid();
+        }
+        Ok(())
+    }
+
+    /// Stores a bench run and its rows in one transaction; sets ids on the rows.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; nothing is written on error.
+    pub async fn insert_bench_run(
+        &self,
+        run: &NewRun,
+        rows: &mut [BenchRecord],
+    ) -> Result<i64, StoreError> {
+        let mut tx = self.begin().await?;
+        let run_id = self.insert_run_tx(&mut tx, run).await?;
+        self.insert_bench_rows_tx(&mut tx, run_id, rows).await?;
+        tx.commit().await.map_err(|e| self.sql(e))?;
+        Ok(run_id)
+    }
+
+    /// Reads bench rows, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn bench_rows(&self, f: &RowFilter) -> Result<Vec<BenchRecord>, StoreError> {
+        let mut sql = "SELECT * FROM bench_results WHERE 1=1".to_string();
+        if f.run_id.is_some() {
+            sql.push_str(" AND run_id = ?");
+        }
+        if f.model.is_some() {
+            sql.push_str(" AND model_filename LIKE ?");
+        }
+        if f.engine.is_some() {
+            sql.push_str(" AND engine = ?");
+        }
+        if f.since.is_some() {
+            sql.push_str(" AND test_time >= ?");
+        }
+        sql.push_str(" ORDER BY id");
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        if let Some(r) = f.run_id {
+            q = q.bind(r);
+        }
+        if let Some(m) = &f.model {
+            q = q.bind(format!("%{m}%"));
+        }
+        if let Some(e) = &f.engine {
+            q = q.bind(e.clone());
+        }
+        if let Some(s) = &f.since {
+            q = q.bind(s.clone());
+        }
+        let rows = q.fetch_all(&self.pool).await.map_err(|e| self.sql(e))?;
+        rows.iter().map(|r| self.decode_bench(r)).collect()
+    }
+
+    fn decode_bench(&self, row: &SqliteRow) -> Result<BenchRecord, StoreError> {
+        let example = serde_json::to_value(BenchRecord::example()).expect("serialize");
+        let example = example.as_object().expect("object");
+        let id: i64 = row.try_get("id").unwrap_or(-1);
+        let bad = |problem: String| StoreError::Decode {
+            path: self.path.display().to_string(),
+            table: "bench_results",
+            id,
+            problem,
+        };
+        let mut map = serde_json::Map::new();
+        for col in row.columns() {
+            let name = col.name();
+            let Some(proto) = example.get(name) else {
+                continue;
+            };
+            let v: serde_json::Value = match proto {
+                serde_json::Value::Bool(_) => serde_json::Value::Bool(
+                    row.try_get::<i64, _>(name)
+                        .map_err(|e| bad(e.to_string()))?
+                        != 0,
+                ),
+                serde_json::Value::Array(_) => {
+                    let s: String = row.try_get(name).map_err(|e| bad(e.to_string()))?;
+                    serde_json::from_str(&s).map_err(|e| bad(format!("column {name}: {e}")))?
+                }
+                serde_json::Value::String(_) => row
+                    .try_get::<Option<String>, _>(name)
+                    .map_err(|e| bad(e.to_string()))?
+                    .into(),
+                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => row
+                    .try_get::<Option<i64>, _>(name)
+                    .map_err(|e| bad(e.to_string()))?
+                    .into(),
+                _ => match row
+                    .try_get::<Option<f64>, _>(name)
+                    .map_err(|e| bad(e.to_string()))?
+                {
+                    Some(x) => x.into(),
+                    None => serde_json::Value::Null,
+                },
+            };
+            map.insert(name.to_string(), v);
+        }
+        serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| bad(e.to_string()))
+    }
+
+    /// The most recent STREAM triad row on host `hostname` with `threads` threads
+    /// (any thread count when `None`, preferring the most threads).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn latest_triad(
+        &self,
+        hostname: &str,
+        threads: Option<i64>,
+    ) -> Result<Option<StoredStream>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
+             WHERE kernel = 'triad' AND hostname = ? AND (? IS NULL OR threads = ?)
+             ORDER BY measured_at DESC, threads DESC, id DESC LIMIT 1",
+        )
+        .bind(hostname)
+        .bind(threads)
+        .bind(threads)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(row.map(|r| stream_from_row(&r)))
+    }
+
+    /// Every STREAM row measured in the same run as row `stream_id` (all kernels and
+    /// thread counts of that measurement).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn stream_siblings(&self, stream_id: i64) -> Result<Vec<StoredStream>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
+             WHERE run_id = (SELECT run_id FROM stream_results WHERE id = ?) ORDER BY id",
+        )
+        .bind(stream_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows.iter().map(stream_from_row).collect())
+    }
+
+    /// STREAM rows, newest first (at most `limit`).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn stream_rows(&self, limit: i64) -> Result<Vec<StoredStream>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results ORDER BY id DESC LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows.iter().map(stream_from_row).collect())
+    }
+
+    /// The most recent peak of `kind` on `hostname` that carries its plausibility
+    /// bound (rows stored before bounds existed are not trusted as a roof: see
+    /// migration 0011).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn latest_peak(
+        &self,
+        hostname: &str,
+        kind: &str,
+    ) -> Result<Option<StoredPeak>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, measured_at, kind, threads, gflops, isa, bound_gflops, clock_ghz, clock_source FROM peak_results
+             WHERE hostname = ? AND kind = ? AND bound_gflops IS NOT NULL AND gflops <= bound_gflops ORDER BY id DESC LIMIT 1",
+        )
+        .bind(hostname)
+        .bind(kind)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(row.map(|r| StoredPeak {
+            id: r.get("id"),
+            measured_at: r.get("measured_at"),
+            kind: r.get("kind"),
+            threads: r.get("threads"),
+            gflops: r.get("gflops"),
+            isa: r.get("isa"),
+            bound_gflops: r.get("bound_gflops"),
+            clock_ghz: r.get("clock_ghz"),
+            clock_source: r.get("clock_source"),
+        }))
+    }
+
+    /// Every run, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.id, r.kind, r.started_at, r.build_commit, r.command, r.hostname, r.cpu_info,
+                    (SELECT COUNT(*) FROM bench_results b WHERE b.run_id = r.id) AS n,
+                    (SELECT group_concat(m, '; ') FROM (SELECT DISTINCT model_filename AS m FROM bench_results b WHERE b.run_id = r.id)) AS models
+             FROM runs r ORDER BY r.id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| RunSummary {
+                id: r.get("id"),
+                kind: r.get("kind"),
+                started_at: r.get("started_at"),
+                build_commit: r.get("build_commit"),
+                command: r.get("command"),
+                hostname: r.get("hostname"),
+                cpu_info: r.get("cpu_info"),
+                n_bench_rows: r.get("n"),
+                models: r
+                    .try_get::<Option<String>, _>("models")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// The guard's findings stored with a run (`None`: measured nothing under the guard).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; [`StoreError::NotFound`] for an unknown run.
+    pub async fn run_guard(
+        &self,
+        run_id: i64,
+    ) -> Result<Option<crate::measure::guard::GuardReport>, StoreError> {
+        let json: Option<Option<String>> =
+            sqlx::query_scalar("SELECT guard_json FROM runs WHERE id = ?")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| self.sql(e))?;
+        let json = json.ok_or_else(|| StoreError::NotFound(format!("run {run_id}")))?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| StoreError::Decode {
+                path: self.path.display().to_string(),
+                table: "runs",
+                id: run_id,
+                problem: format!("guard_json: {e}"),
+            })
+        })
+        .transpose()
+    }
+
+    /// Runs whose rows rest on run `id`: the spec-bench runs with speedup rows that
+    /// a gate of run `id` unlocked (`spec_bench.gate_id`), ascending.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn dependent_runs(&self, id: i64) -> Result<Vec<i64>, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.sql(e))?;
+        dependents(&mut *conn, id).await.map_err(|e| self.sql(e))
+    }
+
+    /// Deletes a run and (by cascade) every row that belongs to it, in one
+    /// transaction. Refuses a gate run whose gates unlocked speedup rows of other
+    /// runs (see [`Store::delete_run_cascade`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] when there is no such run; [`StoreError::Dependents`]
+    /// naming the runs that rest on it (nothing is deleted then).
+    pub async fn delete_run(&self, id: i64) -> Result<(), StoreError> {
+        self.delete_run_with(id, false).await.map(|_| ())
+    }
+
+    /// Deletes a run together with the runs whose rows rest on it
+    /// ([`Store::dependent_runs`]), in one transaction; returns those runs' ids.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] when there is no such run.
+    pub async fn delete_run_cascade(&self, id: i64) -> Result<Vec<i64>, StoreError> {
+        self.delete_run_with(id, true).await
+    }
+
+    async fn delete_run_with(&self, id: i64, cascade: bool) -> Result<Vec<i64>, StoreError> {
+        let mut tx = self.begin().await?;
+        let deps = dependents(&mut *tx, id).await.map_err(|e| self.sql(e))?;
+        if !deps.is_empty() && !cascade {
+            return Err(StoreError::Dependents {
+                path: self.path.display().to_string(),
+                run: id,
+                dependents: deps,
+            });
+        }
+        for &d in &deps {
+            sqlx::query("DELETE FROM runs WHERE id = ?")
+                .bind(d)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.sql(e))?;
+        }
+        let n = sqlx::query("DELETE FROM runs WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.sql(e))?
+            .rows_affected();
+        if n == 0 {
+            return Err(StoreError::NotFound(format!("no run with id {id}")));
+        }
+        tx.commit().await.map_err(|e| self.sql(e))?;
+        Ok(deps)
+    }
+}
+
+async fn dependents(conn: &mut sqlx::SqliteConnection, id: i64) -> Result<Vec<i64>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT DISTINCT b.run_id AS run_id FROM spec_bench b JOIN spec_gates g ON g.id = b.gate_id
+         WHERE g.run_id = ? AND b.run_id <> ? ORDER BY b.run_id",
+    )
+    .bind(id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.iter().map(|r| r.get("run_id")).collect())
+}
+
+fn stream_from_row(r: &SqliteRow) -> StoredStream {
+    StoredStream {
+        id: r.get("id"),
+        run_id: r.get("run_id"),
+        measured_at: r.get("measured_at"),
+        kernel: r.get("kernel"),
+        threads: r.get("threads"),
+        array_bytes: r.get("array_bytes"),
+        best_gbps: r.get("best_gbps"),
+        avg_gbps: r.get("avg_gbps"),
+        hostname: r.get("hostname"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::record::ColumnRole;
+    use crate::units::Bytes;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            cpu_model: "cpu".into(),
+            cores_physical: 2,
+            cores_logical: 2,
+            ram: Bytes(1 << 30),
+            os: "os".into(),
+            kernel: "k".into(),
+            arch: "x86_64".into(),
+            llc: None,
+            gpus: vec![],
+            hostname: "h".into(),
+        }
+    }
+
+    fn run(kind: &str) -> NewRun {
+        NewRun {
+            kind: kind.into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall test".into(),
+            host: host(),
+            notes: String::new(),
+            guard: None,
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("sub/m.db")).await.unwrap();
+        (d, s)
+    }
+
+    #[tokio::test]
+    async fn bench_rows_round_trip_exactly() {
+        let (_d, s) = store().await;
+        let mut rows = vec![
+            BenchRecord::example(),
+            BenchRecord {
+                n_depth: 512,
+                implied_bandwidth_gbps: None,
+                swap_out_pages: None,
+                ..BenchRecord::example()
+            },
+        ];
+        let run_id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
+        assert!(rows[0].id > 0 && rows[1].id > rows[0].id);
+        let back = s
+            .bench_rows(&RowFilter {
+                run_id: Some(run_id),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(back, rows);
+        let runs = s.runs().await.unwrap();
+        assert_eq!(runs[0].n_bench_rows, 2);
+        assert_eq!(runs[0].models, "m.gguf");
+    }
+
+    #[tokio::test]
+    async fn a_failed_transaction_leaves_nothing() {
+        let (_d, s) = store().await;
+        let mut tx = s.begin().await.unwrap();
+        let run_id = s.insert_run_tx(&mut tx, &run("bench")).await.unwrap();
+        let mut rows = vec![BenchRecord::example()];
+        s.insert_bench_rows_tx(&mut tx, run_id, &mut rows)
+            .await
+            .unwrap();
+        drop(tx); // killed before commit
+        assert!(s.runs().await.unwrap().is_empty());
+        assert!(
+            s.bench_rows(&RowFilter::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_cascades_and_reports_missing() {
+        let (_d, s) = store().await;
+        let mut rows = vec![BenchRecord::example()];
+        let id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
+        s.delete_run(id).await.unwrap();
+        assert!(
+            s.bench_rows(&RowFilter::default())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let e = s.delete_run(id).await.unwrap_err().to_string();
+        assert!(e.contains(&format!("no run with id {id}")), "{e}");
+    }
+
+    #[tokio::test]
+    async fn latest_triad_is_found() {
+        let (_d, s) = store().await;
+        let cfg = crate::measure::stream::StreamConfig {
+            n_elements: 1000,
+            threads: 2,
+            passes: 2,
+            kernels: vec![crate::measure::stream::Kernel::Triad],
+        };
+        let res = crate::measure::stream::run(&cfg).unwrap();
+        let (_, ids) = s
+            .insert_stream_run(&run("stream"), &[res.clone()], &[])
+            .await
+            .unwrap();
+        let t = s.latest_triad("h", None).await.unwrap().unwrap();
+        assert_eq!(t.id, ids[0][0]);
+        assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
+        assert!(s.latest_triad("other", None).await.unwrap().is_none());
+    }
+
+    /// A peak is stored with its bound and read back; a row without a bound (stored
+    /// before bounds existed, by kernels the compiler could hoist) is not a roof.
+    #[tokio::test]
+    async fn only_peaks_with_a_bound_are_a_roof() {
+        use crate::measure::peak::{Bound, Clock, ClockSource, Isa, Peak, PeakKind};
+        use crate::units::Gflops;
+        let (_d, s) = store().await;
+        // An old row, as migration 0001 stored it: no bound.
+        let (old_run, _) = s.insert_stream_run(&run("peak"), &[], &[]).await.unwrap();
+        sqlx::query(
+            "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname) VALUES (?, 't', 'int8 dot', 2, 16428.2, 'avx2', 'cpu', 'h')",
+        )
+        .bind(old_run)
+        .execute(s.pool())
+        .await
+        .unwrap();
+        assert_eq!(s.latest_peak("h", "int8 dot").await.unwrap(), None);
+        let clock = Clock {
+            ghz: 3.0,
+            source: ClockSource::AddChain,
+        };
+        let p = Peak {
+            kind: PeakKind::Int8Dot,
+            gflops: Gflops(300.0),
+            threads: 2,
+            isa: "avx2".into(),
+            bound: Bound::new(2, clock, Isa::Avx2.limits(PeakKind::Int8Dot)),
+        };
+        s.insert_stream_run(&run("peak"), &[], &[p]).await.unwrap();
+        let got = s.latest_peak("h", "int8 dot").await.unwrap().unwrap();
+        assert_eq!((got.gflops, got.isa.as_str()), (300.0, "avx2"));
+        assert_eq!(got.bound_gflops, 768.0); // 2 × 3 GHz × 32 × 2 × 2
+        assert_eq!(
+            (got.clock_ghz, got.clock_source.as_str()),
+            (3.0, "measured dependent-add chain")
+        );
+    }
+
+    #[tokio::test]
+    async fn rows_stored_before_the_llama_bench_columns_migrate() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.db");
+        {
+            // The schema as it was before migration 12 (llama-bench's columns), with one row in it.
+            let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+                .unwrap()
+                .create_if_missing(true);
+            let pool = SqlitePool::connect_with(opts).await.unwrap();
+            sqlx::migrate!("./migrations")
+                .run_to(11, &pool)
+                .await
+                .unwrap();
+            sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
+                .execute(&pool)
+                .await
+                .unwrap();
+            let new_columns = [
+                "id",
+                "build_number",
+                "backends",
+                "system_info",
+                "flash_attn",
+                "cpu_mask",
+                "cpu_strict",
+                "poll",
+                "n_cpu_moe",
+                "split_mode",
+                "main_gpu",
+                "no_kv_offload",
+                "devices",
+                "tensor_split",
+                "tensor_buft_overrides",
+                "load_mode",
+                "lazy_mode",
+                "embeddings",
+                "no_op_offload",
+                "no_host",
+                "repack",
+                "fit_target",
+                "fit_min_ctx",
+                "gpu_info",
+            ];
+            let old = BenchRecord::example();
+            let mut fields: Vec<_> = old
+                .fields()
+                .into_iter()
+                .filter(|(n, _, _)| !new_columns.contains(n))
+                .collect();
+            fields.push((
+                "backend",
+                ColumnRole::Key,
+                Cell::Text("CPU; CPU : AVX2 = 1 | FMA = 1 |".into()),
+            ));
+            fields.push(("flash_attn", ColumnRole::Key, Cell::Text("on".into())));
+            fields.push((
+                "gpu_info",
+                ColumnRole::Key,
+                Cell::Text("GPU A; GPU B".into()),
+            ));
+            let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+            let sql = format!(
+                "INSERT INTO bench_results ({}) VALUES ({})",
+                names.join(", "),
+                vec!["?"; names.len()].join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (_, _, c) in fields {
+                q = bind_cell(q, c);
+            }
+            q.execute(&pool).await.unwrap();
+            pool.close().await;
+        }
+        let s = Store::open(&path).await.unwrap();
+        let back = s.bench_rows(&RowFilter::default()).await.unwrap();
+        assert_eq!(back.len(), 1);
+        let r = &back[0];
+        assert_eq!(r.backends, "CPU");
+        assert_eq!(r.system_info, "CPU : AVX2 = 1 | FMA = 1 |");
+        assert_eq!(r.flash_attn, 1);
+        assert_eq!(r.gpu_info, "GPU A, GPU B");
+        assert_eq!(r.build_number, None);
+        assert_eq!(r.llama, crate::store::record::LlamaDefaults::default());
+        assert_eq!(r.avg_ts, BenchRecord::example().avg_ts);
+    }
+
+    #[test]
+    fn network_filesystems_are_recognised_by_magic_number() {
+        // statfs(2) f_type values from linux/magic.h and the SMB client's cifsglob.h.
+        assert_eq!(network_filesystem(0x6969), Some("NFS"));
+        assert_eq!(network_filesystem(0x517B), Some("SMB"));
+        assert_eq!(network_filesystem(0xFF53_4D42), Some("CIFS"));
+        assert_eq!(network_filesystem(0xFE53_4D42), Some("SMB2"));
+        assert_eq!(network_filesystem(0x6573_5546), Some("FUSE (e.g. sshfs)"));
+        assert_eq!(network_filesystem(0x0102_1997), Some("9p"));
+        // Local ones: ext4, tmpfs, btrfs, xfs, overlayfs.
+        for local in [0xEF53, 0x0102_1994, 0x9123_683E, 0x5846_5342, 0x794C_7630] {
+            assert_eq!(network_filesystem(local), None, "{local:#x}");
+        }
+        // A signed 64-bit f_type holding CIFS's magic number truncates to the same u32.
+        assert_eq!(network_filesystem(0xFF53_4D42_i64 as u32), Some("CIFS"));
+        assert_eq!(network_filesystem_by_name("smbfs"), Some("SMB"));
+        assert_eq!(network_filesystem_by_name("nfs"), Some("NFS"));
+        assert_eq!(network_filesystem_by_name("apfs"), None);
+    }
+
+    #[tokio::test]
+    async fn a_database_on_a_network_file_system_gets_a_rollback_journal() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(
+            network_filesystem_of(d.path()),
+            None,
+            "the temp dir is local"
+        );
+        let local = Store::open(&d.path().join("local.db")).await.unwrap();
+        let remote = Store::open_with_journal(&d.path().join("remote.db"), true)
+            .await
+            .unwrap();
+        for (s, want) in [(&local, "wal"), (&remote, "delete")] {
+            let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+            assert_eq!((mode.as_str(), s.journal_mode()), (want, want));
+        }
+        let mut rows = vec![BenchRecord::example()];
+        remote
+            .insert_bench_run(&run("bench"), &mut rows)
+            .await
+            .unwrap();
+        assert_eq!(
+            remote.bench_rows(&RowFilter::default()).await.unwrap(),
+            rows
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_transaction_that_reads_first_holds_the_write_lock() {
+        // A deferred transaction that reads and then writes fails at once with
+        // SQLITE_BUSY (a stale snapshot) when another connection commits in between;
+        // `begin` takes the write lock up front, so the other writer waits instead.
+        let (_d, s1) = store().await;
+        let s2 = Store::open(s1.path()).await.unwrap();
+        let mut tx = s1.begin().await.unwrap();
+        let before: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        let other = tokio::spawn(async move {
+            let mut rows = vec![BenchRecord::example()];
+            s2.insert_bench_run(&run("bench"), &mut rows).await
+        });
+        // Give the other writer the chance it would have without the lock.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        s1.insert_run_tx(&mut tx, &run("bench")).await.unwrap();
+        tx.commit().await.unwrap();
+        other.await.unwrap().unwrap();
+        assert_eq!(before, 0);
+        assert_eq!(s1.runs().await.unwrap().len(), 2);
+    }
+
+    const WRITERS: usize = 8;
+    /// Set in a re-invoked test binary: `<writer index>`; the binary is then one writer.
+    const WRITER_ENV: &str = "MEMWALL_STORE_TEST_WRITER";
+    const DB_ENV: &str = "MEMWALL_STORE_TEST_DB";
+
+    /// One writer process: `n_rows` bench rows, each in its own transaction (a run and
+    /// its row), on host `writer-<i>`. Fails listing every error.
+    async fn writer(i: usize, db: &Path, rollback_journal: bool, n_rows: usize) {
+        let s = Store::open_with_journal(db, rollback_journal)
+            .await
+            .unwrap();
+        let mut errors = Vec::new();
+        for j in 0..n_rows {
+            let mut r = run("bench");
+            r.host.hostname = format!("writer-{i}");
+            let mut rows = vec![BenchRecord {
+                hostname: format!("writer-{i}"),
+                model_filename: format!("w{i}-{j}.gguf"),
+                ..BenchRecord::example()
+            }];
+            if let Err(e) = s.insert_bench_run(&r, &mut rows).await {
+                errors.push(e.to_string());
+            }
+        }
+        assert!(
+            errors.is_empty(),
+            "writer {i}: {} errors, first: {:?}",
+            errors.len(),
+            errors.first()
+        );
+    }
+
+    /// Eight processes (this test binary, re-invoked as writers) write `n_rows` rows
+    /// each into one new database while this process lists history in a loop; every
+    /// row arrives and nobody sees an error.
+    async fn eight_processes_write_while_history_reads(
+        test_name: &str,
+        rollback_journal: bool,
+        n_rows: usize,
+    ) {
+        if let Ok(i) = std::env::var(WRITER_ENV) {
+            let db = PathBuf::from(std::env::var(DB_ENV).expect("the parent sets the db"));
+            return writer(i.parse().unwrap(), &db, rollback_journal, n_rows).await;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("shared.db");
+        let exe = std::env::current_exe().unwrap();
+        let mut children: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                std::process::Command::new(&exe)
+                    .args([test_name, "--exact", "--test-threads=1"])
+                    .env(WRITER_ENV, i.to_string())
+                    .env(DB_ENV, &db)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // The reader opens the new file together with the writers (migrations race too).
+        let reader = Store::open_with_journal(&db, rollback_journal)
+            .await
+            .unwrap();
+        let (mut reads, mut read_errors) = (0usize, Vec::new());
+        loop {
+            match reader.runs().await {
+                Ok(_) => reads += 1,
+                Err(e) => read_errors.push(e.to_string()),
+            }
+            if children.iter_mut().all(|c| c.try_wait().unwrap().is_some()) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        for (i, c) in children.into_iter().enumerate() {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "writer {i} failed ({}):\n{}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            read_errors.is_empty(),
+            "{} of {} history reads failed, first: {:?}",
+            read_errors.len(),
+            reads + read_errors.len(),
+            read_errors.first()
+        );
+        let runs = reader.runs().await.unwrap();
+        let rows = reader.bench_rows(&RowFilter::default()).await.unwrap();
+        assert_eq!(runs.len(), WRITERS * n_rows);
+        assert_eq!(rows.len(), WRITERS * n_rows);
+        for i in 0..WRITERS {
+            let host = format!("writer-{i}");
+            let mine: Vec<&BenchRecord> = rows.iter().filter(|r| r.hostname == host).collect();
+            assert_eq!(mine.len(), n_rows, "{host}");
+            assert!(
+                runs.iter()
+                    .filter(|r| r.hostname == host)
+                    .all(|r| r.n_bench_rows == 1)
+            );
+        }
+        eprintln!(
+            "{} writers × {n_rows} rows = {} rows, {} runs; {reads} history reads, 0 errors (journal {})",
+            WRITERS,
+            rows.len(),
+            runs.len(),
+            reader.journal_mode()
+        );
+    }
+
+    #[tokio::test]
+    async fn eight_processes_write_while_history_reads_wal() {
+        eight_processes_write_while_history_reads(
+            "store::tests::eight_processes_write_while_history_reads_wal",
+            false,
+            200,
+        )
+        .await
+    }
+
+    /// The network-file-system configuration. A commit with a rollback journal costs
+    /// several fsyncs (creating, syncing and deleting the journal besides the database
+    /// itself): fewer rows per writer keep the test short.
+    #[tokio::test]
+    async fn eight_processes_write_while_history_reads_rollback_journal() {
+        eight_processes_write_while_history_reads(
+            "store::tests::eight_processes_write_while_history_reads_rollback_journal",
+            true,
+            25,
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn the_guard_report_is_stored_with_its_run() {
+        use crate::measure::guard::{Guard, GuardOptions};
+        use crate::probe::hw::{LiveState, MemState, PowerSource, Thermal, ThermalState};
+        let (_d, s) = store().await;
+        let live = |swapped| LiveState {
+            power: PowerSource::Unknown,
+            thermal: Thermal {
+                state: ThermalState::Nominal,
+                max_celsius: Some(50.0),
+            },
+            mem: MemState {
+                total: Bytes(1 << 30),
+                available: Bytes(1 << 29),
+                swap_total: Bytes(0),
+                swap_used: Bytes(0),
+            },
+            swap_out_pages: Some(swapped),
+        };
+        let report = Guard::begin_at(live(7), GuardOptions::default())
+            .unwrap()
+            .finish_at(live(9));
+        let mut with = run("kv");
+        with.guard = Some(report.clone());
+        let mut tx = s.begin().await.unwrap();
+        let a = s.insert_run_tx(&mut tx, &with).await.unwrap();
+        let b = s.insert_run_tx(&mut tx, &run("stream")).await.unwrap();
+        tx.commit().await.unwrap();
+        let back = s.run_guard(a).await.unwrap().unwrap();
+        assert_eq!(back, report);
+        assert_eq!(back.swap_out_pages, Some(2));
+        assert_eq!(back.thermal_after, "nominal 50.0C");
+        assert_eq!(s.run_guard(b).await.unwrap(), None);
+        assert!(s.run_guard(b + 1).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn migrated_columns_match_the_record() {
+        let (_d, s) = store().await;
+        let mut have: Vec<String> =
+            sqlx::query("SELECT name FROM pragma_table_info('bench_results')")
+                .fetch_all(s.pool())
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<String, _>("name"))
+                .collect();
+        let mut want: Vec<String> = BenchRecord::column_names()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        have.sort();
+        want.sort();
+        assert_eq!(
+            have, want,
+            "every record field is a column and every column a field"
+        );
+    }
+}
