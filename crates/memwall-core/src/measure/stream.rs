@@ -352,6 +352,42 @@ mod x86 {
         }
     }
 
+    /// Calls `line(k, page)` for every 8-element line of `0..body` (`body` a multiple
+    /// of 8): four pages at a time, one line from each page in turn (glibc's
+    /// `large_memcpy_4x` order, which stream.c's copy runs above the non-temporal
+    /// threshold: four concurrent streams keep more misses in flight than one), then
+    /// the lines after the last whole four-page block in order. `page` (0–3) is the
+    /// line's page within its block (in the tail: 0–3 in groups of four lines, then 0),
+    /// so a kernel can keep one accumulator per stream; every `page` is a constant
+    /// after unrolling, so accumulators stay in registers. Inlined into each kernel,
+    /// so `line` compiles with that kernel's target features.
+    #[inline(always)]
+    fn four_page_lines(body: usize, mut line: impl FnMut(usize, usize)) {
+        let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
+        let mut b = 0;
+        while b < blocks {
+            let mut off = 0;
+            while off < PAGE_F64 {
+                for page in 0..4 {
+                    line(b + page * PAGE_F64 + off, page);
+                }
+                off += 8;
+            }
+            b += 4 * PAGE_F64;
+        }
+        let mut k = blocks;
+        while k + 32 <= body {
+            for page in 0..4 {
+                line(k + 8 * page, page);
+            }
+            k += 32;
+        }
+        while k < body {
+            line(k, 0);
+            k += 8;
+        }
+    }
+
     /// `dst = src` with 64-byte non-temporal stores on the aligned body.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn copy_nt_avx512(dst: &mut [f64], src: &[f64]) {
@@ -359,33 +395,13 @@ mod x86 {
         let h = head(dst.as_ptr(), 64, n);
         let body = (n - h) / 8 * 8;
         dst[..h].copy_from_slice(&src[..h]);
-        // SAFETY: h + body ≤ n = src.len(); dst + h is 64-byte aligned (head); the
-        // caller guarantees AVX-512F.
-        unsafe {
-            let (d, s) = (dst.as_mut_ptr().add(h), src.as_ptr().add(h));
-            // Four pages at a time, one line from each in turn (glibc's
-            // large_memcpy_4x, which stream.c's copy runs above the non-temporal
-            // threshold): four concurrent streams keep more misses in flight than one.
-            let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
-            let mut b = 0;
-            while b < blocks {
-                let mut off = 0;
-                while off < PAGE_F64 {
-                    for p in 0..4 {
-                        let k = b + p * PAGE_F64 + off;
-                        _mm512_stream_pd(d.add(k), _mm512_loadu_pd(s.add(k)));
-                    }
-                    off += 8;
-                }
-                b += 4 * PAGE_F64;
-            }
-            let mut i = blocks;
-            while i < body {
-                _mm512_stream_pd(d.add(i), _mm512_loadu_pd(s.add(i)));
-                i += 8;
-            }
-            _mm_sfence();
-        }
+        let (d, s) = (dst[h..].as_mut_ptr(), src[h..].as_ptr());
+        four_page_lines(body, |k, _| {
+            // SAFETY: k + 8 ≤ body ≤ n − h = the length behind d and s; d + k is
+            // 64-byte aligned (head, k a multiple of 8); the caller guarantees AVX-512F.
+            unsafe { _mm512_stream_pd(d.add(k), _mm512_loadu_pd(s.add(k))) }
+        });
+        _mm_sfence();
         dst[h + body..].copy_from_slice(&src[h + body..]);
     }
 
@@ -396,32 +412,15 @@ mod x86 {
         let h = head(dst.as_ptr(), 32, n);
         let body = (n - h) / 8 * 8;
         dst[..h].copy_from_slice(&src[..h]);
-        // SAFETY: as in copy_nt_avx512, with 32-byte alignment and AVX.
-        unsafe {
-            let (d, s) = (dst.as_mut_ptr().add(h), src.as_ptr().add(h));
-            // Four pages at a time, as in copy_nt_avx512.
-            let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
-            let mut b = 0;
-            while b < blocks {
-                let mut off = 0;
-                while off < PAGE_F64 {
-                    for p in 0..4 {
-                        let k = b + p * PAGE_F64 + off;
-                        _mm256_stream_pd(d.add(k), _mm256_loadu_pd(s.add(k)));
-                        _mm256_stream_pd(d.add(k + 4), _mm256_loadu_pd(s.add(k + 4)));
-                    }
-                    off += 8;
-                }
-                b += 4 * PAGE_F64;
+        let (d, s) = (dst[h..].as_mut_ptr(), src[h..].as_ptr());
+        four_page_lines(body, |k, _| {
+            // SAFETY: as in copy_nt_avx512, with 32-byte alignment and AVX.
+            unsafe {
+                _mm256_stream_pd(d.add(k), _mm256_loadu_pd(s.add(k)));
+                _mm256_stream_pd(d.add(k + 4), _mm256_loadu_pd(s.add(k + 4)));
             }
-            let mut i = blocks;
-            while i < body {
-                _mm256_stream_pd(d.add(i), _mm256_loadu_pd(s.add(i)));
-                _mm256_stream_pd(d.add(i + 4), _mm256_loadu_pd(s.add(i + 4)));
-                i += 8;
-            }
-            _mm_sfence();
-        }
+        });
+        _mm_sfence();
         dst[h + body..].copy_from_slice(&src[h + body..]);
     }
 
@@ -447,71 +446,31 @@ mod x86 {
         dst[h + body..].copy_from_slice(&src[h + body..]);
     }
 
-    /// Sum with four independent zmm accumulators.
+    /// Sum with four independent zmm accumulators, one per page stream.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn sum_avx512(x: &[f64]) -> f64 {
-        let body = x.len() / 32 * 32;
+        let body = x.len() / 8 * 8;
         let p = x.as_ptr();
         let mut acc = [_mm512_setzero_pd(); 4];
-        // Four pages at a time, one line from each in turn, one accumulator per page:
-        // four concurrent streams keep more misses in flight than one (as the copy).
-        let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
-        let mut b = 0;
-        while b < blocks {
-            let mut off = 0;
-            while off < PAGE_F64 {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: b + j·PAGE_F64 + off + 8 ≤ blocks ≤ body ≤ len.
-                    *a = _mm512_add_pd(*a, unsafe {
-                        _mm512_loadu_pd(p.add(b + j * PAGE_F64 + off))
-                    });
-                }
-                off += 8;
-            }
-            b += 4 * PAGE_F64;
-        }
-        let mut i = blocks;
-        while i < body {
-            for (j, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 8j + 8 ≤ body ≤ len.
-                *a = _mm512_add_pd(*a, unsafe { _mm512_loadu_pd(p.add(i + 8 * j)) });
-            }
-            i += 32;
-        }
+        four_page_lines(body, |k, page| {
+            // SAFETY: k + 8 ≤ body ≤ len.
+            acc[page] = _mm512_add_pd(acc[page], unsafe { _mm512_loadu_pd(p.add(k)) });
+        });
         let v = _mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3]));
         _mm512_reduce_add_pd(v) + x[body..].iter().sum::<f64>()
     }
 
-    /// Sum with four independent ymm accumulators.
+    /// Sum with four independent ymm accumulators, one per page stream.
     #[target_feature(enable = "avx")]
     pub unsafe fn sum_avx(x: &[f64]) -> f64 {
-        let body = x.len() / 16 * 16;
+        let body = x.len() / 8 * 8;
         let p = x.as_ptr();
         let mut acc = [_mm256_setzero_pd(); 4];
-        // Four pages at a time, as in sum_avx512.
-        let blocks = body / (4 * PAGE_F64) * (4 * PAGE_F64);
-        let mut b = 0;
-        while b < blocks {
-            let mut off = 0;
-            while off < PAGE_F64 {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: b + j·PAGE_F64 + off + 8 ≤ blocks ≤ body ≤ len.
-                    let q = unsafe { p.add(b + j * PAGE_F64 + off) };
-                    *a = _mm256_add_pd(*a, unsafe { _mm256_loadu_pd(q) });
-                    *a = _mm256_add_pd(*a, unsafe { _mm256_loadu_pd(q.add(4)) });
-                }
-                off += 8;
-            }
-            b += 4 * PAGE_F64;
-        }
-        let mut i = blocks;
-        while i < body {
-            for (j, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 4j + 4 ≤ body ≤ len.
-                *a = _mm256_add_pd(*a, unsafe { _mm256_loadu_pd(p.add(i + 4 * j)) });
-            }
-            i += 16;
-        }
+        four_page_lines(body, |k, page| {
+            // SAFETY: k + 8 ≤ body ≤ len.
+            let (lo, hi) = unsafe { (_mm256_loadu_pd(p.add(k)), _mm256_loadu_pd(p.add(k + 4))) };
+            acc[page] = _mm256_add_pd(_mm256_add_pd(acc[page], lo), hi);
+        });
         let v = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3]));
         let mut lanes = [0f64; 4];
         // SAFETY: lanes holds 4 f64.
