@@ -762,6 +762,15 @@ mod tests {
     use super::testutil::*;
     use super::*;
 
+    /// Parses `b` as `t.gguf`, expecting a refusal whose message contains `needle`;
+    /// returns the message.
+    #[track_caller]
+    fn assert_refused(b: &[u8], needle: &str) -> String {
+        let e = parse(b).unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+        e
+    }
+
     fn parse(b: &[u8]) -> Result<Gguf, GgufError> {
         Gguf::parse(b, b.len() as u64, PathBuf::from("t.gguf"))
     }
@@ -803,8 +812,7 @@ mod tests {
     fn bad_magic_is_named() {
         let mut b = GgufBuilder::default().build();
         b[0] = b'X';
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("t.gguf: header.magic: expected \"GGUF\""), "{e}");
+        assert_refused(&b, "t.gguf: header.magic: expected \"GGUF\"");
     }
 
     #[test]
@@ -813,10 +821,9 @@ mod tests {
         let mut payload = 4u32.to_le_bytes().to_vec();
         payload.extend((1u64 << 60).to_le_bytes());
         let b = GgufBuilder::default().kv_raw("x.arr", 9, &payload).build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("metadata[x.arr]: array claims 1152921504606846976 elements"),
-            "{e}"
+        assert_refused(
+            &b,
+            "metadata[x.arr]: array claims 1152921504606846976 elements",
         );
     }
 
@@ -825,8 +832,7 @@ mod tests {
         let mut payload = Vec::new();
         payload.extend((u64::MAX / 2).to_le_bytes());
         let b = GgufBuilder::default().kv_raw("x.s", 8, &payload).build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("metadata[x.s]: string length"), "{e}");
+        let e = assert_refused(&b, "metadata[x.s]: string length");
         assert!(e.contains("exceeds the cap"), "{e}");
     }
 
@@ -846,8 +852,7 @@ mod tests {
             .kv_raw("x.deep", 9, &payload)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("nested deeper than 3"), "{e}");
+        assert_refused(&b, "nested deeper than 3");
     }
 
     #[test]
@@ -893,11 +898,7 @@ mod tests {
             "{e}"
         );
         let b = GgufBuilder::default().kv_u32("", 1).build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("t.gguf: metadata[0].key: the key is empty"),
-            "{e}"
-        );
+        assert_refused(&b, "t.gguf: metadata[0].key: the key is empty");
     }
 
     #[test]
@@ -907,12 +908,9 @@ mod tests {
             .tensor("blk.0.attn_q.weight", &[32], 0, 128)
             .data(256)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains(
-                "t.gguf: tensor[1:blk.0.attn_q.weight].name: duplicate tensor name: tensor[0] has the same name"
-            ),
-            "{e}"
+        assert_refused(
+            &b,
+            "t.gguf: tensor[1:blk.0.attn_q.weight].name: duplicate tensor name: tensor[0] has the same name",
         );
     }
 
@@ -924,10 +922,9 @@ mod tests {
             .tensor("b", &[32], 0, 256)
             .data(512)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("tensor[1:b].offset: offset 256, expected 128 (llama.cpp requires"),
-            "{e}"
+        assert_refused(
+            &b,
+            "tensor[1:b].offset: offset 256, expected 128 (llama.cpp requires",
         );
         // Two tensors on the same bytes (each would otherwise be counted in full).
         let b = GgufBuilder::default()
@@ -935,11 +932,7 @@ mod tests {
             .tensor("b", &[32], 0, 0)
             .data(512)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("tensor[1:b].offset: offset 0, expected 128"),
-            "{e}"
-        );
+        assert_refused(&b, "tensor[1:b].offset: offset 0, expected 128");
         // Q8_0 [64] = 68 bytes, padded to 96.
         let b = GgufBuilder::default()
             .tensor("a", &[64], 8, 0)
@@ -956,23 +949,16 @@ mod tests {
             .tensor("w", &[1 << 31, 1 << 31], 0, 0)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains(
-                "t.gguf: tensor[0:w].dims: shape [2147483648, 2147483648] of F32 (4611686018427387904 elements × 4 bytes per 1) overflows a 64-bit byte count"
-            ),
-            "{e}"
+        assert_refused(
+            &b,
+            "t.gguf: tensor[0:w].dims: shape [2147483648, 2147483648] of F32 (4611686018427387904 elements × 4 bytes per 1) overflows a 64-bit byte count",
         );
         // I8 of 2^64 - 6 bytes: fits, but padding it to 32 does not.
         let b = GgufBuilder::default()
             .tensor("w", &[u64::MAX - 5], 24, 0)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("tensor[0:w].dims: shape [18446744073709551610] of I8"),
-            "{e}"
-        );
+        assert_refused(&b, "tensor[0:w].dims: shape [18446744073709551610] of I8");
     }
 
     #[test]
@@ -982,10 +968,9 @@ mod tests {
             .tensor(&name, &[32], 0, 0)
             .data(128)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("tensor[0].name: name of 64 bytes is too long for ggml (at most 63)"),
-            "{e}"
+        assert_refused(
+            &b,
+            "tensor[0].name: name of 64 bytes is too long for ggml (at most 63)",
         );
         let b = GgufBuilder::default()
             .tensor(&name[..63], &[32], 0, 0)
@@ -1042,32 +1027,25 @@ mod tests {
             .tensor("w", &[33], 2, 0)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("row length 33 is not a multiple of the Q4_0 block size 32"),
-            "{e}"
+        assert_refused(
+            &b,
+            "row length 33 is not a multiple of the Q4_0 block size 32",
         );
         let b = GgufBuilder::default()
             .tensor("w", &[32], 99, 0)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(
-            e.contains("tensor[0:w].type: ggml type id 99 is unknown"),
-            "{e}"
-        );
+        assert_refused(&b, "tensor[0:w].type: ggml type id 99 is unknown");
         let b = GgufBuilder::default()
             .tensor("w", &[1 << 40, 1 << 40], 0, 0)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("is empty or overflows"), "{e}");
+        assert_refused(&b, "is empty or overflows");
         let b = GgufBuilder::default()
             .tensor("w", &[1, 1, 1, 1, 1], 0, 0)
             .data(64)
             .build();
-        let e = parse(&b).unwrap_err().to_string();
-        assert!(e.contains("n_dims: 5 dims"), "{e}");
+        assert_refused(&b, "n_dims: 5 dims");
     }
 
     #[test]
