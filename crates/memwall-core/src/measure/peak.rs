@@ -1038,8 +1038,12 @@ mod tests {
 
     /// Catches hoisting and folding on every path this CPU runs: the kernel's final
     /// state after n steps must equal the independent emulation of n steps, word for
-    /// word, and differ in every word from n − 1 steps (so a kernel that skipped or
-    /// merged steps, or computed a product once, could not match).
+    /// word, and differ from n − 1 steps (so a kernel that skipped or merged steps, or
+    /// computed a product once, could not match). An int8 chain can reach a fixed
+    /// point of its own arithmetic (`a + dot(bytes(a), s) = a` when the dot product
+    /// is 0: seen on the sdot path, run under qemu-aarch64): such a word still has to
+    /// match the emulation, but cannot show the last step, so every register must
+    /// keep at least one moving word and at most a quarter of all words may rest.
     #[test]
     fn every_path_does_every_step() {
         const N: u64 = 1000;
@@ -1051,12 +1055,22 @@ mod tests {
                 k.run(N, &mut st);
                 let want = reference(kind, isa, N, k.words);
                 let before = reference(kind, isa, N - 1, k.words);
-                for (i, ((got, want), before)) in st.iter().zip(&want).zip(&before).enumerate() {
+                for (i, (got, want)) in st.iter().zip(&want).enumerate() {
                     assert_eq!(got, want, "{} on {}: word {i}", kind.label(), k.path);
-                    assert_ne!(
-                        want,
-                        before,
-                        "{} on {}: word {i} stalled",
+                }
+                let l = lanes_per_register(isa);
+                let resting: Vec<usize> = (0..k.words).filter(|&i| want[i] == before[i]).collect();
+                assert!(
+                    resting.len() * 4 <= k.words,
+                    "{} on {}: words {resting:?} of {} did not change in the last step",
+                    kind.label(),
+                    k.path,
+                    k.words
+                );
+                for reg in 0..k.words / l {
+                    assert!(
+                        (reg * l..(reg + 1) * l).any(|i| want[i] != before[i]),
+                        "{} on {}: register {reg} did not change in the last step",
                         kind.label(),
                         k.path
                     );
