@@ -22,6 +22,8 @@ PKGS=(
   mbw sysbench
   # the HumanEval sandbox
   bubblewrap
+  # the aarch64 compute-peak kernels under emulation (scripts/check-aarch64-peak.sh)
+  qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   # desktop app (Tauri 2 on WebKitGTK 4.1) and its tests
   libwebkit2gtk-4.1-dev libssl-dev libayatana-appindicator3-dev librsvg2-dev libxdo-dev
   xvfb imagemagick webkit2gtk-driver dbus dbus-x11 chromium fonts-dejavu-core

@@ -39,6 +39,9 @@ cargo test --release --locked --workspace --no-run --message-format=json-render-
   | python3 scripts/check-built-once.py
 cargo test --release --locked --workspace -- --test-threads="${MEMWALL_TEST_THREADS:-2}"
 
+echo "== aarch64 compute-peak kernels under qemu-aarch64"
+./scripts/check-aarch64-peak.sh
+
 # End-to-end: the built UI with mocked IPC (chromium), then the real app through
 # tauri-driver under Xvfb. Each skips loudly when its tools are absent
 # (MEMWALL_REQUIRE_E2E=1 turns a skip into a failure).

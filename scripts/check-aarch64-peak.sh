@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs memwall's compute-peak kernels for aarch64 (NEON fmla, sdot) under
+# qemu-aarch64 on an x86-64 machine: measure/peak.rs and units.rs built alone as a
+# throw-away crate, cross-linked with Debian's aarch64 gcc, tests run with
+# `-cpu max` (which has the dotprod extension). Only the correctness tests mean
+# anything under emulation (every path does every step, bounds, refusals); rates
+# measured under qemu are not the hardware's, so the speed test is skipped.
+# Needs: rustup target aarch64-unknown-linux-gnu, Debian's qemu-user,
+# gcc-aarch64-linux-gnu and libc6-dev-arm64-cross. Skips loudly without them.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+missing=()
+command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
+command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+rustc --print sysroot | xargs -I{} test -d {}/lib/rustlib/aarch64-unknown-linux-gnu || missing+=("rustup target aarch64-unknown-linux-gnu")
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "SKIP check-aarch64-peak: missing ${missing[*]}" >&2
+  exit 0
+fi
+work=${CARGO_TARGET_DIR:-$HOME/.cache/memwall/target}/aarch64-peak
+mkdir -p "$work/src"
+cat > "$work/Cargo.toml" <<TOML
+[package]
+name = "aarch64-peak"
+version = "0.0.0"
+edition = "2024"
+publish = false
+[dependencies]
+serde = { version = "1", features = ["derive"] }
+thiserror = "2"
+[workspace]
+TOML
+cat > "$work/src/lib.rs" <<RS
+//! memwall's compute-peak module and its units, built alone for aarch64.
+#![allow(missing_docs)]
+#[path = "$repo/crates/memwall-core/src/units.rs"]
+pub mod units;
+pub mod measure {
+    #[path = "$repo/crates/memwall-core/src/measure/peak.rs"]
+    pub mod peak;
+}
+RS
+cp "$repo/Cargo.lock" "$work/Cargo.lock"
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max"
+cd "$work"
+CARGO_TARGET_DIR="$work/target" cargo test --offline --release --target aarch64-unknown-linux-gnu -- \
+  --skip every_path_is_within_its_bound_and_above_scalar --nocapture 2>&1 | grep -E "^test |paths checked|test result|panicked"
