@@ -61,4 +61,10 @@ npm --prefix ui ci --no-audit --no-fund --loglevel=error
 if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
   cargo install tauri-driver --version '^2' --locked
 fi
+# The aarch64 standard library for scripts/check-aarch64-peak.sh (best effort: it
+# skips loudly when the target cannot be installed here).
+if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+  timeout 300 rustup target add aarch64-unknown-linux-gnu \
+    || echo "setup-tests: could not add the aarch64 target; check-aarch64-peak.sh will skip" >&2
+fi
 echo "setup-tests: done"
