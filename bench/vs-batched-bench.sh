@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Batched decode: memwall bench -b 1,2,4,8 vs llama.cpp's llama-batched-bench on the
+# Batched decode: memwall bench --n-seqs 1,2,4,8 vs llama.cpp's llama-batched-bench on the
 # same model, threads, depth/prompt and generation length; prints memwall aggregate
 # tok/s ÷ llama.cpp aggregate tok/s (S_TG) per batch size.
 #
@@ -30,7 +30,7 @@ maxb=$(echo "$batches" | tr ',' '\n' | sort -n | tail -1)
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 lock=/tmp/memwall-engine-tests.lock
 echo "model $model, threads $threads, b = $batches, depth/prompt $d, gen $n, reps $reps" >&2
-flock "$lock" "$mw" --db "$work/b.db" bench -m "$model" -p 0 -n "$n" -d "$d" -b "$batches" -t "$threads" -r "$reps" \
+flock "$lock" "$mw" --db "$work/b.db" bench -m "$model" -p 0 -n "$n" -d "$d" --n-seqs "$batches" -t "$threads" -r "$reps" \
   --no-results --quiet -o json >"$work/mw.json"
 for r in $(seq 1 "$reps"); do
   flock "$lock" "$tools/llama-batched-bench" -m "$model" -c $((maxb * (d + n) + 64)) -b 2048 -ub 512 \

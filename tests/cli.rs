@@ -748,6 +748,94 @@ fn calc_and_synth_agree_with_gguf_py_facts_of_the_real_file() {
 }
 
 #[test]
+fn bench_takes_llama_bench_flags_and_defaults_and_n_seqs_for_sequences() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let m = d.path().join("tiny.gguf");
+    std::fs::write(&m, tiny_gguf(1)).unwrap();
+    let m = m.to_str().unwrap();
+    // The help shows llama-bench's defaults (cmd_params_defaults in llama.cpp's
+    // tools/llama-bench/llama-bench.cpp: -p 512 -n 128 -r 5 -b 2048 -ub 512).
+    let o = memwall(&db, &["bench", "--help"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let help = text(&o.stdout);
+    for want in [
+        "-p, --n-prompt <N_PROMPT>",
+        "-b, --n-batch <N_BATCH>",
+        "--n-ubatch <N_UBATCH>",
+        "--n-seqs <N_SEQS>",
+    ] {
+        assert!(help.contains(want), "{want} missing from:\n{help}");
+    }
+    let default_of = |flag: &str| -> String {
+        let i = help
+            .find(flag)
+            .unwrap_or_else(|| panic!("{flag} in {help}"));
+        let rest = &help[i..];
+        let j = rest.find("[default: ").expect("a default") + "[default: ".len();
+        rest[j..j + rest[j..].find(']').unwrap()].to_string()
+    };
+    assert_eq!(default_of("--n-prompt <"), "512");
+    assert_eq!(default_of("--n-gen <"), "128");
+    assert_eq!(default_of("--reps <"), "5");
+    assert_eq!(default_of("--n-batch <"), "2048");
+    assert_eq!(default_of("--n-ubatch <"), "512");
+    assert_eq!(default_of("--n-seqs <"), "1");
+    assert_eq!(default_of("--ctk <"), "f16");
+    assert_eq!(default_of("--fa <"), "auto");
+    // --n-seqs is the parallel-sequence list; the plan check names it.
+    let o = memwall(&db, &["bench", "-m", m, "-t", "1", "--n-seqs", "1,0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--n-seqs (parallel sequences) must be within 1..=256"),
+        "{}",
+        text(&o.stderr)
+    );
+    // -b is n_batch, as in llama-bench.
+    let o = memwall(&db, &["bench", "-m", m, "-t", "1", "-b", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("--n-batch and --n-ubatch must be positive"),
+        "{}",
+        text(&o.stderr)
+    );
+    // The old spelling is gone, not silently reinterpreted.
+    let o = memwall(&db, &["bench", "-m", m, "--batch", "2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("unexpected argument '--batch'"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Nothing ran, nothing was stored.
+    let o = memwall(&db, &["history", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(runs.is_empty(), "{runs:?}");
+    // calc names sequences the same way.
+    let o = memwall(
+        &db,
+        &[
+            "calc",
+            "--preset",
+            "qwen2.5-7b",
+            "--device",
+            "M4 Pro",
+            "--n-seqs",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("decode ceiling, batch 4"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = memwall(&db, &["calc", "--preset", "qwen2.5-7b", "-b", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+}
+
+#[test]
 fn calc_devices_and_predict_errors_are_clear() {
     let d = tempfile::tempdir().unwrap();
     let db = d.path().join("x.db");

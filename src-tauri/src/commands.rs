@@ -1,32 +1,22 @@
 //! Tauri commands: adapters that deserialize the arguments, call [`AppState`] (and
 //! through it memwall-core) and return serializable records. Long work streams its
-//! progress over a typed [`Channel`] passed to each call; a global `store-changed`
-//! event tells every page to reload after a write.
+//! progress over a typed [`Channel`] passed to each call; after a write,
+//! [`events::store_changed`] tells every page (and the tray) to reload.
 
 use crate::error::AppError;
-use crate::state::{
-    AppState, BenchRequest, ChatRequest, Exported, HistoryFilter, MachineView, ModelItem,
-};
-use memwall_core::experiments::bench::Progress;
+use crate::events::{self, ChatEvent, FetchProgress, Progress};
+use crate::job::JobKind;
+use crate::state::{AppState, BenchRequest, ChatRequest, Exported, MachineView, ModelItem};
 use memwall_core::experiments::bench::job::BenchOutcome;
-use memwall_core::experiments::chat::{ChatEvent, ChatStats};
+use memwall_core::experiments::chat::ChatStats;
 use memwall_core::experiments::roof::StreamOutcome;
 use memwall_core::present::chart::app::AppChart;
-use memwall_core::present::views::{CompareRow, FrontierView, RooflineView, TrayStatus};
-use memwall_core::store::RunSummary;
-use memwall_core::store::record::BenchRecord;
+use memwall_core::present::views::{BenchRow, CompareRow, FrontierView, RooflineView, TrayStatus};
+use memwall_core::store::{RunFilter, RunSummary};
 use tauri::ipc::Channel;
-use tauri::{AppHandle, Emitter, State};
+use tauri::{AppHandle, State};
 
 type R<T> = Result<T, AppError>;
-
-/// Name of the broadcast event sent after the store changes.
-pub const STORE_CHANGED: &str = "store-changed";
-
-fn changed(app: &AppHandle) {
-    let _ = app.emit(STORE_CHANGED, ());
-    crate::tray::refresh_soon(app);
-}
 
 /// The Machine page.
 #[tauri::command]
@@ -52,14 +42,14 @@ pub async fn fetch_model(
     app: AppHandle,
     state: State<'_, AppState>,
     name: String,
-    on_progress: Channel<memwall_core::probe::catalog::FetchProgress>,
+    on_progress: Channel<FetchProgress>,
 ) -> R<String> {
     let p = state
         .fetch_model(&name, move |e| {
             let _ = on_progress.send(e);
         })
         .await?;
-    changed(&app);
+    events::store_changed(&app);
     Ok(p.display().to_string())
 }
 
@@ -67,7 +57,7 @@ pub async fn fetch_model(
 #[tauri::command]
 pub async fn measure_bandwidth(app: AppHandle, state: State<'_, AppState>) -> R<StreamOutcome> {
     let out = state.measure_bandwidth().await?;
-    changed(&app);
+    events::store_changed(&app);
     Ok(out)
 }
 
@@ -84,14 +74,14 @@ pub async fn run_bench(
             let _ = on_progress.send(p);
         })
         .await?;
-    changed(&app);
+    events::store_changed(&app);
     Ok(out)
 }
 
-/// Cancels the running job of `kind` (`bench`, `stream`, `chat`).
+/// Cancels the running job of `kind`.
 #[tauri::command]
-pub fn cancel_job(state: State<'_, AppState>, kind: String) -> bool {
-    state.cancel(&kind)
+pub fn cancel_job(state: State<'_, AppState>, kind: JobKind) -> bool {
+    state.cancel(kind)
 }
 
 /// One chat turn; tokens and live figures on `on_event`.
@@ -111,19 +101,19 @@ pub async fn chat_start(
 /// Stops the chat turn (within one token).
 #[tauri::command]
 pub fn chat_stop(state: State<'_, AppState>) -> bool {
-    state.cancel("chat")
+    state.cancel(JobKind::Chat)
 }
 
 /// Stored runs, filtered.
 #[tauri::command]
-pub async fn runs(state: State<'_, AppState>, filter: HistoryFilter) -> R<Vec<RunSummary>> {
+pub async fn runs(state: State<'_, AppState>, filter: RunFilter) -> R<Vec<RunSummary>> {
     state.runs(&filter).await
 }
 
-/// Rows of a run (all when `run_id` is null).
+/// Rows of a run (all when `run_id` is null), each with its test label.
 #[tauri::command]
-pub async fn run_rows(state: State<'_, AppState>, run_id: Option<i64>) -> R<Vec<BenchRecord>> {
-    state.rows(run_id).await
+pub async fn run_rows(state: State<'_, AppState>, run_id: Option<i64>) -> R<Vec<BenchRow>> {
+    state.bench_rows(run_id).await
 }
 
 /// Two runs side by side.
@@ -136,7 +126,7 @@ pub async fn compare_runs(state: State<'_, AppState>, a: i64, b: i64) -> R<Vec<C
 #[tauri::command]
 pub async fn delete_run(app: AppHandle, state: State<'_, AppState>, id: i64) -> R<()> {
     state.delete_run(id).await?;
-    changed(&app);
+    events::store_changed(&app);
     Ok(())
 }
 

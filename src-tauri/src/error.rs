@@ -1,20 +1,16 @@
 //! The app's command error: a thiserror enum serialized as its message, so the UI
 //! shows the same text the CLI would print.
 
+use crate::job::Busy;
 use serde::{Serialize, Serializer};
 
 /// Errors of the app's commands.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// A measuring job is already running.
-    #[error("{running} is running: wait for it to finish or cancel it before starting {asked}")]
-    Busy {
-        /// What runs.
-        running: String,
-        /// What was asked.
-        asked: String,
-    },
-    /// A job failed.
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    /// A job failed (a measurement, a benchmark, a chat turn).
     #[error(transparent)]
     Job(#[from] memwall_core::experiments::JobError),
     /// The store failed.
@@ -26,12 +22,6 @@ pub enum AppError {
     /// A bad export name.
     #[error(transparent)]
     Export(#[from] memwall_core::present::views::ExportPathError),
-    /// The engine failed.
-    #[error(transparent)]
-    Engine(#[from] memwall_core::measure::engine::EngineError),
-    /// The measuring guard refused (battery power, not enough memory).
-    #[error(transparent)]
-    Guard(#[from] memwall_core::measure::guard::GuardError),
     /// The catalogue failed.
     #[error(transparent)]
     Catalog(#[from] memwall_core::probe::catalog::CatalogError),

@@ -1,7 +1,8 @@
 //! memwall's desktop app: a thin Tauri 2 shell over memwall-core. A window with the
 //! Machine, Benchmarks, Roofline, Frontier, Chat and History pages (`ui/`), and a
 //! tray with live status. Every number comes from memwall-core through the commands
-//! in [`commands`]; [`state::AppState`] holds the store and the single measuring slot.
+//! in [`commands`]; [`state::AppState`] holds the store and the single measuring slot
+//! ([`job`]); [`events`] names everything sent to the window besides command results.
 //!
 //! Environment: `MEMWALL_DB` (the store), `MEMWALL_EXPORTS` (where exports and
 //! results go), `MEMWALL_TRAY_ONLY=1` (start with no window, as after closing it).
@@ -9,6 +10,8 @@
 
 pub mod commands;
 pub mod error;
+pub mod events;
+pub mod job;
 pub mod state;
 pub mod tray;
 

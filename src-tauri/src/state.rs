@@ -1,71 +1,45 @@
 //! The app's state and its operations. Every Tauri command in `commands.rs` is a
 //! one-line adapter over a method here, so tests call these methods directly on an
-//! [`AppState`] with a temporary store.
-//!
-//! Measuring work (STREAM, benchmarks, chat generation) runs one at a time: two
-//! measurements at once would corrupt each other's numbers, and a second click on
-//! "Run" or "Measure" is refused with [`AppError::Busy`] instead of starting twice.
+//! [`AppState`] with a temporary store. Each method calls memwall-core (a job, a
+//! store query or a view) and returns what it gives; measuring work holds the single
+//! slot of [`crate::job`].
 
 use crate::error::AppError;
+use crate::job::{JobGuard, JobKind, JobSlot};
+use memwall_core::experiments::JobError;
 use memwall_core::experiments::bench::job::{self as bench_job, BenchJobOptions, BenchOutcome};
 use memwall_core::experiments::bench::{BenchPlan, Progress};
-use memwall_core::experiments::chat::{self, ChatConfig, ChatEvent, ChatStats};
+use memwall_core::experiments::chat::{
+    self, ChatConfig, ChatEvent, ChatMessage, ChatSession, ChatStats,
+};
 use memwall_core::experiments::roof::{self, StreamOutcome};
-use memwall_core::measure::engine::ChatMessage;
 use memwall_core::present::chart::app::{self as charts, AppChart};
 use memwall_core::present::export::Format;
-use memwall_core::present::views::{self, CompareRow, FrontierView, RooflineView, TrayStatus};
+use memwall_core::present::views::{
+    self, BenchRow, CompareRow, FrontierView, RooflineView, TrayStatus,
+};
 use memwall_core::probe::catalog::{Catalog, Status};
 use memwall_core::probe::hw::{self, HostInfo, LiveState};
-use memwall_core::probe::model::{CacheType, ModelFacts};
 use memwall_core::store::record::BenchRecord;
-use memwall_core::store::{RowFilter, RunSummary, Store, StoredPeak, StoredStream};
-use memwall_core::units::Gbps;
+use memwall_core::store::{RowFilter, RunFilter, RunSummary, Store, StoredPeak, StoredStream};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use tokio::sync::OnceCell;
-
-/// What is running now (at most one measuring job).
-#[derive(Debug, Clone)]
-pub struct RunningJob {
-    /// `stream`, `bench` or `chat`.
-    pub kind: String,
-    /// Its cancel flag.
-    pub cancel: Arc<AtomicBool>,
-}
-
-/// Clears the running job when dropped (also on error or panic).
-pub struct JobGuard<'a> {
-    slot: &'a Mutex<Option<RunningJob>>,
-    /// The job's cancel flag.
-    pub cancel: Arc<AtomicBool>,
-}
-
-impl Drop for JobGuard<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.slot.lock() {
-            *s = None;
-        }
-    }
-}
-
-/// The loaded chat engine, kept between turns.
-type ChatEngine = (PathBuf, memwall_core::measure::engine::llama::LlamaEngine);
 
 /// The app's state, registered once with `.manage()`.
 pub struct AppState {
     db: PathBuf,
     exports: PathBuf,
     store: OnceCell<Store>,
-    job: Mutex<Option<RunningJob>>,
+    jobs: JobSlot,
     host: OnceCell<HostInfo>,
-    chat_engine: Mutex<Option<ChatEngine>>,
+    /// The chat model core loaded, kept between turns.
+    chat: Mutex<Option<ChatSession>>,
 }
 
 /// The Machine page.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct MachineView {
     /// Static facts.
     pub host: HostInfo,
@@ -86,7 +60,7 @@ pub struct MachineView {
 }
 
 /// A catalogue model as the pickers show it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ModelItem {
     /// Catalogue name.
     pub name: String,
@@ -101,7 +75,7 @@ pub struct ModelItem {
 }
 
 /// A benchmark request from the Benchmarks page (validated here, like the CLI's args).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct BenchRequest {
     /// Catalogue model names.
     pub models: Vec<String>,
@@ -111,6 +85,9 @@ pub struct BenchRequest {
     pub n_gen: Vec<u32>,
     /// Depths.
     pub n_depth: Vec<u32>,
+    /// Parallel sequences decoded together in tg tests (`--n-seqs`; empty: 1).
+    #[serde(default)]
+    pub n_seqs: Vec<u32>,
     /// Thread counts.
     pub n_threads: Vec<u32>,
     /// Repetitions.
@@ -120,7 +97,7 @@ pub struct BenchRequest {
 }
 
 /// A chat request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ChatRequest {
     /// Catalogue model name.
     pub model: String,
@@ -130,30 +107,13 @@ pub struct ChatRequest {
     pub max_tokens: u32,
 }
 
-/// History filters.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HistoryFilter {
-    /// Model file name contains.
-    pub model: Option<String>,
-    /// Engine equals.
-    pub engine: Option<String>,
-    /// At or after (RFC 3339 or `YYYY-MM-DD`).
-    pub since: Option<String>,
-}
-
 /// A file written by an export.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Exported {
     /// Full path.
     pub path: PathBuf,
     /// Bytes written.
     pub bytes: u64,
-}
-
-fn nonempty(s: &Option<String>) -> Option<String> {
-    s.as_ref()
-        .map(|x| x.trim().to_string())
-        .filter(|x| !x.is_empty())
 }
 
 impl AppState {
@@ -163,9 +123,9 @@ impl AppState {
             db,
             exports,
             store: OnceCell::new(),
-            job: Mutex::new(None),
+            jobs: JobSlot::default(),
             host: OnceCell::new(),
-            chat_engine: Mutex::new(None),
+            chat: Mutex::new(None),
         }
     }
 
@@ -192,45 +152,18 @@ impl AppState {
     ///
     /// # Errors
     /// [`AppError::Busy`] naming what is running.
-    pub fn start_job(&self, kind: &str) -> Result<JobGuard<'_>, AppError> {
-        let mut s = self
-            .job
-            .lock()
-            .map_err(|_| AppError::Invalid("job lock poisoned".into()))?;
-        if let Some(r) = s.as_ref() {
-            return Err(AppError::Busy {
-                running: r.kind.clone(),
-                asked: kind.to_string(),
-            });
-        }
-        let cancel = Arc::new(AtomicBool::new(false));
-        *s = Some(RunningJob {
-            kind: kind.to_string(),
-            cancel: cancel.clone(),
-        });
-        Ok(JobGuard {
-            slot: &self.job,
-            cancel,
-        })
+    pub fn start_job(&self, kind: JobKind) -> Result<JobGuard<'_>, AppError> {
+        Ok(self.jobs.start(kind)?)
     }
 
     /// The running job's kind, if any.
-    pub fn running(&self) -> Option<String> {
-        self.job
-            .lock()
-            .ok()
-            .and_then(|s| s.as_ref().map(|r| r.kind.clone()))
+    pub fn running(&self) -> Option<JobKind> {
+        self.jobs.running()
     }
 
     /// Asks the running job of `kind` to stop; `true` when one was running.
-    pub fn cancel(&self, kind: &str) -> bool {
-        match self.job.lock().ok().as_ref().and_then(|s| s.as_ref()) {
-            Some(r) if r.kind == kind => {
-                r.cancel.store(true, Ordering::Relaxed);
-                true
-            }
-            _ => false,
-        }
+    pub fn cancel(&self, kind: JobKind) -> bool {
+        self.jobs.cancel(kind)
     }
 
     /// The tray's lines now: latest stored triad of this host + a live sample.
@@ -327,7 +260,7 @@ impl AppState {
         progress: impl FnMut(memwall_core::probe::catalog::FetchProgress) + Send + 'static,
     ) -> Result<PathBuf, AppError> {
         let entry = Catalog::builtin()?.get(name)?.clone();
-        let g = self.start_job("fetch")?;
+        let g = self.start_job(JobKind::Fetch)?;
         let cancel = g.cancel.clone();
         let mut progress = progress;
         tokio::task::spawn_blocking(move || {
@@ -343,7 +276,7 @@ impl AppState {
     /// # Errors
     /// [`AppError::Busy`], [`AppError::Job`].
     pub async fn measure_bandwidth(&self) -> Result<StreamOutcome, AppError> {
-        let _g = self.start_job("stream")?;
+        let _g = self.start_job(JobKind::Stream)?;
         let host = self.host().await;
         let store = self.store().await?;
         let t = host.cores_logical.max(1);
@@ -358,7 +291,8 @@ impl AppState {
         .await?)
     }
 
-    /// Validates a [`BenchRequest`] into a plan (the app's defaults for the rest).
+    /// Validates a [`BenchRequest`] into a plan: llama-bench's defaults
+    /// ([`BenchPlan::llama_bench_defaults`]) for everything the page does not set.
     ///
     /// # Errors
     /// [`AppError::Invalid`] naming the field, catalogue errors.
@@ -371,27 +305,17 @@ impl AppState {
             .iter()
             .map(|m| self.model_path(m))
             .collect::<Result<Vec<_>, _>>()?;
+        let defaults = BenchPlan::llama_bench_defaults();
+        let or_default = |v: &Vec<u32>, d: Vec<u32>| if v.is_empty() { d } else { v.clone() };
         let plan = BenchPlan {
             models,
             n_prompt: r.n_prompt.clone(),
             n_gen: r.n_gen.clone(),
-            n_depth: if r.n_depth.is_empty() {
-                vec![0]
-            } else {
-                r.n_depth.clone()
-            },
-            n_seqs: vec![1],
+            n_depth: or_default(&r.n_depth, defaults.n_depth.clone()),
+            n_seqs: or_default(&r.n_seqs, defaults.n_seqs.clone()),
             n_threads: r.n_threads.clone(),
-            n_batch: 2048,
-            n_ubatch: 512,
-            n_gpu_layers: 999,
-            type_k: CacheType::F16,
-            type_v: CacheType::F16,
-            flash_attn: None,
             reps: r.reps,
-            seed: 42,
-            allow_battery: false,
-            skip_capacity_check: false,
+            ..defaults
         };
         plan.validate()
             .map_err(|e| AppError::Invalid(e.to_string()))?;
@@ -409,14 +333,15 @@ impl AppState {
         progress: impl FnMut(Progress) + Send + 'static,
     ) -> Result<BenchOutcome, AppError> {
         let plan = self.plan(&r)?;
-        let g = self.start_job("bench")?;
+        let g = self.start_job(JobKind::Bench)?;
         let store = self.store().await?;
         let command = format!(
-            "app: bench {} -p {:?} -n {:?} -d {:?} -t {:?} -r {}",
+            "app: bench {} -p {:?} -n {:?} -d {:?} --n-seqs {:?} -t {:?} -r {}",
             r.models.join(","),
             r.n_prompt,
             r.n_gen,
             plan.n_depth,
+            plan.n_seqs,
             r.n_threads,
             r.reps
         );
@@ -428,106 +353,61 @@ impl AppState {
         Ok(bench_job::bench_job(store, plan, opts, progress, g.cancel.clone()).await?)
     }
 
-    /// One chat turn on a background thread; events to `on_event`.
+    /// One chat turn ([`chat::chat_job`]); events to `on_event`. The loaded model
+    /// core returns is kept for the next turn.
     ///
     /// # Errors
-    /// [`AppError::Busy`], [`AppError::Engine`].
+    /// [`AppError::Busy`], [`AppError::Job`] (bad messages, the guard, the engine).
     pub async fn chat(
         &self,
         r: ChatRequest,
         on_event: impl FnMut(ChatEvent) + Send + 'static,
     ) -> Result<ChatStats, AppError> {
-        use memwall_core::measure::engine::EngineConfig;
-        use memwall_core::measure::engine::llama::LlamaModelHandle;
-        if r.messages.is_empty() || r.messages.iter().any(|m| m.content.len() > 100_000) {
-            return Err(AppError::Invalid(
-                "chat needs 1+ messages of at most 100 kB".into(),
-            ));
-        }
+        chat::check_messages(&r.messages).map_err(JobError::from)?;
         let path = self.model_path(&r.model)?;
-        let g = self.start_job("chat")?;
+        let g = self.start_job(JobKind::Chat)?;
         let host = self.host().await;
-        let bw = self
-            .store()
-            .await?
-            .latest_triad(&host.hostname, None)
-            .await?
-            .map(|s| Gbps(s.best_gbps));
-        let facts = ModelFacts::open(&path).map_err(|e| AppError::Invalid(e.to_string()))?;
-        let mut engine = {
-            let mut slot = self
-                .chat_engine
-                .lock()
-                .map_err(|_| AppError::Invalid("engine lock".into()))?;
-            match slot.take() {
-                Some((p, e)) if p == path => Some(e),
-                _ => None,
-            }
-        };
-        // The guard: battery refused (as the app's bench), the model must fit unless it
-        // is already loaded; thermal and swap-outs compared after the turn.
-        let mut guard = memwall_core::measure::guard::Guard::begin(Default::default())?;
-        if engine.is_none() {
-            guard.check_fit(&[(&facts, 4096)], CacheType::F16)?;
-        }
-        let cancel = g.cancel.clone();
+        let store = self.store().await?;
+        let kept = self.chat.lock().ok().and_then(|mut s| s.take());
         let cfg = ChatConfig {
-            max_tokens: r.max_tokens.clamp(1, 4096),
+            max_tokens: r.max_tokens,
         };
-        let p2 = path.clone();
-        let (engine, out) = tokio::task::spawn_blocking(move || {
-            let mut on_event = on_event;
-            let mut e = match engine.take() {
-                Some(e) => e,
-                None => {
-                    let cfg = EngineConfig {
-                        n_ctx: 4096,
-                        n_batch: 512,
-                        ..EngineConfig::default()
-                    };
-                    let h = LlamaModelHandle::load(&p2, 0)?;
-                    h.engine(&cfg)?
-                }
-            };
-            let ceiling = |ctx: u32| chat::chat_ceiling_tps(&facts, bw, ctx as u64);
-            let out = chat::generate(&mut e, &r.messages, &cfg, &ceiling, &cancel, &mut on_event);
-            Ok::<_, memwall_core::measure::engine::EngineError>((Some(e), out))
-        })
-        .await
-        .map_err(|e| AppError::Invalid(format!("chat task failed: {e}")))??;
-        if let (Some(e), Ok(mut slot)) = (engine, self.chat_engine.lock()) {
-            *slot = Some((path, e));
+        let (session, out) = chat::chat_job(
+            store,
+            &host.hostname,
+            kept,
+            &path,
+            r.messages,
+            cfg,
+            g.cancel.clone(),
+            on_event,
+        )
+        .await;
+        if let Ok(mut slot) = self.chat.lock() {
+            *slot = session;
         }
-        let mut stats = out?;
-        stats.warnings = guard.finish().warnings;
-        Ok(stats)
+        Ok(out?)
     }
 
-    /// Stored runs, newest first, optionally only those with bench rows matching `f`.
+    /// Stored runs, newest first, those `f` keeps (a store query).
     ///
     /// # Errors
     /// [`AppError::Store`].
-    pub async fn runs(&self, f: &HistoryFilter) -> Result<Vec<RunSummary>, AppError> {
-        let store = self.store().await?;
-        let runs = store.runs().await?;
-        let (model, engine, since) = (nonempty(&f.model), nonempty(&f.engine), nonempty(&f.since));
-        if model.is_none() && engine.is_none() && since.is_none() {
-            return Ok(runs);
-        }
-        let rows = store
-            .bench_rows(&RowFilter {
-                run_id: None,
-                model,
-                engine,
-                since: since.clone(),
-            })
-            .await?;
-        let mut ids: Vec<i64> = rows.iter().map(|r| r.run_id).collect();
-        ids.sort();
-        ids.dedup();
-        Ok(runs
+    pub async fn runs(&self, f: &RunFilter) -> Result<Vec<RunSummary>, AppError> {
+        Ok(self.store().await?.runs_matching(f).await?)
+    }
+
+    /// Bench rows of one run (all runs when `None`) as the tables show them, each
+    /// with its test label.
+    ///
+    /// # Errors
+    /// [`AppError::Store`].
+    pub async fn bench_rows(&self, run_id: Option<i64>) -> Result<Vec<BenchRow>, AppError> {
+        Ok(self
+            .rows(run_id)
+            .await?
             .into_iter()
-            .filter(|r| ids.binary_search(&r.id).is_ok())
+            .map(BenchRow::from)
             .collect())
     }
 
@@ -562,12 +442,7 @@ impl AppState {
     /// # Errors
     /// [`AppError::Busy`] while something runs; [`AppError::Store`].
     pub async fn delete_run(&self, id: i64) -> Result<(), AppError> {
-        if let Some(r) = self.running() {
-            return Err(AppError::Busy {
-                running: r,
-                asked: "delete".into(),
-            });
-        }
+        self.jobs.refuse_while_running("delete")?;
         Ok(self.store().await?.delete_run(id).await?)
     }
 

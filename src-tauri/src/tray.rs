@@ -1,8 +1,10 @@
 //! The tray (AppIndicator on Linux, the menu-bar extra on macOS): status lines
 //! refreshed every few seconds from the store and a live probe (a handful of small
 //! file reads and one SQLite query: no measurable load), "Measure bandwidth now"
-//! (a quick STREAM, ≤ 2 s, stored), and "Open memwall".
+//! (a quick STREAM, ≤ 2 s, stored), and "Open memwall". It re-reads its lines after
+//! every [`events::STORE_CHANGED`], whoever wrote.
 
+use crate::events;
 use crate::state::AppState;
 use memwall_core::present::views::TrayStatus;
 use std::time::Duration;
@@ -46,8 +48,8 @@ pub async fn refresh(app: &AppHandle) {
     }
 }
 
-/// Refreshes on a background task now (after a write to the store).
-pub fn refresh_soon(app: &AppHandle) {
+/// Refreshes on a background task now.
+fn refresh_soon(app: &AppHandle) {
     let app = app.clone();
     tauri::async_runtime::spawn(async move { refresh(&app).await });
 }
@@ -80,9 +82,8 @@ fn measure_now(app: &AppHandle) {
             }
             return;
         }
-        use tauri::Emitter;
-        let _ = app.emit(crate::commands::STORE_CHANGED, ());
-        refresh(&app).await;
+        // The tray's own listener refreshes the lines.
+        events::store_changed(&app);
     });
 }
 
@@ -135,6 +136,8 @@ pub fn setup(app: &App) -> tauri::Result<()> {
         memory,
     });
     let handle = app.handle().clone();
+    let on_change = handle.clone();
+    events::on_store_changed(&handle, move || refresh_soon(&on_change));
     tauri::async_runtime::spawn(async move {
         loop {
             refresh(&handle).await;

@@ -4,11 +4,12 @@
 //! absent (fail under MEMWALL_REQUIRE_MODELS=1) and hold the engine lock.
 
 use memwall_app::error::AppError;
-use memwall_app::state::{AppState, BenchRequest, ChatRequest, HistoryFilter};
+use memwall_app::job::JobKind;
+use memwall_app::state::{AppState, BenchRequest, ChatRequest};
 use memwall_core::experiments::bench::Progress;
-use memwall_core::experiments::chat::{ChatEvent, StopReason};
-use memwall_core::measure::engine::ChatMessage;
+use memwall_core::experiments::chat::{ChatEvent, ChatMessage, StopReason};
 use memwall_core::present::chart::app::AppChart;
+use memwall_core::store::RunFilter;
 use std::sync::{Arc, Mutex};
 
 fn state() -> (tempfile::TempDir, AppState) {
@@ -29,7 +30,7 @@ async fn an_empty_store_shows_dashes_not_numbers() {
         s.tray_status().await.unwrap().bandwidth,
         "Bandwidth: — (never measured)"
     );
-    assert!(s.runs(&HistoryFilter::default()).await.unwrap().is_empty());
+    assert!(s.runs(&RunFilter::default()).await.unwrap().is_empty());
     let r = s.roofline(None).await.unwrap();
     assert!(r.points.is_empty() && r.bandwidth_gbps.is_none());
     assert!(s.frontier().await.unwrap().rows.is_empty());
@@ -44,8 +45,8 @@ async fn an_empty_store_shows_dashes_not_numbers() {
 #[tokio::test]
 async fn a_second_measuring_job_is_refused_and_cancel_reaches_the_running_one() {
     let (_d, s) = state();
-    let g = s.start_job("bench").unwrap();
-    let e = s.start_job("bench").err().unwrap();
+    let g = s.start_job(JobKind::Bench).unwrap();
+    let e = s.start_job(JobKind::Bench).err().unwrap();
     assert!(matches!(e, AppError::Busy { .. }));
     assert_eq!(
         e.to_string(),
@@ -53,12 +54,12 @@ async fn a_second_measuring_job_is_refused_and_cancel_reaches_the_running_one() 
     );
     assert!(s.measure_bandwidth().await.is_err());
     assert!(s.delete_run(1).await.is_err());
-    assert!(!s.cancel("chat"));
-    assert!(s.cancel("bench"));
+    assert!(!s.cancel(JobKind::Chat));
+    assert!(s.cancel(JobKind::Bench));
     assert!(g.cancel.load(std::sync::atomic::Ordering::Relaxed));
     drop(g);
     assert_eq!(s.running(), None);
-    assert!(s.start_job("chat").is_ok());
+    assert!(s.start_job(JobKind::Chat).is_ok());
 }
 
 #[tokio::test]
@@ -82,17 +83,17 @@ async fn measure_now_stores_a_triad_the_tray_shows_and_history_deletes() {
             .iter()
             .any(|x| x.kernel == "triad" && x.run_id == out.run_id)
     );
-    let runs = s.runs(&HistoryFilter::default()).await.unwrap();
+    let runs = s.runs(&RunFilter::default()).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].kind, "stream");
     // a model filter keeps only runs with matching bench rows
-    let f = HistoryFilter {
+    let f = RunFilter {
         model: Some("smollm".into()),
         ..Default::default()
     };
     assert!(s.runs(&f).await.unwrap().is_empty());
     s.delete_run(out.run_id).await.unwrap();
-    assert!(s.runs(&HistoryFilter::default()).await.unwrap().is_empty());
+    assert!(s.runs(&RunFilter::default()).await.unwrap().is_empty());
     let e = s.delete_run(out.run_id).await.unwrap_err().to_string();
     assert!(e.contains("no run with id"), "{e}");
 }
@@ -105,6 +106,7 @@ async fn bad_requests_name_the_problem() {
         n_prompt: vec![16],
         n_gen: vec![],
         n_depth: vec![],
+        n_seqs: vec![],
         n_threads: vec![1],
         reps: 1,
         reuse_stream: true,
@@ -177,6 +179,52 @@ fn smollm() -> Option<String> {
     }
 }
 
+#[test]
+fn a_bench_request_fills_the_rest_with_llama_bench_defaults() {
+    let Some(model) = smollm() else { return };
+    let (_d, s) = state();
+    let req = BenchRequest {
+        models: vec![model],
+        n_prompt: vec![64],
+        n_gen: vec![16],
+        n_depth: vec![],
+        n_seqs: vec![],
+        n_threads: vec![2],
+        reps: 3,
+        reuse_stream: true,
+    };
+    let p = s.plan(&req).unwrap();
+    // llama-bench's cmd_params_defaults (tools/llama-bench/llama-bench.cpp): -d 0,
+    // -b 2048, -ub 512, f16 caches, flash attention auto, all layers offloaded (its
+    // -1; memwall's unsigned 999); one sequence per tg test; memwall's seed 42.
+    assert_eq!((p.n_depth.clone(), p.n_seqs.clone()), (vec![0], vec![1]));
+    assert_eq!((p.n_batch, p.n_ubatch, p.n_gpu_layers), (2048, 512, 999));
+    assert_eq!(p.flash_attn, None);
+    assert_eq!(p.seed, 42);
+    // …and what the page sent.
+    assert_eq!(
+        (p.n_prompt, p.n_gen, p.n_threads, p.reps),
+        (vec![64], vec![16], vec![2], 3)
+    );
+    let p = s
+        .plan(&BenchRequest {
+            n_seqs: vec![1, 4],
+            ..req.clone()
+        })
+        .unwrap();
+    assert_eq!(p.n_seqs, [1, 4]);
+    let e = s
+        .plan(&BenchRequest {
+            n_seqs: vec![0],
+            ..req
+        })
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("--n-seqs (parallel sequences)"),
+        "{e}"
+    );
+}
+
 #[tokio::test]
 async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
     let Some(model) = smollm() else { return };
@@ -188,6 +236,7 @@ async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
         n_prompt: vec![32],
         n_gen: vec![8],
         n_depth: vec![0],
+        n_seqs: vec![1],
         n_threads: vec![2],
         reps: 2,
         reuse_stream: true,
@@ -234,6 +283,10 @@ async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
             .unwrap()
             .contains("<svg")
     );
+    // The table's rows carry core's label.
+    let shown = s.bench_rows(Some(out.run_id)).await.unwrap();
+    let labels: Vec<&str> = shown.iter().map(|r| r.test.as_str()).collect();
+    assert_eq!(labels, ["pp32", "tg8"]);
     let cmp = s.compare(out.run_id, out.run_id).await.unwrap();
     assert!(cmp.iter().all(|c| c.change_pct == Some(0.0)));
 }
@@ -302,7 +355,7 @@ async fn chat_streams_tokens_with_ttft_and_stops_within_one_token() {
         .chat(req, move |e| {
             if let ChatEvent::Token { stats, .. } = &e {
                 if stats.n_gen == 3 {
-                    assert!(s2.cancel("chat"));
+                    assert!(s2.cancel(JobKind::Chat));
                 }
             }
         })

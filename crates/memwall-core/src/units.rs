@@ -14,7 +14,18 @@ pub const GIB: f64 = 1_073_741_824.0;
 
 /// A count of bytes.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    ts_rs::TS,
 )]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
@@ -63,7 +74,7 @@ impl fmt::Display for Bytes {
 }
 
 /// A bandwidth in decimal gigabytes per second (10^9 B/s).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize, ts_rs::TS)]
 #[serde(transparent)]
 pub struct Gbps(pub f64);
 
@@ -82,7 +93,7 @@ impl fmt::Display for Gbps {
 
 /// A compute rate in 10^9 operations per second (GFLOP/s for floating point,
 /// GOP/s for integer dot products).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default, Serialize, Deserialize, ts_rs::TS)]
 #[serde(transparent)]
 pub struct Gflops(pub f64);
 

@@ -19,6 +19,7 @@ export async function historyPage(root: HTMLElement) {
   let picked: number[] = [];
   let runs: RunSummary[] = [];
   const load = async () => {
+    // Blank fields do not filter (core's RunFilter); the filtering is one store query.
     runs = await api.runs({ model: $<HTMLInputElement>("#fmodel").value, engine: $<HTMLInputElement>("#fengine").value, since: $<HTMLInputElement>("#fsince").value });
     picked = picked.filter((p) => runs.some((r) => r.id === p));
     $("#runs tbody").innerHTML = runs.map((r) => `<tr data-id="${r.id}"><td><input type="checkbox" class="pick" data-id="${r.id}" ${picked.includes(r.id) ? "checked" : ""}></td>

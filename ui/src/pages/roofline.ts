@@ -4,7 +4,7 @@ import { rooflineSvg } from "../plot";
 import { chartInto, exportBar } from "./common";
 
 export async function rooflinePage(root: HTMLElement) {
-  const runs = (await api.runs({})).filter((r) => r.n_bench_rows > 0);
+  const runs = (await api.runs()).filter((r) => r.n_bench_rows > 0);
   root.innerHTML = `
     <h1>Roofline</h1>
     <div class="row"><label>Rows from <select id="run"><option value="">all stored runs</option>

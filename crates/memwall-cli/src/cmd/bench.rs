@@ -1,7 +1,7 @@
 //! `memwall bench`.
 
 use super::{command_line, default_model, open_store, parse_cache, physical_cores, resolve_model};
-use crate::args::{BenchArgs, Toggle};
+use crate::args::BenchArgs;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use memwall_core::experiments::bench::job;
@@ -28,7 +28,7 @@ pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
         n_prompt: a.n_prompt.into_iter().filter(|&p| p > 0).collect(),
         n_gen: a.n_gen.into_iter().filter(|&n| n > 0).collect(),
         n_depth: a.n_depth,
-        n_seqs: a.batch,
+        n_seqs: a.n_seqs,
         n_threads: if a.threads.is_empty() {
             vec![physical_cores()]
         } else {
@@ -39,11 +39,7 @@ pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
         n_gpu_layers: a.n_gpu_layers,
         type_k: parse_cache(&a.cache_type_k)?,
         type_v: parse_cache(&a.cache_type_v)?,
-        flash_attn: match a.flash_attn {
-            Toggle::Auto => None,
-            Toggle::On => Some(true),
-            Toggle::Off => Some(false),
-        },
+        flash_attn: a.flash_attn.choice(),
         reps: a.reps,
         seed: a.seed,
         allow_battery: a.guard.allow_battery,

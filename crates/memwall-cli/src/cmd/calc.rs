@@ -208,7 +208,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
     }
     let p = CalcParams {
         depth: a.depth,
-        batch: a.batch.max(1),
+        batch: a.n_seqs.max(1),
         cache,
         n_prompt: a.n_prompt,
     };

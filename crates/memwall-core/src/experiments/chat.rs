@@ -12,16 +12,51 @@
 //!   context ([`chat_ceiling_tps`]); `None` (shown `—`) when no bandwidth is stored.
 //!
 //! Cancellation is checked before every forward pass, so a stop request ends the
-//! turn within one token. The desktop app's Chat page is a thin caller of
-//! [`generate`]; tests drive it with a scripted fake engine.
+//! turn within one token. The desktop app's Chat page calls [`chat_job`] once per
+//! turn and keeps the [`ChatSession`] it returns (the loaded model) for the next;
+//! tests drive [`generate`] with a scripted fake engine.
 
-use crate::measure::engine::{ChatMessage, Engine, EngineError, TokenId, argmax};
+pub use crate::measure::engine::ChatMessage;
+use crate::measure::engine::{Engine, EngineError, TokenId, argmax};
 use crate::probe::model::{CacheType, ModelFacts};
 use crate::roofline;
 use crate::units::Gbps;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Context of a chat session, tokens: the whole conversation must fit in it, and no
+/// turn generates more.
+pub const CHAT_N_CTX: u32 = 4096;
+
+/// Largest message a turn accepts, bytes.
+pub const MAX_MESSAGE_BYTES: usize = 100_000;
+
+/// Errors of a chat turn.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChatError {
+    /// No messages, or one longer than [`MAX_MESSAGE_BYTES`].
+    #[error("chat needs 1+ messages of at most 100 kB")]
+    Request,
+    /// The model file failed the GGUF checks.
+    #[error(transparent)]
+    Model(#[from] crate::probe::gguf::GgufError),
+    /// The engine failed (loading, templating, a forward pass).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// Checks a turn's messages: at least one, none over [`MAX_MESSAGE_BYTES`].
+///
+/// # Errors
+/// [`ChatError::Request`].
+pub fn check_messages(messages: &[ChatMessage]) -> Result<(), ChatError> {
+    if messages.is_empty() || messages.iter().any(|m| m.content.len() > MAX_MESSAGE_BYTES) {
+        return Err(ChatError::Request);
+    }
+    Ok(())
+}
 
 /// Settings of one turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,7 +66,7 @@ pub struct ChatConfig {
 }
 
 /// Why a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model emitted an end-of-generation token.
@@ -45,7 +80,7 @@ pub enum StopReason {
 }
 
 /// Live figures of a turn. Every rate is `None` until it has a denominator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, ts_rs::TS)]
 pub struct ChatStats {
     /// Prompt tokens after templating.
     pub prompt_tokens: u32,
@@ -102,7 +137,7 @@ impl ChatStats {
 }
 
 /// What a turn reports while it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ChatEvent {
     /// The prompt was templated and tokenized.
@@ -288,6 +323,158 @@ pub fn generate<E: Engine + ?Sized>(
         engine.synchronize();
         pos += 1;
         next = argmax(engine.logits(0)?);
+    }
+}
+
+#[cfg(feature = "llama")]
+pub use session::{ChatSession, chat_job};
+
+#[cfg(feature = "llama")]
+mod session {
+    use super::*;
+    use crate::experiments::{JobError, blocking};
+    use crate::measure::engine::EngineConfig;
+    use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
+    use crate::measure::guard::Guard;
+    use crate::store::Store;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    /// A model loaded for chatting (CPU, [`CHAT_N_CTX`] tokens of context), kept by
+    /// its caller between turns: loading takes seconds, a turn re-prefills the whole
+    /// conversation anyway.
+    pub struct ChatSession {
+        path: PathBuf,
+        facts: ModelFacts,
+        engine: LlamaEngine,
+    }
+
+    impl ChatSession {
+        /// Loads the model at `path`, whose `facts` the caller read first (for the
+        /// memory check). Blocks for the load.
+        ///
+        /// # Errors
+        /// [`ChatError::Engine`] when llama.cpp refuses the file or the context.
+        pub fn load(path: &Path, facts: ModelFacts) -> Result<ChatSession, ChatError> {
+            let cfg = EngineConfig {
+                n_ctx: CHAT_N_CTX,
+                n_batch: 512,
+                ..EngineConfig::default()
+            };
+            let engine = LlamaModelHandle::load(path, 0)?.engine(&cfg)?;
+            Ok(ChatSession {
+                path: path.to_path_buf(),
+                facts,
+                engine,
+            })
+        }
+
+        /// The model file this session holds.
+        pub fn path(&self) -> &Path {
+            &self.path
+        }
+
+        /// One turn on this session ([`generate`]); the ceiling uses `bandwidth`
+        /// (`None`: never measured, so no % of ceiling).
+        ///
+        /// # Errors
+        /// [`ChatError::Engine`].
+        pub fn turn(
+            &mut self,
+            messages: &[ChatMessage],
+            cfg: &ChatConfig,
+            bandwidth: Option<Gbps>,
+            cancel: &AtomicBool,
+            on_event: impl FnMut(ChatEvent),
+        ) -> Result<ChatStats, ChatError> {
+            let facts = &self.facts;
+            let ceiling = |ctx: u32| chat_ceiling_tps(facts, bandwidth, ctx as u64);
+            Ok(generate(
+                &mut self.engine,
+                messages,
+                cfg,
+                &ceiling,
+                cancel,
+                on_event,
+            )?)
+        }
+    }
+
+    /// A session to reuse, or a model to load (its facts already read).
+    enum Ready {
+        Kept(ChatSession),
+        Load(PathBuf, ModelFacts),
+    }
+
+    /// One chat turn as the app runs it: checks the messages, reads this host's
+    /// latest stored STREAM triad for the ceiling, reuses `kept` when it holds
+    /// `model` (else loads `model` after the guard's memory check), runs the turn on
+    /// a blocking thread and returns the guard's warnings in the final stats
+    /// (battery power refused, swapping and thermal state compared after the turn).
+    /// `max_tokens` is clamped to 1..=[`CHAT_N_CTX`].
+    ///
+    /// Returns the session to keep for the next turn (also after a failed turn, when
+    /// the model is still loaded) with the turn's result.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn chat_job(
+        store: &Store,
+        hostname: &str,
+        kept: Option<ChatSession>,
+        model: &Path,
+        messages: Vec<ChatMessage>,
+        cfg: ChatConfig,
+        cancel: Arc<AtomicBool>,
+        on_event: impl FnMut(ChatEvent) + Send + 'static,
+    ) -> (Option<ChatSession>, Result<ChatStats, JobError>) {
+        if let Err(e) = check_messages(&messages) {
+            return (kept, Err(e.into()));
+        }
+        let bandwidth = match store.latest_triad(hostname, None).await {
+            Ok(s) => s.map(|s| Gbps(s.best_gbps)),
+            Err(e) => return (kept, Err(e.into())),
+        };
+        // Another model's session is dropped before this one loads.
+        let kept = kept.filter(|s| s.path == model);
+        let mut guard = match Guard::begin(Default::default()) {
+            Ok(g) => g,
+            Err(e) => return (kept, Err(e.into())),
+        };
+        let ready = match kept {
+            Some(s) => Ready::Kept(s),
+            None => {
+                let facts = match ModelFacts::open(model) {
+                    Ok(f) => f,
+                    Err(e) => return (None, Err(ChatError::from(e).into())),
+                };
+                if let Err(e) = guard.check_fit(&[(&facts, CHAT_N_CTX as u64)], CacheType::F16) {
+                    return (None, Err(e.into()));
+                }
+                Ready::Load(model.to_path_buf(), facts)
+            }
+        };
+        let cfg = ChatConfig {
+            max_tokens: cfg.max_tokens.clamp(1, CHAT_N_CTX),
+        };
+        let ran = blocking(move || {
+            let mut session = match ready {
+                Ready::Kept(s) => s,
+                Ready::Load(path, facts) => match ChatSession::load(&path, facts) {
+                    Ok(s) => s,
+                    Err(e) => return (None, Err(e)),
+                },
+            };
+            let out = session.turn(&messages, &cfg, bandwidth, &cancel, on_event);
+            (Some(session), out)
+        })
+        .await;
+        match ran {
+            Ok((session, Ok(mut stats))) => {
+                stats.warnings = guard.finish().warnings;
+                (session, Ok(stats))
+            }
+            Ok((session, Err(e))) => (session, Err(e.into())),
+            Err(e) => (None, Err(e)),
+        }
     }
 }
 

@@ -46,6 +46,9 @@ pub enum JobError {
     /// A compute peak failed (or was physically impossible).
     #[error(transparent)]
     Peak(#[from] peak::PeakError),
+    /// A chat turn failed.
+    #[error(transparent)]
+    Chat(#[from] chat::ChatError),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {

@@ -102,7 +102,7 @@ pub async fn stream_job_sized(
 }
 
 /// Where the roof came from, for the report line under the table.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct RoofSource {
     /// The roof.
     pub roof: MachineRoof,

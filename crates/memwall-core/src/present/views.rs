@@ -9,6 +9,7 @@
 //!   their provenance, against the bandwidth diagonal and the compute roof.
 //! - [`FrontierView`]: per model/arm, the measured speed and the quality cells that
 //!   exist; the rest `None`.
+//! - [`BenchRow`]: a bench record with its test label, as the tables show it.
 //! - [`compare_runs`]: two runs side by side, matched on the key columns.
 //! - [`export_path`]: validates a file name the UI asks to export to.
 
@@ -22,7 +23,7 @@ use sqlx::Row;
 use std::path::{Path, PathBuf};
 
 /// The tray menu's status lines.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct TrayStatus {
     /// `Bandwidth: 44.1 GB/s (triad, 2 threads, 3 min ago)` or `Bandwidth: — (never measured)`.
     pub bandwidth: String,
@@ -105,7 +106,7 @@ impl TrayStatus {
 }
 
 /// One measured point of the roofline chart, with its provenance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct RooflinePoint {
     /// Bench row id.
     pub row_id: i64,
@@ -126,7 +127,7 @@ pub struct RooflinePoint {
 }
 
 /// The roofline chart's data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct RooflineView {
     /// STREAM bandwidth of the roof, GB/s (the largest among the rows).
     pub bandwidth_gbps: Option<f64>,
@@ -248,7 +249,7 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
 /// One row of the Frontier page: one stored run's values for one model file.
 /// Rows of different runs (or hosts) are never merged: a newer run does not hide
 /// behind an older, faster one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct FrontierViewRow {
     /// The run the values come from.
     pub run_id: i64,
@@ -270,7 +271,7 @@ pub struct FrontierViewRow {
 
 /// The Frontier page: speed from bench rows, quality from stored frontier cells,
 /// newest run first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct FrontierView {
     /// Quality measures that have at least one stored cell (`ppl:wikitext`, `task:mmlu`).
     pub measures: Vec<String>,
@@ -415,8 +416,28 @@ pub async fn frontier_cells(store: &Store) -> Result<Vec<CellValue>, StoreError>
         .collect())
 }
 
+/// A bench row as the app's tables show it: the stored record and its test label
+/// (`tg128 x4 @ d512`, [`BenchRecord::test_label`]), so no page rebuilds the label.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct BenchRow {
+    /// llama-bench's test label.
+    pub test: String,
+    /// The record, its fields at the top level of the JSON beside `test`.
+    #[serde(flatten)]
+    pub record: BenchRecord,
+}
+
+impl From<BenchRecord> for BenchRow {
+    fn from(record: BenchRecord) -> BenchRow {
+        BenchRow {
+            test: record.test_label(),
+            record,
+        }
+    }
+}
+
 /// One matched pair of rows of two runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct CompareRow {
     /// Model type.
     pub model: String,
@@ -721,6 +742,24 @@ mod tests {
         assert!((c[0].change_pct.unwrap() - 10.0).abs() < 1e-9);
         assert_eq!(c[1].a, None);
         assert_eq!(c[1].test, "pp512");
+    }
+
+    #[test]
+    fn a_bench_row_sends_the_record_with_its_label_beside_it() {
+        let mut r = row(7, true, 512, 1.0, 1.0);
+        r.n_seqs = 4;
+        let label = r.test_label();
+        let v = serde_json::to_value(BenchRow::from(r.clone())).unwrap();
+        assert_eq!(v["test"], label.as_str());
+        assert!(label.ends_with(" x4 @ d512"), "{label}");
+        // Every field of the record, flattened, and nothing else but the label.
+        let rec = serde_json::to_value(&r).unwrap();
+        let rec = rec.as_object().unwrap();
+        let row = v.as_object().unwrap();
+        assert_eq!(row.len(), rec.len() + 1);
+        for (k, x) in rec {
+            assert_eq!(&row[k], x, "{k}");
+        }
     }
 
     #[test]

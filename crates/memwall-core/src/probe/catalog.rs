@@ -144,7 +144,7 @@ pub enum Status {
 }
 
 /// Progress of a fetch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum FetchProgress {
     /// A wheel download started.

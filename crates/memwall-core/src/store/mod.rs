@@ -124,7 +124,7 @@ pub struct NewRun {
 }
 
 /// A stored run, as listed by the History page and `memwall history`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct RunSummary {
     /// Run id.
     pub id: i64,
@@ -147,7 +147,7 @@ pub struct RunSummary {
 }
 
 /// A stored STREAM kernel result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct StoredStream {
     /// Row id (what bench rows reference as `stream_id`).
     pub id: i64,
@@ -170,7 +170,7 @@ pub struct StoredStream {
 }
 
 /// A stored peak-compute measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct StoredPeak {
     /// Row id.
     pub id: i64,
@@ -203,6 +203,37 @@ pub struct RowFilter {
     pub engine: Option<String>,
     /// Only rows at or after this RFC 3339 time.
     pub since: Option<String>,
+}
+
+/// Which runs to list (the History page's filters). A blank or absent field does not
+/// filter; with any field set, a run is listed when at least one of its bench rows
+/// matches every set field (runs without bench rows, such as STREAM runs, are then
+/// left out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct RunFilter {
+    /// Model file name contains this.
+    pub model: Option<String>,
+    /// Engine equals this (`llama.cpp`).
+    pub engine: Option<String>,
+    /// Bench rows at or after this UTC time (RFC 3339, or a `YYYY-MM-DD` prefix of one).
+    pub since: Option<String>,
+}
+
+impl RunFilter {
+    /// The filter with blank fields removed and the rest trimmed.
+    fn normalized(&self) -> RunFilter {
+        let f = |v: &Option<String>| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+        };
+        RunFilter {
+            model: f(&self.model),
+            engine: f(&self.engine),
+            since: f(&self.since),
+        }
+    }
 }
 
 /// The default database path: `$MEMWALL_DB`, else `<data dir>/memwall/memwall.db`.
@@ -740,12 +771,31 @@ impl Store {
     /// # Errors
     /// [`StoreError::Sql`].
     pub async fn runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.runs_matching(&RunFilter::default()).await
+    }
+
+    /// Stored runs that `filter` keeps ([`RunFilter`]), newest first: one query, the
+    /// matching done by SQLite.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn runs_matching(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+        let f = filter.normalized();
         let rows = sqlx::query(
             "SELECT r.id, r.kind, r.started_at, r.build_commit, r.command, r.hostname, r.cpu_info,
                     (SELECT COUNT(*) FROM bench_results b WHERE b.run_id = r.id) AS n,
                     (SELECT group_concat(m, '; ') FROM (SELECT DISTINCT model_filename AS m FROM bench_results b WHERE b.run_id = r.id)) AS models
-             FROM runs r ORDER BY r.id DESC",
+             FROM runs r
+             WHERE (?1 IS NULL AND ?2 IS NULL AND ?3 IS NULL)
+                OR EXISTS (SELECT 1 FROM bench_results b WHERE b.run_id = r.id
+                           AND (?1 IS NULL OR b.model_filename LIKE '%' || ?1 || '%')
+                           AND (?2 IS NULL OR b.engine = ?2)
+                           AND (?3 IS NULL OR b.test_time >= ?3))
+             ORDER BY r.id DESC",
         )
+        .bind(f.model)
+        .bind(f.engine)
+        .bind(f.since)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.sql(e))?;
@@ -946,6 +996,65 @@ mod tests {
         let runs = s.runs().await.unwrap();
         assert_eq!(runs[0].n_bench_rows, 2);
         assert_eq!(runs[0].models, "m.gguf");
+    }
+
+    #[tokio::test]
+    async fn run_filters_are_one_query_over_the_bench_rows() {
+        let (_d, s) = store().await;
+        let mut tx = s.begin().await.unwrap();
+        let stream_run = s.insert_run_tx(&mut tx, &run("stream")).await.unwrap();
+        tx.commit().await.unwrap();
+        let mut rows = vec![BenchRecord {
+            model_filename: "/models/SmolLM2-135M.Q4_1.gguf".into(),
+            test_time: "2026-03-02T10:00:00Z".into(),
+            ..BenchRecord::example()
+        }];
+        let bench_run = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
+        let ids = |f: RunFilter| {
+            let s = &s;
+            async move {
+                let runs = s.runs_matching(&f).await.unwrap();
+                runs.iter().map(|r| r.id).collect::<Vec<i64>>()
+            }
+        };
+        let some = |v: &str| Some(v.to_string());
+        // No filter, or only blank fields: every run, newest first.
+        assert_eq!(ids(RunFilter::default()).await, [bench_run, stream_run]);
+        let blank = RunFilter {
+            model: some("  "),
+            engine: some(""),
+            since: None,
+        };
+        assert_eq!(ids(blank).await, [bench_run, stream_run]);
+        // Model: a substring of the file name, ASCII case ignored (SQLite's LIKE).
+        let model = |m: &str| RunFilter {
+            model: some(m),
+            ..Default::default()
+        };
+        assert_eq!(ids(model("smollm2")).await, [bench_run]);
+        assert!(ids(model("qwen")).await.is_empty());
+        // Engine: equal, not a substring.
+        let engine = |e: &str| RunFilter {
+            engine: some(e),
+            ..Default::default()
+        };
+        assert_eq!(ids(engine("llama.cpp")).await, [bench_run]);
+        assert!(ids(engine("llama")).await.is_empty());
+        // Since: a date prefix or a full time, inclusive.
+        let since = |t: &str| RunFilter {
+            since: some(t),
+            ..Default::default()
+        };
+        assert_eq!(ids(since("2026-03-02")).await, [bench_run]);
+        assert_eq!(ids(since("2026-03-02T10:00:00Z")).await, [bench_run]);
+        assert!(ids(since("2026-03-03")).await.is_empty());
+        // All fields must hold for the same row.
+        let both = RunFilter {
+            model: some("smollm2"),
+            engine: some("mlx"),
+            since: None,
+        };
+        assert!(ids(both).await.is_empty());
     }
 
     #[tokio::test]

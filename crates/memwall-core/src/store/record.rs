@@ -156,7 +156,7 @@ pub enum ColumnRole {
 /// `llama_context_default_params()` with only the fields memwall sets (threads,
 /// batch sizes, cache types, GPU layers, flash attention) changed, no CPU mask and no
 /// custom thread pool (ggml's `ggml_threadpool_params_init` polls at 50).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct LlamaDefaults {
     /// CPU affinity mask, hex (`0x0` = none).
     pub cpu_mask: String,
@@ -221,8 +221,28 @@ impl Default for LlamaDefaults {
     }
 }
 
+/// llama-bench's name of a test: `pp512` for a prefill of 512 tokens, `tg128` for
+/// 128 decode steps, then memwall's ` x4` when 4 sequences decode together and
+/// llama-bench's ` @ d512` when 512 tokens are already in the KV cache
+/// (`tg128 x4 @ d512`). The one definition behind [`BenchRecord::test_label`], the
+/// bench plan's instance labels and every label the app shows.
+pub fn test_label(n_prompt: i64, n_gen: i64, n_seqs: i64, n_depth: i64) -> String {
+    let mut s = if n_prompt > 0 {
+        format!("pp{n_prompt}")
+    } else {
+        format!("tg{n_gen}")
+    };
+    if n_seqs > 1 {
+        s.push_str(&format!(" x{n_seqs}"));
+    }
+    if n_depth > 0 {
+        s.push_str(&format!(" @ d{n_depth}"));
+    }
+    s
+}
+
 /// One benchmark test instance (pp, tg, or a batched tg) with full provenance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct BenchRecord {
     /// Row id in the store (0 before storing).
     pub id: i64,
@@ -298,15 +318,19 @@ pub struct BenchRecord {
     pub stddev_ns: i64,
     /// Mean tokens/s (aggregate over sequences), averaged per sample as llama-bench does.
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub avg_ts: f64,
     /// Std of tokens/s.
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub stddev_ts: f64,
     /// Slowest repetition, tokens/s.
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub min_ts: f64,
     /// Fastest repetition, tokens/s.
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub max_ts: f64,
     /// Every repetition's time, ns.
     pub samples_ns: Vec<u64>,
@@ -314,11 +338,13 @@ pub struct BenchRecord {
     pub samples_ts: Vec<f64>,
     /// STREAM bandwidth used for the ceiling (triad, best), GB/s (10^9 B/s).
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub bandwidth_gbps: f64,
     /// Store id of the STREAM result used.
     pub stream_id: i64,
     /// Measured compute peak used for the prefill ceiling, GFLOP/s (or GOP/s for int8).
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub peak_gflops: f64,
     /// Which peak (`f32 FMA`, `int8 dot`).
     pub peak_kind: String,
@@ -328,22 +354,28 @@ pub struct BenchRecord {
     pub kv_bytes_per_token: i64,
     /// Mean bytes read per step over the test (weights + KV at the step's depth).
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub bytes_per_step: f64,
     /// Roofline ceiling for this test, tokens/s.
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub ceiling_ts: f64,
     /// avg_ts ÷ ceiling_ts.
     #[serde(deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub achieved: f64,
     /// Mean FLOPs per token of the test: 2 × active matmul params + attention FLOPs
     /// at the token's context.
     #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub flops_per_token: f64,
     /// Arithmetic intensity of the test, FLOP per byte read from memory.
     #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub intensity: f64,
     /// Achieved compute: avg_ts × flops_per_token ÷ 1e9, GFLOP/s.
     #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    #[ts(type = "number | null")]
     pub achieved_gflops: f64,
     /// The STREAM kernel behind `bandwidth_gbps`, `ceiling_ts` and `achieved` (`triad`).
     #[serde(default = "triad")]
@@ -386,20 +418,9 @@ pub struct BenchRecord {
 
 impl BenchRecord {
     /// llama-bench's test label: `pp512`, `tg128`, with ` @ d512` for depth and
-    /// ` x4` for parallel sequences.
+    /// ` x4` for parallel sequences ([`test_label`]).
     pub fn test_label(&self) -> String {
-        let mut s = if self.n_prompt > 0 {
-            format!("pp{}", self.n_prompt)
-        } else {
-            format!("tg{}", self.n_gen)
-        };
-        if self.n_seqs > 1 {
-            s.push_str(&format!(" x{}", self.n_seqs));
-        }
-        if self.n_depth > 0 {
-            s.push_str(&format!(" @ d{}", self.n_depth));
-        }
-        s
+        test_label(self.n_prompt, self.n_gen, self.n_seqs, self.n_depth)
     }
 
     /// `true` for a decode (tg) test.
@@ -636,6 +657,9 @@ mod tests {
         r.n_gen = 32;
         r.n_seqs = 4;
         assert_eq!(r.test_label(), "tg32 x4");
+        // Sequences before depth, as the app shows it (the check the UI's own copy had).
+        assert_eq!(test_label(0, 128, 4, 512), "tg128 x4 @ d512");
+        assert_eq!(test_label(512, 0, 1, 0), "pp512");
     }
 
     #[test]

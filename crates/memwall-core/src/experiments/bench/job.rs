@@ -24,7 +24,7 @@ pub struct BenchJobOptions {
 }
 
 /// A finished bench job.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct BenchOutcome {
     /// Run id.
     pub run_id: i64,

@@ -87,6 +87,34 @@ pub enum BenchError {
 }
 
 impl BenchPlan {
+    /// llama-bench's defaults (`cmd_params_defaults` in llama.cpp's
+    /// `tools/llama-bench/llama-bench.cpp`): `-p 512 -n 128 -d 0 -b 2048 -ub 512
+    /// -ctk f16 -ctv f16 -fa auto -r 5`, all layers offloaded (llama-bench's `-ngl -1`;
+    /// memwall's field is unsigned, so 999), one sequence per tg test, and memwall's
+    /// token seed 42. `models` and `n_threads` are empty: the caller names them
+    /// (llama-bench's thread default is the physical core count). The CLI's flag
+    /// defaults and the app's requests start from this one plan.
+    pub fn llama_bench_defaults() -> BenchPlan {
+        BenchPlan {
+            models: Vec::new(),
+            n_prompt: vec![512],
+            n_gen: vec![128],
+            n_depth: vec![0],
+            n_seqs: vec![1],
+            n_threads: Vec::new(),
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_gpu_layers: 999,
+            type_k: CacheType::F16,
+            type_v: CacheType::F16,
+            flash_attn: None,
+            reps: 5,
+            seed: 42,
+            allow_battery: false,
+            skip_capacity_check: false,
+        }
+    }
+
     /// What the guard allows for this plan.
     pub fn guard_options(&self) -> crate::measure::guard::GuardOptions {
         crate::measure::guard::GuardOptions {
@@ -130,7 +158,7 @@ impl BenchPlan {
             || self.n_seqs.contains(&0)
             || self.n_seqs.iter().any(|&s| s > 256)
         {
-            return bad("-b (parallel sequences) must be within 1..=256");
+            return bad("--n-seqs (parallel sequences) must be within 1..=256");
         }
         if self.reps == 0 {
             return bad("-r must be at least 1 (5 or more for a meaningful std)");
@@ -210,25 +238,20 @@ impl Instance {
     pub fn n_ctx(&self) -> u32 {
         self.n_seqs * (self.n_depth + self.n_prompt + self.n_gen).max(1)
     }
-    /// `pp512`, `tg128 x4 @ d512`.
+    /// `pp512`, `tg128 x4 @ d512` ([`record::test_label`]).
     pub fn label(&self) -> String {
-        let mut s = if self.n_prompt > 0 {
-            format!("pp{}", self.n_prompt)
-        } else {
-            format!("tg{}", self.n_gen)
-        };
-        if self.n_seqs > 1 {
-            s.push_str(&format!(" x{}", self.n_seqs));
-        }
-        if self.n_depth > 0 {
-            s.push_str(&format!(" @ d{}", self.n_depth));
-        }
-        s
+        let n = |v: u32| i64::from(v);
+        record::test_label(
+            n(self.n_prompt),
+            n(self.n_gen),
+            n(self.n_seqs),
+            n(self.n_depth),
+        )
     }
 }
 
 /// What the harness reports while it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Progress {
     /// A model is being loaded.
@@ -265,7 +288,7 @@ pub enum Progress {
 /// measured is `None`, and every ceiling that needs it stays `None` (`—`, NULL) with
 /// the reason ([`PrefillPeak::missing_reason`]); it never falls back to the
 /// bandwidth roof alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct MachineRoof {
     /// STREAM triad (best, all threads), GB/s.
     pub bandwidth: Gbps,
@@ -287,7 +310,7 @@ pub struct MachineRoof {
 }
 
 /// A GPU's prefill roof taken from the device catalogue (`catalog/devices.toml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct GpuPeak {
     /// Catalogue name (`M4 Pro`), or the brand string when the catalogue lacks it.
     pub device: String,

@@ -146,7 +146,7 @@ pub struct EngineInfo {
 }
 
 /// A chat message for template application.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ChatMessage {
     /// `system`, `user` or `assistant`.
     pub role: String,

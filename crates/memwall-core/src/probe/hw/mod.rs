@@ -41,7 +41,7 @@ pub trait Platform {
 }
 
 /// Where the power comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PowerSource {
     /// Mains power (or a desktop with no battery).
@@ -82,7 +82,7 @@ impl fmt::Display for PowerSource {
 }
 
 /// Coarse thermal state, in the spirit of macOS's `ProcessInfo.ThermalState`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ThermalState {
     /// Below every passive trip point / no throttling reported.
@@ -96,7 +96,7 @@ pub enum ThermalState {
 }
 
 /// Temperatures and the thermal state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Thermal {
     /// Coarse state.
     pub state: ThermalState,
@@ -121,7 +121,7 @@ impl Thermal {
 }
 
 /// Memory and swap, right now.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct MemState {
     /// Installed RAM.
     pub total: Bytes,
@@ -141,7 +141,7 @@ impl MemState {
 }
 
 /// Static facts about the machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct HostInfo {
     /// CPU brand string.
     pub cpu_model: String,
@@ -166,7 +166,7 @@ pub struct HostInfo {
 }
 
 /// Live state sampled at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct LiveState {
     /// Power source.
     pub power: PowerSource,
