@@ -250,7 +250,7 @@ impl ThisMachine {
         use crate::experiments::calc::Sourced;
         let quantized = facts
             .and_then(|f| f.dominant_type())
-            .is_some_and(|t| t.traits().is_some_and(|(_, b, _)| b > 1));
+            .is_some_and(|t| t.traits().is_some_and(|x| x.is_block_quantized()));
         let pk = if quantized {
             self.peak_int8.as_ref()
         } else {

@@ -354,7 +354,7 @@ impl MachineRoof {
         }
         let quantized = facts
             .dominant_type()
-            .is_some_and(|t| t.traits().is_some_and(|(_, blck, _)| blck > 1));
+            .is_some_and(|t| t.traits().is_some_and(|x| x.is_block_quantized()));
         let (peak, kind) = if quantized {
             (self.peak_int8, crate::measure::peak::PeakKind::Int8Dot)
         } else {
