@@ -30,7 +30,7 @@ export interface BenchRecord {
   n_depth: number; n_seqs: number; test_time: string; avg_ts: number | null; stddev_ts: number | null;
   samples_ts: number[]; bandwidth_gbps: number | null; ceiling_ts: number | null; achieved: number | null;
   power_source: string; thermal_before: string; thermal_after: string; swap_out_pages: number | null;
-  warnings: string; hostname: string;
+  warnings: string[]; hostname: string;
 }
 export type Progress =
   | { event: "loading"; model: string }

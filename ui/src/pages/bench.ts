@@ -7,7 +7,7 @@ import { chartInto, exportBar } from "./common";
 const jobs = new Jobs();
 
 function rowHtml(r: BenchRecord): string {
-  const warn = [r.warnings, r.power_source === "battery" ? "battery" : "", (r.swap_out_pages ?? 0) > 0 ? `swap ${r.swap_out_pages} pages` : "",
+  const warn = [...r.warnings, r.power_source === "battery" ? "battery" : "", (r.swap_out_pages ?? 0) > 0 ? `swap ${r.swap_out_pages} pages` : "",
     r.thermal_after && !r.thermal_after.startsWith("nominal") && !r.thermal_after.startsWith("unknown") ? `thermal ${r.thermal_after}` : ""]
     .filter((s) => s).join("; ");
   return `<tr data-id="${r.id}"><td>${esc(r.model_type)}</td><td>${esc(testLabel(r))}</td><td class="n">${r.n_threads}</td>

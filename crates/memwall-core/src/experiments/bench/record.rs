@@ -244,10 +244,6 @@ pub fn make_record(
         thermal_after: prov.thermal_after,
         power_source: prov.power_source,
         swap_out_pages: swapped.map(|p| p as i64),
-        warnings: warnings
-            .iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join("; "),
+        warnings: warnings.iter().map(|w| w.to_string()).collect(),
     }
 }
