@@ -916,6 +916,17 @@ mod tests {
         }
     }
 
+    /// The columns `bench_results` has in `pool`'s schema.
+    async fn bench_columns(pool: &SqlitePool) -> Vec<String> {
+        sqlx::query("SELECT name FROM pragma_table_info('bench_results')")
+            .fetch_all(pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("name"))
+            .collect()
+    }
+
     async fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("sub/m.db")).await.unwrap();
@@ -1008,11 +1019,14 @@ mod tests {
                 "swapping: 3 pages swapped out during the test (a disk measurement)",
                 "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`); outliers: 2 repetition(s) with |modified z| > 3.5; variance: std is 6.1% of the mean",
             ];
+            let have = bench_columns(&pool).await;
             for w in joined {
                 let fields: Vec<_> = BenchRecord::example()
                     .fields()
                     .into_iter()
-                    .filter(|(n, _, _)| *n != "id" && *n != "warnings")
+                    .filter(|(n, _, _)| {
+                        have.iter().any(|h| h == n) && *n != "id" && *n != "warnings"
+                    })
                     .chain([("warnings", ColumnRole::Measure, Cell::Text(w.into()))])
                     .collect();
                 let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
@@ -1162,38 +1176,17 @@ mod tests {
                 .execute(&pool)
                 .await
                 .unwrap();
-            let new_columns = [
-                "id",
-                "build_number",
-                "backends",
-                "system_info",
-                "flash_attn",
-                "cpu_mask",
-                "cpu_strict",
-                "poll",
-                "n_cpu_moe",
-                "split_mode",
-                "main_gpu",
-                "no_kv_offload",
-                "devices",
-                "tensor_split",
-                "tensor_buft_overrides",
-                "load_mode",
-                "lazy_mode",
-                "embeddings",
-                "no_op_offload",
-                "no_host",
-                "repack",
-                "fit_target",
-                "fit_min_ctx",
-                "gpu_info",
-            ];
+            // Every record column the old table has (the row as memwall stored it
+            // then); the columns later migrations re-encode get their old encodings.
+            let have = bench_columns(&pool).await;
+            let changed = ["id", "flash_attn", "gpu_info", "warnings"];
             let old = BenchRecord::example();
             let mut fields: Vec<_> = old
                 .fields()
                 .into_iter()
-                .filter(|(n, _, _)| !new_columns.contains(n))
+                .filter(|(n, _, _)| have.iter().any(|h| h == n) && !changed.contains(n))
                 .collect();
+            fields.push(("warnings", ColumnRole::Measure, Cell::Text(String::new())));
             fields.push((
                 "backend",
                 ColumnRole::Key,
