@@ -304,7 +304,7 @@ impl Workload {
 }
 
 /// The roofline ceiling of one instance.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstanceCeiling {
     /// Ceiling in tokens/s (summed over the sequences); `None` when a roof it needs
     /// is missing: a pp ceiling without a compute peak (see
@@ -313,6 +313,9 @@ pub struct InstanceCeiling {
     /// Mean bytes read per step: per micro-batch for pp (weights + KV cache), per
     /// decode step for tg (weights + every sequence's KV at the step's depth).
     pub bytes_per_step: f64,
+    /// Why `ceiling_tps` is `None`: the missing compute peak of a pp test, otherwise
+    /// the missing bandwidth. `None` when there is a ceiling.
+    pub missing_reason: Option<String>,
 }
 
 /// Ceiling of one instance under `roof`.
@@ -325,6 +328,15 @@ pub struct InstanceCeiling {
 /// - tg: [`decode_ceiling_at`] the triad bandwidth.
 pub fn instance_ceiling(facts: &ModelFacts, w: &Workload, roof: &MachineRoof) -> InstanceCeiling {
     let finite = |v: f64| Some(v).filter(|v| v.is_finite());
+    let peak = roof.peak_for(facts, w.n_gpu_layers);
+    let missing_reason = |ceiling: Option<f64>| {
+        ceiling
+            .is_none()
+            .then(|| match (w.is_prefill(), peak.missing_reason()) {
+                (true, Some(r)) => r,
+                _ => "no STREAM bandwidth".to_string(),
+            })
+    };
     if w.is_prefill() {
         let p = w.n_prompt as u64;
         let n_ub = p.div_ceil(w.n_ubatch.max(1) as u64);
@@ -332,23 +344,23 @@ pub fn instance_ceiling(facts: &ModelFacts, w: &Workload, roof: &MachineRoof) ->
             .kv_bytes_read_at_depth(w.n_depth as u64 + p, w.type_k)
             .0 as f64;
         let bytes = n_ub as f64 * (facts.streamed_bytes.0 as f64 + kv);
-        let ceiling_tps = roof
-            .peak_for(facts, w.n_gpu_layers)
-            .gflops
-            .and_then(|peak| {
-                let flops = p as f64 * prefill_flops_per_token(facts, p, w.n_depth as u64);
-                let t_compute = flops / peak.per_s();
-                let t_mem = bytes / roof.bandwidth.bytes_per_s();
-                finite(p as f64 / t_compute.max(t_mem))
-            });
+        let ceiling_tps = peak.gflops.and_then(|peak| {
+            let flops = p as f64 * prefill_flops_per_token(facts, p, w.n_depth as u64);
+            let t_compute = flops / peak.per_s();
+            let t_mem = bytes / roof.bandwidth.bytes_per_s();
+            finite(p as f64 / t_compute.max(t_mem))
+        });
         InstanceCeiling {
             ceiling_tps,
             bytes_per_step: bytes / n_ub as f64,
+            missing_reason: missing_reason(ceiling_tps),
         }
     } else {
+        let ceiling_tps = finite(decode_ceiling_at(facts, w, roof.bandwidth));
         InstanceCeiling {
-            ceiling_tps: finite(decode_ceiling_at(facts, w, roof.bandwidth)),
+            ceiling_tps,
             bytes_per_step: mean_step_bytes(facts, w, w.n_seqs as u64),
+            missing_reason: missing_reason(ceiling_tps),
         }
     }
 }
@@ -419,6 +431,8 @@ pub struct InstancePlacement {
     /// The ceiling with the triad bandwidth (and, for pp, the compute peak) and the
     /// achieved fraction; `None` when a roof is missing ([`instance_ceiling`]).
     pub triad: Option<Placement>,
+    /// Why `triad` is `None` ([`InstanceCeiling::missing_reason`]).
+    pub missing_reason: Option<String>,
     /// Mean bytes read per step ([`InstanceCeiling::bytes_per_step`]).
     pub bytes_per_step: f64,
     /// The decode ceiling with the STREAM read kernel's bandwidth (decode writes almost
@@ -449,6 +463,7 @@ pub fn place(
         peak: roof.peak_for(facts, w.n_gpu_layers),
         triad: ceiling.ceiling_tps.map(|c| Placement::new(measured_tps, c)),
         bytes_per_step: ceiling.bytes_per_step,
+        missing_reason: ceiling.missing_reason,
         read: roof
             .read_bandwidth
             .filter(|_| !w.is_prefill())

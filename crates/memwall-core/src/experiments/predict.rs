@@ -175,17 +175,8 @@ pub fn build_payload(
         .iter()
         .map(|inst: &Instance| {
             let (facts, sha) = &models[inst.model];
-            let ceiling =
-                crate::roofline::instance_ceiling(facts, &inst.workload(plan), roof).ceiling_tps;
-            let no_ceiling = ceiling.is_none().then(|| {
-                match (
-                    inst.n_prompt > 0,
-                    roof.peak_for(facts, plan.n_gpu_layers).missing_reason(),
-                ) {
-                    (true, Some(r)) => r,
-                    _ => "no STREAM bandwidth".to_string(),
-                }
-            });
+            let c = crate::roofline::instance_ceiling(facts, &inst.workload(plan), roof);
+            let (ceiling, no_ceiling) = (c.ceiling_tps, c.missing_reason);
             PredictedTest {
                 model_filename: file(inst.model),
                 model_sha256: sha.clone(),

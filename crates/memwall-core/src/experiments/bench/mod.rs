@@ -488,6 +488,7 @@ mod tests {
             let InstanceCeiling {
                 ceiling_tps: c,
                 bytes_per_step: bytes,
+                ..
             } = roofline::instance_ceiling(&f, &pp512().workload(&plan), &roof(missing));
             assert_eq!(c, None, "peak {missing:?}");
             assert!(bytes > 0.0);
@@ -654,6 +655,7 @@ mod tests {
         let InstanceCeiling {
             ceiling_tps: triad,
             bytes_per_step: bytes,
+            ..
         } = roofline::instance_ceiling(&facts, &tg.workload(&plan), &roof);
         let triad = triad.unwrap();
         assert_eq!(bytes, mean);
@@ -794,7 +796,6 @@ mod tests {
         let f = facts_400mb();
         let placed = roofline::place(&f, &tg, &roof(None), mean);
         let (w, swapped) = detect_warnings(
-            &tg,
             &timing,
             &placed,
             &live(hw::PowerSource::Battery { percent: None }, Some(10)),
@@ -821,7 +822,7 @@ mod tests {
         let timing = Timing::new(&pp, &[1_000_000_000; 3]);
         let placed = roofline::place(&q8, &pp, &roof(None), timing.ts.mean());
         let same = live(hw::PowerSource::Ac, Some(0));
-        let (w, _) = detect_warnings(&pp, &timing, &placed, &same, &same);
+        let (w, _) = detect_warnings(&timing, &placed, &same, &same);
         assert_eq!(
             w[0].to_string(),
             "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"

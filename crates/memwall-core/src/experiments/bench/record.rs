@@ -74,18 +74,13 @@ impl Timing {
 /// 5 %, a debug build. Also returns the pages swapped out during the test (`None`
 /// when the OS does not report it).
 pub fn detect_warnings(
-    w: &Workload,
     timing: &Timing,
     placement: &InstancePlacement,
     before: &LiveState,
     after: &LiveState,
 ) -> (Vec<Warning>, Option<u64>) {
     let (mut warnings, swapped) = crate::measure::guard::findings(before, after);
-    if placement.triad.is_none() {
-        let reason = match (w.is_prefill(), placement.peak.missing_reason()) {
-            (true, Some(r)) => r,
-            _ => "no STREAM bandwidth".to_string(),
-        };
+    if let Some(reason) = placement.missing_reason.clone() {
         warnings.insert(0, Warning::NoCeiling { reason });
     }
     let outliers = timing.ns.outliers().len();
@@ -175,7 +170,7 @@ pub fn make_record(
     let timing = Timing::new(&w, &measured.samples_ns);
     let placement = roofline::place(facts, &w, cx.roof, timing.ts.mean());
     let (warnings, swapped) =
-        detect_warnings(&w, &timing, &placement, &measured.before, &measured.after);
+        detect_warnings(&timing, &placement, &measured.before, &measured.after);
     let prov = Provenance::of(cx, &measured.engine, &measured.before, &measured.after);
     let (ns, ts) = (&timing.ns, &timing.ts);
     BenchRecord {
