@@ -43,7 +43,7 @@ function installMock() {
   const row = (id, tg, depth, ts) => ({ test: tg ? "tg16" : "pp64", id, run_id: 2, build_commit: "abc1234", engine: "llama.cpp", model_filename: "/m/SmolLM2-135M-Instruct-Q4_1.gguf",
     model_type: "llama 135M Q4_1", quant: "Q4_1", n_threads: 2, n_prompt: tg ? 0 : 64, n_gen: tg ? 16 : 0, n_depth: depth, n_seqs: 1,
     test_time: "2026-11-30T23:00:00Z", avg_ts: ts, stddev_ts: 1.5, samples_ts: [ts], bandwidth_gbps: 44.0, ceiling_ts: tg ? 400.0 : 2000.0,
-    achieved: tg ? ts / 400 : ts / 2000, power_source: "ac", thermal_before: "unknown", thermal_after: "unknown", swap_out_pages: 0, warnings: "", hostname: "h" });
+    achieved: tg ? ts / 400 : ts / 2000, power_source: "ac", thermal_before: "unknown", thermal_after: "unknown", swap_out_pages: 0, warnings: [], hostname: "h" });
   const stats = (n) => ({ prompt_tokens: 20, n_gen: n, ttft_ms: 42.4, prefill_tps: 470.0, decode_tps: n > 1 ? 150.0 : null, ceiling_tps: 400.0, pct_of_ceiling: n > 1 ? 37.5 : null });
   const send = (ch, i, message) => cbs.get(ch.id)?.({ index: i, message });
   const replies = {

@@ -2,10 +2,11 @@
 //! vs sequential greedy, and a tiny benchmark plan. Serialized with the engine lock.
 #![cfg(feature = "llama")]
 
-use memwall_core::experiments::bench::{BenchPlan, MachineRoof, RunContext};
+use memwall_core::experiments::bench::{BenchPlan, RunContext};
 use memwall_core::measure::engine::llama::LlamaModelHandle;
 use memwall_core::measure::engine::{BatchItem, ChatMessage, Engine, EngineConfig, argmax};
 use memwall_core::probe::model::CacheType;
+use memwall_core::roofline::MachineRoof;
 use memwall_core::testing;
 use memwall_core::units::{Gbps, Gflops};
 use std::sync::atomic::AtomicBool;

@@ -11,13 +11,13 @@
 //! llama.cpp's tools likewise unless MEMWALL_REQUIRE_LLAMA_TOOLS=1.
 #![cfg(feature = "llama")]
 
-use memwall_core::experiments::bench::MachineRoof;
 use memwall_core::experiments::frontier::quant::{self, QuantType, Relation};
 use memwall_core::experiments::frontier::{self, FrontierError, FrontierPlan, FrontierProgress};
 use memwall_core::measure::evals::ppl::{self, PplConfig};
 use memwall_core::measure::evals::sandbox::{SandboxLimits, run_python};
 use memwall_core::measure::evals::tasks::{self, ItemBody, TaskConfig, TaskKind};
 use memwall_core::probe::datasets::Datasets;
+use memwall_core::roofline::MachineRoof;
 use memwall_core::store::Store;
 use memwall_core::testing;
 use memwall_core::units::{Gbps, Gflops};

@@ -8,7 +8,7 @@ const jobs = new Jobs();
 
 // `r.test` is core's label (`tg128 x4 @ d512`): the page never rebuilds it.
 function rowHtml(r: BenchRow): string {
-  const warn = [r.warnings, r.power_source === "battery" ? "battery" : "", (r.swap_out_pages ?? 0) > 0 ? `swap ${r.swap_out_pages} pages` : "",
+  const warn = [...r.warnings, r.power_source === "battery" ? "battery" : "", (r.swap_out_pages ?? 0) > 0 ? `swap ${r.swap_out_pages} pages` : "",
     r.thermal_after && !r.thermal_after.startsWith("nominal") && !r.thermal_after.startsWith("unknown") ? `thermal ${r.thermal_after}` : ""]
     .filter((s) => s).join("; ");
   return `<tr data-id="${r.id}"><td>${esc(r.model_type)}</td><td>${esc(r.test)}</td><td class="n">${r.n_threads}</td>

@@ -5,7 +5,6 @@ use super::{command_line, guard_line, open_store, physical_cores, print_guard, r
 use crate::args::{FrontierArgs, PerplexityArgs};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use memwall_core::experiments::bench::MachineRoof;
 use memwall_core::experiments::frontier::quant::QuantType;
 use memwall_core::experiments::frontier::{self, FrontierPlan, FrontierProgress, chart, table};
 use memwall_core::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
@@ -13,6 +12,7 @@ use memwall_core::measure::engine::{Engine, EngineConfig};
 use memwall_core::measure::evals::ppl::{self, PplConfig};
 use memwall_core::measure::evals::sandbox::SandboxLimits;
 use memwall_core::measure::evals::tasks::{TaskConfig, TaskKind};
+use memwall_core::roofline::MachineRoof;
 use memwall_core::units::Gbps;
 use std::path::PathBuf;
 use std::sync::Arc;

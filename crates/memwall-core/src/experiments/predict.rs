@@ -14,7 +14,7 @@
 //! commit message) catches that.
 //!
 //! **What is predicted.** For each test instance of the plan: the roofline ceiling
-//! the bench itself uses ([`crate::experiments::bench::instance_ceiling`]: pp = min(compute roof,
+//! the bench itself uses ([`crate::roofline::instance_ceiling`]: pp = min(compute roof,
 //! bandwidth roof per micro-batch), tg = bandwidth ÷ mean bytes per step at the
 //! test's depth and batch), times an `efficiency` the predictor states (1.0 = "the
 //! ceiling will be reached"). Roof figures come from *before* the run (stored
@@ -22,8 +22,9 @@
 //! plans with several models, the tg ratio of each model to the first is predicted
 //! too (e.g. Q8_0 vs Q4_K_M: the inverse ratio of bytes per step).
 
-use crate::experiments::bench::{BenchPlan, Instance, MachineRoof};
+use crate::experiments::bench::{BenchPlan, Instance};
 use crate::probe::model::ModelFacts;
+use crate::roofline::MachineRoof;
 use crate::store::Store;
 use crate::store::record::BenchRecord;
 use serde::{Deserialize, Serialize};
@@ -174,16 +175,8 @@ pub fn build_payload(
         .iter()
         .map(|inst: &Instance| {
             let (facts, sha) = &models[inst.model];
-            let (ceiling, _) = crate::experiments::bench::instance_ceiling(facts, inst, roof, plan);
-            let no_ceiling = ceiling.is_none().then(|| {
-                match (
-                    inst.n_prompt > 0,
-                    roof.peak_for(facts, plan.n_gpu_layers).missing_reason(),
-                ) {
-                    (true, Some(r)) => r,
-                    _ => "no STREAM bandwidth".to_string(),
-                }
-            });
+            let c = crate::roofline::instance_ceiling(facts, &inst.workload(plan), roof);
+            let (ceiling, no_ceiling) = (c.ceiling_tps, c.missing_reason);
             PredictedTest {
                 model_filename: file(inst.model),
                 model_sha256: sha.clone(),

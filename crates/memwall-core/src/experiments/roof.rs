@@ -3,10 +3,10 @@
 //! stored); this machine as a calculator device.
 
 use super::{JobError, blocking};
-use crate::experiments::bench::MachineRoof;
 use crate::measure::peak::{self, Peak, PeakKind};
 use crate::measure::stream::{self, StreamConfig, StreamResult};
 use crate::probe::hw::HostInfo;
+use crate::roofline::{GpuPeak, MachineRoof};
 use crate::store::{NewRun, Store, StoredStream};
 use crate::units::{Gbps, Gflops};
 use serde::{Deserialize, Serialize};
@@ -194,10 +194,10 @@ pub async fn machine_roof_at(
 /// so the device catalogue's figure is used, labelled spec (or none, when the
 /// catalogue has no figure for this chip).
 #[cfg(target_os = "macos")]
-pub fn gpu_spec_peak(host: &HostInfo) -> Option<crate::experiments::bench::GpuPeak> {
+pub fn gpu_spec_peak(host: &HostInfo) -> Option<GpuPeak> {
     let cat = crate::probe::devices::Devices::builtin().ok();
     Some(match cat.as_ref().and_then(|c| c.for_host(host)) {
-        Some(d) => crate::experiments::bench::GpuPeak {
+        Some(d) => GpuPeak {
             device: d.name.clone(),
             gflops: d.peak().map(|(g, _)| g),
             basis: match d.peak() {
@@ -208,7 +208,7 @@ pub fn gpu_spec_peak(host: &HostInfo) -> Option<crate::experiments::bench::GpuPe
                 None => "no compute figure".to_string(),
             },
         },
-        None => crate::experiments::bench::GpuPeak {
+        None => GpuPeak {
             device: host.cpu_model.clone(),
             gflops: None,
             basis: "not in catalog/devices.toml".to_string(),
@@ -218,7 +218,7 @@ pub fn gpu_spec_peak(host: &HostInfo) -> Option<crate::experiments::bench::GpuPe
 
 /// Elsewhere no GPU spec figure is used: the prefill roof is the CPU's measured peak.
 #[cfg(not(target_os = "macos"))]
-pub fn gpu_spec_peak(_host: &HostInfo) -> Option<crate::experiments::bench::GpuPeak> {
+pub fn gpu_spec_peak(_host: &HostInfo) -> Option<GpuPeak> {
     None
 }
 
@@ -248,13 +248,9 @@ impl ThisMachine {
         facts: Option<&crate::probe::model::ModelFacts>,
     ) -> crate::experiments::calc::Roof {
         use crate::experiments::calc::Sourced;
-        let quantized = facts
-            .and_then(|f| f.dominant_type())
-            .is_some_and(|t| t.traits().is_some_and(|(_, b, _)| b > 1));
-        let pk = if quantized {
-            self.peak_int8.as_ref()
-        } else {
-            self.peak_f32.as_ref()
+        let pk = match facts.map_or(PeakKind::F32Fma, PeakKind::for_model) {
+            PeakKind::Int8Dot => self.peak_int8.as_ref(),
+            PeakKind::F32Fma => self.peak_f32.as_ref(),
         };
         crate::experiments::calc::Roof {
             label: format!("this machine ({})", self.host.cpu_model),

@@ -92,7 +92,7 @@ impl Exporter for Csv {
 }
 
 /// A cell as a JSON value: numbers, `true`/`false`, `null` for not measured, arrays
-/// for the samples (llama-bench's `format_json_value`).
+/// for the samples (llama-bench's `format_json_value`) and the warnings.
 fn json_value(c: &Cell) -> String {
     let s = match c {
         Cell::Int(v) => serde_json::to_string(v),
@@ -102,6 +102,7 @@ fn json_value(c: &Cell) -> String {
         Cell::Text(v) => serde_json::to_string(v),
         Cell::Ints(v) => serde_json::to_string(v),
         Cell::Reals(v) => serde_json::to_string(v),
+        Cell::Texts(v) => serde_json::to_string(v),
     };
     s.expect("finite numbers and strings serialize")
 }
@@ -191,11 +192,7 @@ pub fn table_row(r: &BenchRecord) -> Vec<String> {
             .filter(|x| x.is_finite())
             .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
         or_dash(r.implied_bandwidth_gbps, 1),
-        if r.warnings.is_empty() {
-            "".into()
-        } else {
-            r.warnings.clone()
-        },
+        r.warnings.join(crate::store::record::WARNINGS_SEPARATOR),
     ]
 }
 
@@ -266,6 +263,12 @@ fn sql_literal(c: &Cell) -> String {
         Cell::Text(s) => format!("'{}'", s.replace('\'', "''")),
         Cell::Ints(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
         Cell::Reals(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
+        Cell::Texts(v) => format!(
+            "'{}'",
+            serde_json::to_string(v)
+                .expect("serialize")
+                .replace('\'', "''")
+        ),
     }
 }
 
@@ -420,6 +423,49 @@ mod tests {
                 "text".into()
             )
         );
+    }
+
+    #[tokio::test]
+    async fn warnings_are_arrays_in_json_and_sql_and_joined_in_csv_and_tables() {
+        let r = BenchRecord {
+            warnings: vec![
+                "outliers: 1 repetition(s) with |modified z| > 3.5".into(),
+                "thermal: it's hot".into(),
+            ],
+            ..BenchRecord::example()
+        };
+        let joined = "outliers: 1 repetition(s) with |modified z| > 3.5; thermal: it's hot";
+        let csv = Csv.render(std::slice::from_ref(&r));
+        let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+        let h = rdr.headers().unwrap().clone();
+        let rec = rdr.records().next().unwrap().unwrap();
+        let i = h.iter().position(|x| x == "warnings").unwrap();
+        assert_eq!(&rec[i], joined);
+        assert_eq!(table_row(&r).last().unwrap(), joined);
+        assert!(Markdown.render(std::slice::from_ref(&r)).contains(joined));
+        let want = serde_json::json!([
+            "outliers: 1 repetition(s) with |modified z| > 3.5",
+            "thermal: it's hot"
+        ]);
+        let v: serde_json::Value =
+            serde_json::from_str(&Json.render(std::slice::from_ref(&r))).unwrap();
+        assert_eq!(v[0]["warnings"], want);
+        let l: serde_json::Value =
+            serde_json::from_str(Jsonl.render(std::slice::from_ref(&r)).trim()).unwrap();
+        assert_eq!(l["warnings"], want);
+        // SQL holds the JSON array as text, quotes escaped, and SQLite reads it as one.
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(Sql.render(std::slice::from_ref(&r))))
+            .execute(&pool)
+            .await
+            .unwrap();
+        let (n, second): (i64, String) = sqlx::query_as(
+            "SELECT json_array_length(warnings), json_extract(warnings, '$[1]') FROM llama_bench",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!((n, second.as_str()), (2, "thermal: it's hot"));
     }
 
     #[test]

@@ -54,10 +54,28 @@ pub const MAX_NAME_LEN: u64 = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 pub struct GgmlType(pub u32);
 
+/// The block geometry of a ggml type (`ggml_type_traits` in `ggml.c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct TypeTraits {
+    /// The name ggml prints (`Q4_K`).
+    pub name: &'static str,
+    /// Elements per block (1 for the plain float and integer types).
+    pub block_size: u64,
+    /// Bytes per block, scales included.
+    pub type_size: u64,
+}
+
+impl TypeTraits {
+    /// Whether the type is block-quantized (more than one element per block).
+    pub fn is_block_quantized(self) -> bool {
+        self.block_size > 1
+    }
+}
+
 impl GgmlType {
-    /// `(name, elements per block, bytes per block)`, or `None` for ids ggml does not define.
-    pub fn traits(self) -> Option<(&'static str, u64, u64)> {
-        Some(match self.0 {
+    /// The type's name and block geometry, or `None` for ids ggml does not define.
+    pub fn traits(self) -> Option<TypeTraits> {
+        let (name, block_size, type_size) = match self.0 {
             0 => ("F32", 1, 4),
             1 => ("F16", 1, 2),
             2 => ("Q4_0", 32, 18),
@@ -94,13 +112,18 @@ impl GgmlType {
             41 => ("Q1_0", 128, 18),
             42 => ("Q2_0", 64, 18),
             _ => return None,
+        };
+        Some(TypeTraits {
+            name,
+            block_size,
+            type_size,
         })
     }
 
     /// The type's name as ggml prints it (`Q4_K`), or `type#N` for unknown ids.
     pub fn name(self) -> String {
         match self.traits() {
-            Some((n, _, _)) => n.to_string(),
+            Some(t) => t.name.to_string(),
             None => format!("type#{}", self.0),
         }
     }
@@ -109,14 +132,14 @@ impl GgmlType {
     pub fn from_name(name: &str) -> Option<GgmlType> {
         (0..64).map(GgmlType).find(|t| {
             t.traits()
-                .is_some_and(|(n, _, _)| n.eq_ignore_ascii_case(name))
+                .is_some_and(|x| x.name.eq_ignore_ascii_case(name))
         })
     }
 
     /// Bits per weight including block scales: `8 × bytes per block ÷ elements per block`.
     pub fn bits_per_weight(self) -> Option<f64> {
         self.traits()
-            .map(|(_, blck, size)| 8.0 * size as f64 / blck as f64)
+            .map(|t| 8.0 * t.type_size as f64 / t.block_size as f64)
     }
 }
 
@@ -208,18 +231,18 @@ impl TensorInfo {
     /// overflow and against the file at parse time; saturates otherwise). Zero for a
     /// type ggml does not define, which the reader refuses.
     pub fn n_bytes(&self) -> Bytes {
-        let Some((_, blck, size)) = self.ggml_type.traits() else {
+        let Some(t) = self.ggml_type.traits() else {
             return Bytes(0);
         };
-        Bytes((self.n_elements() / blck).saturating_mul(size))
+        Bytes((self.n_elements() / t.block_size).saturating_mul(t.type_size))
     }
     /// Bytes of one row (`ne[0]` elements), the cost of a gather such as an embedding lookup.
     pub fn row_bytes(&self) -> Bytes {
-        let Some((_, blck, size)) = self.ggml_type.traits() else {
+        let Some(t) = self.ggml_type.traits() else {
             return Bytes(0);
         };
         let ne0 = self.dims.first().copied().unwrap_or(0);
-        Bytes((ne0 / blck).saturating_mul(size))
+        Bytes((ne0 / t.block_size).saturating_mul(t.type_size))
     }
 }
 
@@ -644,7 +667,12 @@ impl Gguf {
             }
             let ty = GgmlType(c.u32(&format!("{field}.type"))?);
             let offset = c.u64(&format!("{field}.offset"))?;
-            let Some((tname, blck, size)) = ty.traits() else {
+            let Some(TypeTraits {
+                name: tname,
+                block_size: blck,
+                type_size: size,
+            }) = ty.traits()
+            else {
                 return Err(c.err(
                     &format!("{field}.type"),
                     format!("ggml type id {} is unknown to this memwall", ty.0),

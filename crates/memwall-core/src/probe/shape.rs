@@ -437,7 +437,7 @@ impl Recipe {
     }
 
     fn is_quantized(&self) -> bool {
-        self.base.traits().is_some_and(|(_, blck, _)| blck > 1)
+        self.base.traits().is_some_and(|t| t.is_block_quantized())
     }
 }
 
@@ -634,7 +634,7 @@ impl ModelShape {
                 let is_output = n == "output.weight";
                 let is_embd = n == "token_embd.weight";
                 if is_output || (self.tied_embeddings && is_embd) {
-                    let blck = ty.traits().map_or(1, |x| x.1);
+                    let blck = ty.traits().map_or(1, |x| x.block_size);
                     if t.dims[0] % blck != 0 {
                         ty = Q8_0;
                     } else if ty != Q8_0 {
@@ -771,7 +771,7 @@ fn layer_of(name: &str) -> Option<i64> {
 /// `tensor_type_fallback` of llama-quant.cpp: a row length not divisible by the
 /// block size demotes to a 32-block type, else F16.
 fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
-    let blck = ty.traits().map_or(1, |x| x.1);
+    let blck = ty.traits().map_or(1, |x| x.block_size);
     if ncols % blck == 0 {
         return ty;
     }
@@ -782,7 +782,7 @@ fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
         GgmlType(14) => Q8_0,                // Q6_K
         other => other,
     };
-    let b2 = alt.traits().map_or(1, |x| x.1);
+    let b2 = alt.traits().map_or(1, |x| x.block_size);
     if ncols % b2 != 0 { F16 } else { alt }
 }
 

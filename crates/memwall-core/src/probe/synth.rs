@@ -221,7 +221,7 @@ pub fn write(
     }
     let header = shape.header(recipe, name)?;
     for t in &header.tensors {
-        let blck = t.ggml_type.traits().map_or(1, |x| x.1);
+        let blck = t.ggml_type.traits().map_or(1, |x| x.block_size);
         if blck > 1 && scale_offsets(t.ggml_type).is_none() {
             return Err(SynthError::Unsupported(format!(
                 "{}: no synthetic block layout for {}",
@@ -284,7 +284,8 @@ pub fn write(
     let mut written = 0u64;
     let mut buf = vec![0u8; 1 << 20];
     for t in &header.tensors {
-        let (_, blck, bsize) = t.ggml_type.traits().expect("header types are known");
+        let traits = t.ggml_type.traits().expect("header types are known");
+        let (blck, bsize) = (traits.block_size, traits.type_size);
         let n_bytes = t.n_bytes().0;
         let scales = scale_offsets(t.ggml_type);
         let is_norm = t.name.contains("_norm.weight");

@@ -329,6 +329,7 @@ fn bind_cell<'q>(
         Cell::Null => q.bind(Option::<i64>::None),
         Cell::Ints(v) => q.bind(serde_json::to_string(&v).expect("ints serialize")),
         Cell::Reals(v) => q.bind(serde_json::to_string(&v).expect("reals serialize")),
+        Cell::Texts(v) => q.bind(serde_json::to_string(&v).expect("texts serialize")),
     }
 }
 
@@ -965,6 +966,17 @@ mod tests {
         }
     }
 
+    /// The columns `bench_results` has in `pool`'s schema.
+    async fn bench_columns(pool: &SqlitePool) -> Vec<String> {
+        sqlx::query("SELECT name FROM pragma_table_info('bench_results')")
+            .fetch_all(pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>("name"))
+            .collect()
+    }
+
     async fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("sub/m.db")).await.unwrap();
@@ -1055,6 +1067,111 @@ mod tests {
             since: None,
         };
         assert!(ids(both).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn warnings_are_stored_as_a_json_array_and_read_back_as_a_list() {
+        let (_d, s) = store().await;
+        let two = vec![
+            "outliers: 1 repetition(s) with |modified z| > 3.5".to_string(),
+            "variance: std is 7.0% of the mean".to_string(),
+        ];
+        let mut rows = vec![
+            BenchRecord {
+                warnings: two.clone(),
+                ..BenchRecord::example()
+            },
+            BenchRecord::example(),
+        ];
+        let run_id = s.insert_bench_run(&run("bench"), &mut rows).await.unwrap();
+        let stored: Vec<String> =
+            sqlx::query("SELECT warnings FROM bench_results WHERE run_id = ? ORDER BY id")
+                .bind(run_id)
+                .fetch_all(s.pool())
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<String, _>("warnings"))
+                .collect();
+        assert_eq!(
+            stored,
+            [
+                r#"["outliers: 1 repetition(s) with |modified z| > 3.5","variance: std is 7.0% of the mean"]"#,
+                "[]"
+            ]
+        );
+        let back = s.bench_rows(&RowFilter::default()).await.unwrap();
+        assert_eq!(back[0].warnings, two);
+        assert!(back[1].warnings.is_empty());
+    }
+
+    #[tokio::test]
+    async fn warnings_joined_before_the_list_migrate_to_one_item_each() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("old.db");
+        {
+            // The schema before migration 13, with rows whose warnings are "; "-joined text.
+            let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+                .unwrap()
+                .create_if_missing(true);
+            let pool = SqlitePool::connect_with(opts).await.unwrap();
+            sqlx::migrate!("./migrations")
+                .run_to(12, &pool)
+                .await
+                .unwrap();
+            sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
+                .execute(&pool)
+                .await
+                .unwrap();
+            let joined = [
+                "",
+                "swapping: 3 pages swapped out during the test (a disk measurement)",
+                "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`); outliers: 2 repetition(s) with |modified z| > 3.5; variance: std is 6.1% of the mean",
+            ];
+            let have = bench_columns(&pool).await;
+            for w in joined {
+                let fields: Vec<_> = BenchRecord::example()
+                    .fields()
+                    .into_iter()
+                    .filter(|(n, _, _)| {
+                        have.iter().any(|h| h == n) && *n != "id" && *n != "warnings"
+                    })
+                    .chain([("warnings", ColumnRole::Measure, Cell::Text(w.into()))])
+                    .collect();
+                let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+                let sql = format!(
+                    "INSERT INTO bench_results ({}) VALUES ({})",
+                    names.join(", "),
+                    vec!["?"; names.len()].join(", ")
+                );
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+                for (_, _, c) in fields {
+                    q = bind_cell(q, c);
+                }
+                q.execute(&pool).await.unwrap();
+            }
+            pool.close().await;
+        }
+        let s = Store::open(&path).await.unwrap();
+        let back: Vec<Vec<String>> = s
+            .bench_rows(&RowFilter::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.warnings)
+            .collect();
+        assert_eq!(
+            back,
+            [
+                vec![],
+                vec!["swapping: 3 pages swapped out during the test (a disk measurement)".to_string()],
+                vec![
+                    "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)".to_string(),
+                    "outliers: 2 repetition(s) with |modified z| > 3.5".to_string(),
+                    "variance: std is 6.1% of the mean".to_string(),
+                ],
+            ]
+        );
     }
 
     #[tokio::test]
@@ -1168,38 +1285,17 @@ mod tests {
                 .execute(&pool)
                 .await
                 .unwrap();
-            let new_columns = [
-                "id",
-                "build_number",
-                "backends",
-                "system_info",
-                "flash_attn",
-                "cpu_mask",
-                "cpu_strict",
-                "poll",
-                "n_cpu_moe",
-                "split_mode",
-                "main_gpu",
-                "no_kv_offload",
-                "devices",
-                "tensor_split",
-                "tensor_buft_overrides",
-                "load_mode",
-                "lazy_mode",
-                "embeddings",
-                "no_op_offload",
-                "no_host",
-                "repack",
-                "fit_target",
-                "fit_min_ctx",
-                "gpu_info",
-            ];
+            // Every record column the old table has (the row as memwall stored it
+            // then); the columns later migrations re-encode get their old encodings.
+            let have = bench_columns(&pool).await;
+            let changed = ["id", "flash_attn", "gpu_info", "warnings"];
             let old = BenchRecord::example();
             let mut fields: Vec<_> = old
                 .fields()
                 .into_iter()
-                .filter(|(n, _, _)| !new_columns.contains(n))
+                .filter(|(n, _, _)| have.iter().any(|h| h == n) && !changed.contains(n))
                 .collect();
+            fields.push(("warnings", ColumnRole::Measure, Cell::Text(String::new())));
             fields.push((
                 "backend",
                 ColumnRole::Key,

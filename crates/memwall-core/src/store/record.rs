@@ -26,6 +26,26 @@ fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
+/// The separator CSV and Markdown print between a row's warnings (and the one
+/// exports written before warnings were a list used).
+pub const WARNINGS_SEPARATOR: &str = "; ";
+
+/// Reads warnings as a list, or as the `; `-joined text that exports written before
+/// warnings were a list hold (empty text: no warnings).
+fn warnings_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        List(Vec<String>),
+        Joined(String),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::List(v) => v,
+        Either::Joined(s) if s.is_empty() => Vec::new(),
+        Either::Joined(s) => s.split(WARNINGS_SEPARATOR).map(String::from).collect(),
+    })
+}
+
 /// One typed cell of a record, for printers and the store.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
@@ -43,6 +63,8 @@ pub enum Cell {
     Ints(Vec<u64>),
     /// Real list (samples_ts).
     Reals(Vec<f64>),
+    /// Text list (warnings): a JSON array in JSON and SQL, `; `-joined in CSV and tables.
+    Texts(Vec<String>),
 }
 
 impl Cell {
@@ -54,7 +76,8 @@ impl Cell {
             _ => "TEXT",
         }
     }
-    /// Plain-text rendering: lists space-separated (llama-bench's CSV style), Null empty.
+    /// Plain-text rendering: number lists space-separated (llama-bench's CSV style),
+    /// text lists `; `-joined, Null empty.
     pub fn to_text(&self) -> String {
         match self {
             Cell::Int(v) => v.to_string(),
@@ -72,6 +95,7 @@ impl Cell {
                 .map(|x| format!("{x:.6}"))
                 .collect::<Vec<_>>()
                 .join(" "),
+            Cell::Texts(v) => v.join(WARNINGS_SEPARATOR),
         }
     }
 }
@@ -412,8 +436,10 @@ pub struct BenchRecord {
     pub power_source: String,
     /// Pages swapped out during the test (None when the OS does not report it).
     pub swap_out_pages: Option<i64>,
-    /// Warnings, `; `-separated (swapping, battery, outliers, high variance …).
-    pub warnings: String,
+    /// Warnings (swapping, battery, outliers, high variance …), each the readable text
+    /// of a [`crate::measure::warning::Warning`].
+    #[serde(deserialize_with = "warnings_list")]
+    pub warnings: Vec<String>,
 }
 
 impl BenchRecord {
@@ -539,7 +565,7 @@ impl BenchRecord {
             ("thermal_after", Provenance, text(&self.thermal_after)),
             ("power_source", Provenance, text(&self.power_source)),
             ("swap_out_pages", Measure, opt_i(self.swap_out_pages)),
-            ("warnings", Measure, text(&self.warnings)),
+            ("warnings", Measure, Texts(self.warnings.clone())),
         ]
     }
 
@@ -621,7 +647,7 @@ impl BenchRecord {
             thermal_after: "unknown".into(),
             power_source: "ac".into(),
             swap_out_pages: Some(0),
-            warnings: String::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -771,6 +797,27 @@ mod tests {
             assert_eq!(got, want, "column {name}");
         }
         assert!(matches!(f[42].2, Cell::Ints(_)) && matches!(f[43].2, Cell::Reals(_)));
+    }
+
+    #[test]
+    fn warnings_read_from_a_list_or_from_the_joined_text_of_older_exports() {
+        let mut v = serde_json::to_value(BenchRecord::example()).unwrap();
+        assert_eq!(v["warnings"], serde_json::json!([]));
+        v["warnings"] = serde_json::json!(["a: x", "b: y"]);
+        let r: BenchRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(r.warnings, ["a: x", "b: y"]);
+        v["warnings"] = serde_json::json!("a: x; b: y");
+        let r: BenchRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(r.warnings, ["a: x", "b: y"]);
+        v["warnings"] = serde_json::json!("");
+        let r: BenchRecord = serde_json::from_value(v.clone()).unwrap();
+        assert!(r.warnings.is_empty());
+        v["warnings"] = serde_json::json!(3);
+        assert!(serde_json::from_value::<BenchRecord>(v).is_err());
+        assert_eq!(
+            Cell::Texts(vec!["a: x".into(), "b: y".into()]).to_text(),
+            "a: x; b: y"
+        );
     }
 
     #[test]

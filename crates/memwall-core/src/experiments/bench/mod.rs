@@ -14,13 +14,10 @@
 //! - Tokens are generated before timing; sampling is not done (the forward pass
 //!   costs the same whatever the token), so timing excludes tokenization and sampling.
 
-use crate::measure::stats::Sample;
-use crate::measure::warning::Warning;
-use crate::probe::hw::{self, HostInfo, LiveState};
+use crate::probe::hw::{self, HostInfo};
 use crate::probe::model::{CacheType, ModelFacts};
-use crate::roofline;
-use crate::store::record::{self, BenchRecord};
-use crate::units::{Gbps, Gflops};
+use crate::roofline::{MachineRoof, Workload};
+use crate::store::record::BenchRecord;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -234,6 +231,19 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// What this instance asks of the machine under `plan`, for the roofline's
+    /// per-instance ceilings.
+    pub fn workload(&self, plan: &BenchPlan) -> Workload {
+        Workload {
+            n_prompt: self.n_prompt,
+            n_gen: self.n_gen,
+            n_depth: self.n_depth,
+            n_seqs: self.n_seqs,
+            n_ubatch: plan.n_ubatch,
+            type_k: plan.type_k,
+            n_gpu_layers: plan.n_gpu_layers,
+        }
+    }
     /// Context this instance needs: `n_seqs × (depth + prompt + gen)` tokens.
     pub fn n_ctx(&self) -> u32 {
         self.n_seqs * (self.n_depth + self.n_prompt + self.n_gen).max(1)
@@ -284,113 +294,6 @@ pub enum Progress {
     },
 }
 
-/// Roofline inputs for a run: bandwidth and compute peaks. A peak that was not
-/// measured is `None`, and every ceiling that needs it stays `None` (`—`, NULL) with
-/// the reason ([`PrefillPeak::missing_reason`]); it never falls back to the
-/// bandwidth roof alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-pub struct MachineRoof {
-    /// STREAM triad (best, all threads), GB/s.
-    pub bandwidth: Gbps,
-    /// Store id of that STREAM row (0 when not stored).
-    pub stream_id: i64,
-    /// STREAM read kernel (best) of the same run and thread count, GB/s; `None` when
-    /// that run measured no read kernel. Decode rows show a second ceiling with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_bandwidth: Option<Gbps>,
-    /// f32 FMA peak measured on this CPU (`None`: none stored).
-    pub peak_f32: Option<Gflops>,
-    /// int8 dot peak measured on this CPU (`None`: none stored).
-    pub peak_int8: Option<Gflops>,
-    /// The GPU that runs prefill when layers are offloaded and memwall has not
-    /// measured its peak: Apple silicon's Metal GPU, with the device catalogue's
-    /// figure labelled `spec`. `None` elsewhere.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<GpuPeak>,
-}
-
-/// A GPU's prefill roof taken from the device catalogue (`catalog/devices.toml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-pub struct GpuPeak {
-    /// Catalogue name (`M4 Pro`), or the brand string when the catalogue lacks it.
-    pub device: String,
-    /// The catalogue's compute figure (`None` when it gives none).
-    pub gflops: Option<Gflops>,
-    /// What the figure is (`fp32 (spec)`, `…, derived` for catalogue arithmetic).
-    pub basis: String,
-}
-
-/// Where a compute roof comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PeakSource {
-    /// Measured on this machine (`memwall peak`).
-    Measured,
-    /// A spec-sheet figure from the device catalogue (not measured).
-    Spec,
-}
-
-/// The compute roof of a prefill ceiling.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PrefillPeak {
-    /// The roof; `None` when nothing was measured (or catalogued).
-    pub gflops: Option<Gflops>,
-    /// Which roof: `int8 dot` / `f32 FMA` (measured on this CPU) or
-    /// `spec: M4 Pro GPU, fp32 (spec)`.
-    pub kind: String,
-    /// Measured or spec.
-    pub source: PeakSource,
-}
-
-impl PrefillPeak {
-    /// Why there is no roof (`None` when there is one).
-    pub fn missing_reason(&self) -> Option<String> {
-        if self.gflops.is_some() {
-            return None;
-        }
-        Some(match self.source {
-            PeakSource::Measured => format!(
-                "no compute peak measured: no {} peak is stored for this host (run `memwall peak`)",
-                self.kind
-            ),
-            PeakSource::Spec => format!(
-                "no compute peak: {} has no figure in catalog/devices.toml and memwall does not measure GPU peaks yet",
-                self.kind
-            ),
-        })
-    }
-}
-
-impl MachineRoof {
-    /// The compute roof for a model's prefill. With layers offloaded to a GPU that
-    /// memwall does not measure ([`MachineRoof::gpu`], Apple), the catalogue's
-    /// figure labelled spec. Otherwise the CPU peak llama.cpp's CPU path uses: int8
-    /// dot when the weights are block-quantized (activations are quantized to 8
-    /// bits), f32 FMA for F16/BF16/F32 weights.
-    pub fn peak_for(&self, facts: &ModelFacts, n_gpu_layers: u32) -> PrefillPeak {
-        if let Some(g) = self.gpu.as_ref().filter(|_| n_gpu_layers > 0) {
-            return PrefillPeak {
-                gflops: g.gflops.filter(|x| x.0.is_finite() && x.0 > 0.0),
-                kind: format!("spec: {} GPU, {}", g.device, g.basis),
-                source: PeakSource::Spec,
-            };
-        }
-        let quantized = facts
-            .dominant_type()
-            .is_some_and(|t| t.traits().is_some_and(|(_, blck, _)| blck > 1));
-        let (peak, kind) = if quantized {
-            (self.peak_int8, crate::measure::peak::PeakKind::Int8Dot)
-        } else {
-            (self.peak_f32, crate::measure::peak::PeakKind::F32Fma)
-        };
-        PrefillPeak {
-            gflops: peak.filter(|x| x.0.is_finite() && x.0 > 0.0),
-            kind: kind.label().into(),
-            source: PeakSource::Measured,
-        }
-    }
-}
-
 /// Per-model facts the harness computes once.
 #[derive(Debug, Clone)]
 pub struct ModelRun {
@@ -414,97 +317,6 @@ pub struct RunContext<'a> {
     pub cancel: &'a std::sync::atomic::AtomicBool,
 }
 
-/// Ceiling (tok/s) and bytes per step of one instance. The ceiling is `None` when
-/// a roof it needs is missing: a pp ceiling without a compute peak (see
-/// [`PrefillPeak::missing_reason`]), any ceiling without a bandwidth.
-pub fn instance_ceiling(
-    facts: &ModelFacts,
-    inst: &Instance,
-    roof: &MachineRoof,
-    plan: &BenchPlan,
-) -> (Option<f64>, f64) {
-    let finite = |v: f64| Some(v).filter(|v| v.is_finite());
-    if inst.n_prompt > 0 {
-        // Compute roof, or the bandwidth roof of reading the weights once per micro-batch
-        // when the prompt is short, whichever is lower. Both are needed: the lower of
-        // one known roof and one unknown is unknown.
-        let p = inst.n_prompt as u64;
-        let n_ub = p.div_ceil(plan.n_ubatch.max(1) as u64);
-        let kv = facts
-            .kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k)
-            .0 as f64;
-        let bytes = n_ub as f64 * (facts.streamed_bytes.0 as f64 + kv);
-        let ceiling = roof
-            .peak_for(facts, plan.n_gpu_layers)
-            .gflops
-            .and_then(|peak| {
-                let flops =
-                    p as f64 * roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
-                let t_compute = flops / peak.per_s();
-                let t_mem = bytes / roof.bandwidth.bytes_per_s();
-                finite(p as f64 / t_compute.max(t_mem))
-            });
-        (ceiling, bytes / n_ub as f64)
-    } else {
-        (
-            finite(decode_ceiling_at(facts, inst, plan, roof.bandwidth)),
-            mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k),
-        )
-    }
-}
-
-/// Decode ceiling of a tg instance at `bandwidth`, tokens/s summed over the batch.
-/// Each step reads the weights once plus every sequence's KV at its depth; the
-/// ceiling is steps × b tokens over the summed time bytes ÷ bandwidth:
-/// `b × bandwidth ÷ mean bytes per step`.
-pub fn decode_ceiling_at(
-    facts: &ModelFacts,
-    inst: &Instance,
-    plan: &BenchPlan,
-    bandwidth: Gbps,
-) -> f64 {
-    let mean = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
-    inst.n_seqs as f64 * bandwidth.bytes_per_s() / mean
-}
-
-/// Mean FLOPs per token and arithmetic intensity (FLOP per byte read) of an instance.
-/// pp: FLOPs of the whole prefill over the bytes of reading the weights once per
-/// micro-batch plus the KV cache; tg: each step's `b` tokens over that step's bytes.
-pub fn instance_compute(facts: &ModelFacts, inst: &Instance, plan: &BenchPlan) -> (f64, f64) {
-    if inst.n_prompt > 0 {
-        let p = inst.n_prompt as u64;
-        let fpt = roofline::prefill_flops_per_token(facts, p, inst.n_depth as u64);
-        let n_ub = p.div_ceil(plan.n_ubatch.max(1) as u64) as f64;
-        let kv = facts
-            .kv_bytes_read_at_depth(inst.n_depth as u64 + p, plan.type_k)
-            .0 as f64;
-        (
-            fpt,
-            fpt * p as f64 / (n_ub * (facts.streamed_bytes.0 as f64 + kv)),
-        )
-    } else {
-        let n = inst.n_gen.max(1) as u64;
-        let fpt = (0..n)
-            .map(|i| roofline::flops_per_token(facts, inst.n_depth as u64 + i + 1))
-            .sum::<f64>()
-            / n as f64;
-        let bytes = mean_step_bytes(facts, inst, inst.n_seqs as u64, plan.type_k);
-        (fpt, fpt * inst.n_seqs as f64 / bytes)
-    }
-}
-
-/// Mean bytes read per decode step of a tg instance with `batch` sequences: step `i`
-/// (0-based) attends to `depth + i + 1` cached tokens.
-pub fn mean_step_bytes(facts: &ModelFacts, inst: &Instance, batch: u64, cache: CacheType) -> f64 {
-    let n = inst.n_gen.max(1) as u64;
-    let total: f64 = (0..n)
-        .map(|i| {
-            roofline::bytes_per_step(facts, inst.n_depth as u64 + i + 1, batch, cache).0 as f64
-        })
-        .sum();
-    total / n as f64
-}
-
 /// The memory a run on `facts` with `n_ctx` tokens of context needs, checked
 /// against what is available now ([`crate::measure::guard::check_fit`]; `skip` is
 /// `--skip-capacity-check`).
@@ -525,139 +337,9 @@ pub fn check_capacity(
     )?)
 }
 
-/// Builds the record for a finished instance from its samples and context.
-#[allow(clippy::too_many_arguments)]
-pub fn make_record(
-    cx: &RunContext<'_>,
-    mr: &ModelRun,
-    inst: &Instance,
-    engine: &crate::measure::engine::EngineInfo,
-    samples_ns: Vec<u64>,
-    test_time: String,
-    before: &LiveState,
-    after: &LiveState,
-) -> BenchRecord {
-    let plan = cx.plan;
-    let facts = &mr.facts;
-    let tokens = if inst.n_prompt > 0 {
-        inst.n_prompt as f64
-    } else {
-        (inst.n_gen * inst.n_seqs) as f64
-    };
-    let samples_ts: Vec<f64> = samples_ns
-        .iter()
-        .map(|&ns| tokens * 1e9 / ns as f64)
-        .collect();
-    let ns = Sample::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
-    let ts = Sample::new(samples_ts.clone()).expect("finite");
-    let (ceiling, bytes_per_step) = instance_ceiling(facts, inst, cx.roof, plan);
-    let peak = cx.roof.peak_for(facts, plan.n_gpu_layers);
-    let (mut warnings, swapped) = crate::measure::guard::findings(before, after);
-    if ceiling.is_none() {
-        let reason = match (inst.n_prompt > 0, peak.missing_reason()) {
-            (true, Some(r)) => r,
-            _ => "no STREAM bandwidth".to_string(),
-        };
-        warnings.insert(0, Warning::NoCeiling { reason });
-    }
-    let outliers = ns.outliers().len();
-    if outliers > 0 {
-        warnings.push(Warning::Outliers { n: outliers });
-    }
-    let cv = ts.std_dev() / ts.mean();
-    if ts.len() > 1 && cv > 0.05 {
-        warnings.push(Warning::HighVariance { cv });
-    }
-    if cfg!(debug_assertions) {
-        warnings.push(Warning::DebugBuild);
-    }
-    // Per-token-read bandwidth: aggregate tok/s × the bytes one token reads when decoded
-    // alone (weights + its own KV). Above STREAM only if the batch shared the weight read.
-    let implied =
-        (inst.n_gen > 0).then(|| ts.mean() * mean_step_bytes(facts, inst, 1, plan.type_k) / 1e9);
-    let (flops_per_token, intensity) = instance_compute(facts, inst, plan);
-    // The same decode ceiling with the read kernel's bandwidth (decode writes almost
-    // nothing, triad writes a third of its bytes).
-    let ceiling_read = cx
-        .roof
-        .read_bandwidth
-        .filter(|_| inst.n_prompt == 0)
-        .map(|bw| decode_ceiling_at(facts, inst, plan, bw));
-    BenchRecord {
-        id: 0,
-        run_id: cx.run_id,
-        build_commit: crate::BUILD_COMMIT.to_string(),
-        build_number: crate::build_number(),
-        engine: engine.name.clone(),
-        engine_build: engine.build.clone(),
-        backends: engine.backends.clone(),
-        system_info: engine.system_info.clone(),
-        cpu_info: cx.host.cpu_model.clone(),
-        gpu_info: cx.host.gpus.join(", "),
-        model_filename: facts.path.display().to_string(),
-        model_type: facts.model_type(),
-        model_size: facts.tensor_bytes.0 as i64,
-        model_n_params: facts.n_params as i64,
-        model_sha256: mr.sha256.clone(),
-        model_file_bytes: facts.file_bytes.0 as i64,
-        quant: facts.quant.clone(),
-        synthetic: facts.synthetic,
-        n_batch: plan.n_batch as i64,
-        n_ubatch: plan.n_ubatch as i64,
-        n_threads: inst.n_threads as i64,
-        n_gpu_layers: plan.n_gpu_layers as i64,
-        llama: record::LlamaDefaults::default(),
-        type_k: plan.type_k.name().into(),
-        type_v: plan.type_v.name().into(),
-        flash_attn: record::flash_attn_value(plan.flash_attn),
-        n_prompt: inst.n_prompt as i64,
-        n_gen: inst.n_gen as i64,
-        n_depth: inst.n_depth as i64,
-        n_seqs: inst.n_seqs as i64,
-        test_time,
-        avg_ns: ns.mean().round() as i64,
-        stddev_ns: ns.std_dev().round() as i64,
-        avg_ts: ts.mean(),
-        stddev_ts: ts.std_dev(),
-        min_ts: ts.min(),
-        max_ts: ts.max(),
-        samples_ns,
-        samples_ts,
-        bandwidth_gbps: cx.roof.bandwidth.0,
-        stream_id: cx.roof.stream_id,
-        peak_gflops: peak.gflops.map_or(f64::NAN, |g| g.0),
-        peak_kind: peak.kind,
-        streamed_bytes: facts.streamed_bytes.0 as i64,
-        kv_bytes_per_token: facts.kv_bytes_per_token(plan.type_k).0 as i64,
-        bytes_per_step,
-        ceiling_ts: ceiling.unwrap_or(f64::NAN),
-        achieved: ceiling.map_or(f64::NAN, |c| ts.mean() / c),
-        implied_bandwidth_gbps: implied,
-        flops_per_token,
-        intensity,
-        achieved_gflops: ts.mean() * flops_per_token / 1e9,
-        bandwidth_kernel: "triad".into(),
-        read_bandwidth_gbps: cx.roof.read_bandwidth.map(|b| b.0),
-        decode_ceiling_ts_read: ceiling_read,
-        achieved_read: ceiling_read.map(|c| ts.mean() / c),
-        cores_logical: cx.host.cores_logical as i64,
-        ram_bytes: cx.host.ram.0 as i64,
-        os: cx.host.os.clone(),
-        kernel: cx.host.kernel.clone(),
-        hostname: cx.host.hostname.clone(),
-        thermal_before: before.thermal.label(),
-        thermal_after: after.thermal.label(),
-        power_source: after.power.label().into(),
-        swap_out_pages: swapped.map(|p| p as i64),
-        warnings: warnings
-            .iter()
-            .map(|w| w.to_string())
-            .collect::<Vec<_>>()
-            .join("; "),
-    }
-}
-
 pub mod job;
+pub mod record;
+pub use record::{Measured, make_record};
 #[cfg(feature = "llama")]
 mod run;
 #[cfg(feature = "llama")]
@@ -666,7 +348,11 @@ pub use run::run_plan;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Bytes;
+    use crate::experiments::bench::record::{Timing, detect_warnings};
+    use crate::probe::hw::LiveState;
+    use crate::roofline::{self, GpuPeak, InstanceCeiling, PeakSource};
+    use crate::store::record;
+    use crate::units::{Bytes, Gbps, Gflops};
 
     fn plan() -> BenchPlan {
         BenchPlan {
@@ -822,7 +508,11 @@ mod tests {
         let f = q8_facts();
         let plan = plan();
         for missing in [None, Some(Gflops(f64::NAN)), Some(Gflops(0.0))] {
-            let (c, bytes) = instance_ceiling(&f, &pp512(), &roof(missing), &plan);
+            let InstanceCeiling {
+                ceiling_tps: c,
+                bytes_per_step: bytes,
+                ..
+            } = roofline::instance_ceiling(&f, &pp512().workload(&plan), &roof(missing));
             assert_eq!(c, None, "peak {missing:?}");
             assert!(bytes > 0.0);
             let p = roof(missing).peak_for(&f, 0);
@@ -840,9 +530,15 @@ mod tests {
             n_gen: 128,
             ..pp512()
         };
-        assert!(instance_ceiling(&f, &tg, &roof(None), &plan).0.is_some());
+        assert!(
+            roofline::instance_ceiling(&f, &tg.workload(&plan), &roof(None))
+                .ceiling_tps
+                .is_some()
+        );
         // With a peak: pp512 / max(t_compute, t_mem), by hand.
-        let (c, _) = instance_ceiling(&f, &pp512(), &roof(Some(Gflops(100.0))), &plan);
+        let c =
+            roofline::instance_ceiling(&f, &pp512().workload(&plan), &roof(Some(Gflops(100.0))))
+                .ceiling_tps;
         let flops = 512.0 * roofline::prefill_flops_per_token(&f, 512, 0);
         let kv = f.kv_bytes_read_at_depth(512, CacheType::F16).0 as f64;
         let t_mem = (f.streamed_bytes.0 as f64 + kv) / 40e9; // one micro-batch of 512
@@ -915,16 +611,14 @@ mod tests {
             system_info: String::new(),
         };
         let samples = vec![1_000_000_000, 1_000_000_000, 1_000_000_000];
-        let rec = make_record(
-            &cx,
-            &mr,
-            &pp512(),
-            &engine,
-            samples,
-            "t".into(),
-            &live,
-            &live,
-        );
+        let measured = |samples_ns: Vec<u64>| Measured {
+            engine: engine.clone(),
+            samples_ns,
+            test_time: "t".into(),
+            before: live.clone(),
+            after: live.clone(),
+        };
+        let rec = make_record(&cx, &mr, &pp512(), measured(samples));
         assert!(rec.ceiling_ts.is_nan() && rec.achieved.is_nan() && rec.peak_gflops.is_nan());
         assert_eq!(rec.peak_kind, "int8 dot");
         let cell = |name: &str| {
@@ -938,10 +632,9 @@ mod tests {
         assert_eq!(cell("achieved"), record::Cell::Null);
         assert_eq!(cell("peak_gflops"), record::Cell::Null);
         assert!(
-            rec.warnings.contains(
-                "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"
-            ),
-            "{}",
+            rec.warnings.iter().any(|w| w
+                == "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"),
+            "{:?}",
             rec.warnings
         );
         // A decode row of the same run has its ceiling and no such warning.
@@ -950,17 +643,10 @@ mod tests {
             n_gen: 128,
             ..pp512()
         };
-        let rec = make_record(
-            &cx,
-            &mr,
-            &tg,
-            &engine,
-            vec![1_000_000_000; 3],
-            "t".into(),
-            &live,
-            &live,
+        let rec = make_record(&cx, &mr, &tg, measured(vec![1_000_000_000; 3]));
+        assert!(
+            rec.ceiling_ts.is_finite() && !rec.warnings.iter().any(|w| w.contains("ceiling —"))
         );
-        assert!(rec.ceiling_ts.is_finite() && !rec.warnings.contains("ceiling —"));
     }
 
     #[test]
@@ -972,9 +658,13 @@ mod tests {
         // tg128 at depth 0: step i reads W + 256 × (i + 1) bytes; the mean over
         // i = 0..127 is 400,000,000 + 256 × 64.5 = 400,016,512 B.
         let mean = 400_016_512.0;
-        assert_eq!(mean_step_bytes(&facts, &tg, 1, CacheType::F16), mean);
+        assert_eq!(plan.type_k, CacheType::F16);
+        assert_eq!(
+            roofline::mean_step_bytes(&facts, &tg.workload(&plan), 1),
+            mean
+        );
         // Read at 48 GB/s: 48e9 ÷ 400,016,512 = 119.995 t/s; triad at 40 GB/s: 99.996.
-        let read = decode_ceiling_at(&facts, &tg, &plan, Gbps(48.0));
+        let read = roofline::decode_ceiling_at(&facts, &tg.workload(&plan), Gbps(48.0));
         assert!((read - 48e9 / mean).abs() < REL * read, "{read}");
         assert!((read - 119.995).abs() < 1e-3, "{read}");
         let roof = MachineRoof {
@@ -985,7 +675,11 @@ mod tests {
             peak_int8: Some(Gflops(200.0)),
             gpu: None,
         };
-        let (triad, bytes) = instance_ceiling(&facts, &tg, &roof, &plan);
+        let InstanceCeiling {
+            ceiling_tps: triad,
+            bytes_per_step: bytes,
+            ..
+        } = roofline::instance_ceiling(&facts, &tg.workload(&plan), &roof);
         let triad = triad.unwrap();
         assert_eq!(bytes, mean);
         assert!(
@@ -995,7 +689,7 @@ mod tests {
         // Four sequences: each step reads W + 4 × 256 × (i + 1); ceiling = 4 × bw ÷ mean.
         let x4 = Instance { n_seqs: 4, ..tg };
         let mean4 = 400_000_000.0 + 4.0 * 256.0 * 64.5;
-        let read4 = decode_ceiling_at(&facts, &x4, &plan, Gbps(48.0));
+        let read4 = roofline::decode_ceiling_at(&facts, &x4.workload(&plan), Gbps(48.0));
         assert!((read4 - 4.0 * 48e9 / mean4).abs() < REL * read4, "{read4}");
     }
 
@@ -1041,11 +735,13 @@ mod tests {
                 &cx,
                 &mr,
                 inst,
-                &engine,
-                vec![2_000_000_000, 2_000_000_000],
-                "2026-01-01T00:00:00Z".into(),
-                &live,
-                &live,
+                Measured {
+                    engine: engine.clone(),
+                    samples_ns: vec![2_000_000_000, 2_000_000_000],
+                    test_time: "2026-01-01T00:00:00Z".into(),
+                    before: live.clone(),
+                    after: live.clone(),
+                },
             )
         };
         let [pp, tg, ..] = plan.instances()[..] else {
@@ -1075,5 +771,157 @@ mod tests {
             ),
             (None, None, None)
         );
+    }
+
+    fn live(power: hw::PowerSource, swap_out_pages: Option<u64>) -> LiveState {
+        LiveState {
+            power,
+            thermal: hw::Thermal {
+                state: hw::ThermalState::Nominal,
+                max_celsius: None,
+            },
+            mem: hw::MemState {
+                total: Bytes(1),
+                available: Bytes(1),
+                swap_total: Bytes(0),
+                swap_used: Bytes(0),
+            },
+            swap_out_pages,
+        }
+    }
+
+    #[test]
+    fn warnings_are_detected_in_order_with_the_missing_roof_first() {
+        use crate::measure::warning::Warning;
+        let plan = plan();
+        let tg = Instance {
+            n_prompt: 0,
+            n_gen: 128,
+            ..pp512()
+        }
+        .workload(&plan);
+        // Six repetitions, one three times slower: median 1.005 s, MAD 0.01 s, so the
+        // 3 s one has |modified z| = 0.6745 × 1.995 ÷ 0.01 = 134.6 > 3.5 and the 1.02 s
+        // one 1.01 (not an outlier).
+        let ns = [
+            1_000_000_000,
+            1_010_000_000,
+            990_000_000,
+            1_000_000_000,
+            1_020_000_000,
+            3_000_000_000,
+        ];
+        let timing = Timing::new(&tg, &ns);
+        let ts: Vec<f64> = ns.iter().map(|&t| 128e9 / t as f64).collect();
+        assert_eq!(timing.samples_ts, ts);
+        let mean = ts.iter().sum::<f64>() / 6.0;
+        let sd = (ts.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 5.0).sqrt();
+        let f = facts_400mb();
+        let placed = roofline::place(&f, &tg, &roof(None), mean);
+        let (w, swapped) = detect_warnings(
+            &timing,
+            &placed,
+            &live(hw::PowerSource::Battery { percent: None }, Some(10)),
+            &live(hw::PowerSource::Ac, Some(13)),
+        );
+        assert_eq!(swapped, Some(3));
+        let mut want = vec![
+            Warning::OnBattery,
+            Warning::Swapping { pages: 3 },
+            Warning::Outliers { n: 1 },
+        ];
+        let Warning::HighVariance { cv } = w[3] else {
+            panic!("{w:?}")
+        };
+        assert!((cv - sd / mean).abs() < 1e-12 && cv > 0.05, "{cv}");
+        want.push(Warning::HighVariance { cv });
+        if cfg!(debug_assertions) {
+            want.push(Warning::DebugBuild);
+        }
+        assert_eq!(w, want);
+        // A pp row with no compute peak: the missing roof comes first, naming the peak.
+        let pp = pp512().workload(&plan);
+        let q8 = q8_facts();
+        let timing = Timing::new(&pp, &[1_000_000_000; 3]);
+        let placed = roofline::place(&q8, &pp, &roof(None), timing.ts.mean());
+        let same = live(hw::PowerSource::Ac, Some(0));
+        let (w, _) = detect_warnings(&timing, &placed, &same, &same);
+        assert_eq!(
+            w[0].to_string(),
+            "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"
+        );
+        assert_eq!(w.len(), 1 + cfg!(debug_assertions) as usize, "{w:?}");
+    }
+
+    #[test]
+    fn no_warning_text_contains_the_separator_older_rows_were_joined_with() {
+        use crate::measure::warning::Warning;
+        let f = q8_facts();
+        let mut r = roof(None);
+        let measured = r.peak_for(&f, 0).missing_reason().unwrap();
+        r.gpu = Some(GpuPeak {
+            device: "M4 Pro".into(),
+            gflops: None,
+            basis: "fp32 (spec)".into(),
+        });
+        let spec = r.peak_for(&f, 999).missing_reason().unwrap();
+        let thermal = hw::Thermal {
+            state: hw::ThermalState::Throttling,
+            max_celsius: Some(97.5),
+        };
+        let all = [
+            Warning::OnBattery,
+            Warning::Swapping { pages: 3 },
+            Warning::Thermal {
+                state: thermal.label(),
+            },
+            Warning::Outliers { n: 2 },
+            Warning::HighVariance { cv: 0.07 },
+            Warning::DebugBuild,
+            Warning::NoCeiling { reason: measured },
+            Warning::NoCeiling { reason: spec },
+            Warning::NoCeiling {
+                reason: "no STREAM bandwidth".into(),
+            },
+        ];
+        for w in all {
+            let t = w.to_string();
+            assert!(!t.contains(record::WARNINGS_SEPARATOR), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_decode_row_is_placed_by_hand_arithmetic() {
+        let f = facts_400mb();
+        let plan = plan();
+        let [pp, tg, ..] = plan.instances()[..] else {
+            panic!("plan has pp512 and tg128 first")
+        };
+        let r = MachineRoof {
+            read_bandwidth: Some(Gbps(48.0)),
+            ..roof(Some(Gflops(100.0)))
+        };
+        // tg128 at 64 t/s: one sequence reads 400,016,512 B per token on average, so the
+        // implied bandwidth is 64 × 400,016,512 ÷ 1e9 = 25.601056768 GB/s.
+        let p = roofline::place(&f, &tg.workload(&plan), &r, 64.0);
+        let implied = p.implied_bandwidth.unwrap().0;
+        assert!(
+            (implied - 25.601_056_768).abs() < REL * implied,
+            "{implied}"
+        );
+        let triad = p.triad.unwrap();
+        assert!((triad.ceiling_tps - 40e9 / 400_016_512.0).abs() < REL * triad.ceiling_tps);
+        assert!((triad.achieved - 64.0 / triad.ceiling_tps).abs() < REL);
+        let read = p.read.unwrap();
+        assert!((read.ceiling_tps - 48e9 / 400_016_512.0).abs() < REL * read.ceiling_tps);
+        let fpt = p.compute.flops_per_token;
+        assert!((p.achieved_compute.0 - 64.0 * fpt / 1e9).abs() < REL * p.achieved_compute.0);
+        assert!(
+            (p.compute.arithmetic_intensity - fpt / 400_016_512.0).abs()
+                < REL * p.compute.arithmetic_intensity
+        );
+        // A pp row has no implied bandwidth and no read ceiling.
+        let p = roofline::place(&f, &pp.workload(&plan), &r, 256.0);
+        assert_eq!((p.implied_bandwidth, p.read), (None, None));
     }
 }

@@ -2,7 +2,8 @@
 //! are generic over [`Engine`]; only model loading is llama.cpp-specific.
 
 use super::{
-    BenchError, BenchPlan, Instance, ModelRun, Progress, RunContext, check_capacity, make_record,
+    BenchError, BenchPlan, Instance, Measured, ModelRun, Progress, RunContext, check_capacity,
+    make_record,
 };
 use crate::measure::engine::llama::LlamaModelHandle;
 use crate::measure::engine::{BatchItem, Engine, EngineConfig, EngineError, TokenId};
@@ -92,8 +93,14 @@ pub fn run_plan(
                 },
             )?;
             let after = hw::live_state();
-            let info = engine.info();
-            let rec = make_record(cx, &mr, &inst, &info, samples, test_time, &before, &after);
+            let measured = Measured {
+                engine: engine.info(),
+                samples_ns: samples,
+                test_time,
+                before,
+                after,
+            };
+            let rec = make_record(cx, &mr, &inst, measured);
             on_progress(Progress::TestDone {
                 record: Box::new(rec.clone()),
             });

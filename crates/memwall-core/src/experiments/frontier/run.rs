@@ -5,7 +5,7 @@ use super::{
     NewCell, SpeedSummary, cell_configs, config_key, find_cell, load_rows, prepare_arms,
     store_cell,
 };
-use crate::experiments::bench::{BenchError, BenchPlan, MachineRoof, Progress, RunContext};
+use crate::experiments::bench::{BenchError, BenchPlan, Progress, RunContext};
 use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
 use crate::measure::engine::{Engine, EngineConfig, TokenId};
 use crate::measure::evals::EvalError;
@@ -13,6 +13,7 @@ use crate::measure::evals::ppl::{PplConfig, perplexity};
 use crate::measure::evals::tasks::{self, TaskConfig, TaskItem, TaskKind};
 use crate::probe::datasets::Datasets;
 use crate::probe::model::CacheType;
+use crate::roofline::MachineRoof;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::sync::Arc;
