@@ -3,7 +3,7 @@
 use super::{
     ArmInfo, CellContext, FrontierError, FrontierOutcome, FrontierPlan, FrontierProgress, Measure,
     NewCell, SpeedSummary, cell_configs, config_key, find_cell, load_rows, prepare_arms,
-    store_cell,
+    store::store_cell,
 };
 use crate::experiments::bench::{BenchError, BenchPlan, MachineRoof, Progress, RunContext};
 use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
