@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use memwall_core::experiments::bench::job;
 use memwall_core::experiments::bench::{BenchPlan, Progress};
+use memwall_core::experiments::predict;
 use memwall_core::present::export::Format;
 use memwall_core::units::{Gbps, or_dash};
 use std::io::Write;
@@ -60,7 +61,9 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let store = open_store(db).await?;
     // Predictions in ink: written (and hashed) before anything is measured.
     let sheet = if a.predict {
-        Some(super::predict::make_sheet(&store, &plan, a.efficiency).await?)
+        let s = predict::job::sheet_job(&store, &plan, a.efficiency, &command_line()).await?;
+        eprint!("{}", predict::sheet_text(&s));
+        Some(s)
     } else {
         None
     };
@@ -127,9 +130,8 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         eprint!("{info}");
     }
     if let Some(sheet) = sheet {
-        let card =
-            memwall_core::experiments::predict::score_run(&store, sheet.id, out.run_id).await?;
-        let t = memwall_core::experiments::predict::table(&card);
+        let card = predict::score_run(&store, sheet.id, out.run_id).await?;
+        let t = predict::table(&card);
         if format == Format::Md {
             write!(stdout, "\n{t}")?;
         } else {
