@@ -9,9 +9,11 @@
 //! - [`ceilings`]: each decode rate under the triad ceiling and the read-kernel
 //!   ceiling, and which of the two it sits closer to.
 //!
-//! Batch, depth, thread and ceiling analyses are computed from stored bench rows only.
+//! Batch, depth, thread and ceiling analyses are computed from stored bench rows only;
+//! [`analyses`] decides which of them apply to a set of rows.
 //! [`store`] holds the `kv_verify_results` table's SQL.
 
+pub mod analyses;
 pub mod batch;
 pub mod ceilings;
 pub mod chart;
