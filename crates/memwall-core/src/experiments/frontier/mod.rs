@@ -19,6 +19,8 @@
 //! rounding; arms below show damage.
 
 pub mod chart;
+#[cfg(feature = "llama")]
+pub mod perplexity;
 pub mod quant;
 pub mod store;
 pub mod table;
@@ -103,6 +105,21 @@ pub enum FrontierError {
     /// I/O.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A dataset that is not a text slice where one is needed.
+    #[error("--data {0}: not a text dataset (use wiki, code or c4)")]
+    NotText(String),
+    /// A file could not be read.
+    #[error("reading {path}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The roof of the speed cells could not be measured or found.
+    #[error(transparent)]
+    Roof(Box<crate::experiments::JobError>),
     /// Cancelled: finished cells are stored, the one in progress is not.
     #[error("cancelled: finished cells are stored; run the same command again to resume")]
     Cancelled,
@@ -494,7 +511,7 @@ pub async fn load_rows(
 #[cfg(feature = "llama")]
 mod run;
 #[cfg(feature = "llama")]
-pub use run::run_frontier;
+pub use run::{frontier_job, run_frontier};
 
 /// Parsed speed summary of a speed cell.
 pub fn speed_of(c: &Cell) -> Option<SpeedSummary> {
