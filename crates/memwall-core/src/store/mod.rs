@@ -412,7 +412,9 @@ impl Store {
         &self.pool
     }
 
-    fn sql(&self, source: sqlx::Error) -> StoreError {
+    /// `source` as a [`StoreError::Sql`] naming this database, for the slices' own
+    /// store modules.
+    pub(crate) fn sql(&self, source: sqlx::Error) -> StoreError {
         StoreError::Sql {
             path: self.path.display().to_string(),
             source,

@@ -3,13 +3,6 @@
 use super::kv::KvVerify;
 use crate::store::{NewRun, Store, StoreError};
 
-fn sql(store: &Store, source: sqlx::Error) -> StoreError {
-    StoreError::Sql {
-        path: store.path().display().to_string(),
-        source,
-    }
-}
-
 /// Stores KV verifications as one `kv` run in one transaction; returns the run id.
 ///
 /// # Errors
@@ -45,8 +38,8 @@ pub async fn store_kv_run(
         .bind(crate::BUILD_COMMIT)
         .execute(&mut *tx)
         .await
-        .map_err(|e| sql(store, e))?;
+        .map_err(|e| store.sql(e))?;
     }
-    tx.commit().await.map_err(|e| sql(store, e))?;
+    tx.commit().await.map_err(|e| store.sql(e))?;
     Ok(run_id)
 }

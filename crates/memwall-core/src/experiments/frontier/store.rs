@@ -3,15 +3,8 @@
 //! its `runs` row and bench rows, so a killed run leaves no partial cell.
 
 use super::{ArmInfo, Cell, CellContext, FrontierError, NewCell, config_key};
-use crate::store::{NewRun, Store, StoreError};
+use crate::store::{NewRun, Store};
 use sqlx::Row;
-
-fn sql_err(store: &Store, source: sqlx::Error) -> StoreError {
-    StoreError::Sql {
-        path: store.path().display().to_string(),
-        source,
-    }
-}
 
 /// The latest stored cell with this identity.
 ///
@@ -32,7 +25,7 @@ pub async fn find_cell(
     .bind(key)
     .fetch_optional(store.pool())
     .await
-    .map_err(|e| sql_err(store, e))?;
+    .map_err(|e| store.sql(e))?;
     Ok(row.map(|r| Cell {
         id: r.get("id"),
         run_id: r.get("run_id"),
@@ -59,7 +52,7 @@ pub async fn count_cells(store: &Store) -> Result<i64, FrontierError> {
     sqlx::query_scalar("SELECT COUNT(*) FROM frontier_cells")
         .fetch_one(store.pool())
         .await
-        .map_err(|e| sql_err(store, e).into())
+        .map_err(|e| store.sql(e).into())
 }
 
 /// Stores one cell with its run, bench rows and items in one transaction.
@@ -134,7 +127,7 @@ pub(super) async fn store_cell(
     .bind(&cx.host.cpu_model)
     .execute(&mut *tx)
     .await
-    .map_err(|e| sql_err(store, e))?;
+    .map_err(|e| store.sql(e))?;
     let cell_id = r.last_insert_rowid();
     for it in &c.items {
         sqlx::query(
@@ -152,9 +145,9 @@ pub(super) async fn store_cell(
         .bind(it.correct as i64)
         .execute(&mut *tx)
         .await
-        .map_err(|e| sql_err(store, e))?;
+        .map_err(|e| store.sql(e))?;
     }
-    tx.commit().await.map_err(|e| sql_err(store, e))?;
+    tx.commit().await.map_err(|e| store.sql(e))?;
     Ok(cell_id)
 }
 
@@ -172,7 +165,7 @@ pub async fn cell_items(
     .bind(cell_id)
     .fetch_all(store.pool())
     .await
-    .map_err(|e| sql_err(store, e))?;
+    .map_err(|e| store.sql(e))?;
     Ok(rows
         .iter()
         .map(|r| crate::measure::evals::tasks::ItemResult {

@@ -54,6 +54,7 @@ pub async fn sheet_job(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::predict::tests::{plan_of, q8_gguf};
     use crate::experiments::predict::{list_sheets, load_sheet};
     use crate::measure::stream::{Kernel, KernelResult, StreamConfig, StreamResult};
     use crate::probe::model::CacheType;
@@ -62,39 +63,14 @@ mod tests {
 
     /// A one-layer Q8_0 model written to `dir`; returns its path and bytes.
     fn model_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
-            .data(2560 + 128 * 34)
-            .build();
+        let b = q8_gguf();
         let p = dir.join("q8.gguf");
         std::fs::write(&p, &b).unwrap();
         (p, b)
     }
 
     fn plan(model: std::path::PathBuf) -> BenchPlan {
-        BenchPlan {
-            models: vec![model],
-            n_prompt: vec![],
-            n_gen: vec![128],
-            n_depth: vec![0],
-            n_seqs: vec![1],
-            n_threads: vec![1, 2],
-            n_batch: 2048,
-            n_ubatch: 512,
-            n_gpu_layers: 0,
-            type_k: CacheType::F16,
-            type_v: CacheType::F16,
-            flash_attn: None,
-            reps: 5,
-            seed: 42,
-            allow_battery: false,
-            skip_capacity_check: false,
-        }
+        plan_of(model, vec![], vec![1, 2])
     }
 
     /// Stores a STREAM triad of `gbps` at 2 threads for this host (typed, not measured).

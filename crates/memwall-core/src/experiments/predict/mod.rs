@@ -548,6 +548,46 @@ mod tests {
         }
     }
 
+    /// A one-layer llama GGUF whose one weight tensor is Q8_0.
+    pub(super) fn q8_gguf() -> Vec<u8> {
+        crate::probe::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
+            .data(2560 + 128 * 34)
+            .build()
+    }
+
+    /// A plan of `model` with pp `n_prompt`, tg128, at depth 0, one sequence, at
+    /// each of `n_threads`; llama-bench's defaults otherwise.
+    pub(super) fn plan_of(
+        model: std::path::PathBuf,
+        n_prompt: Vec<u32>,
+        n_threads: Vec<u32>,
+    ) -> BenchPlan {
+        BenchPlan {
+            models: vec![model],
+            n_prompt,
+            n_gen: vec![128],
+            n_depth: vec![0],
+            n_seqs: vec![1],
+            n_threads,
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_gpu_layers: 0,
+            type_k: crate::probe::model::CacheType::F16,
+            type_v: crate::probe::model::CacheType::F16,
+            flash_attn: None,
+            reps: 5,
+            seed: 42,
+            allow_battery: false,
+            skip_capacity_check: false,
+        }
+    }
+
     async fn store() -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("t.db")).await.unwrap();
@@ -631,35 +671,10 @@ mod tests {
     /// verified and equal, and scores as `—`.
     #[tokio::test]
     async fn a_sheet_without_peaks_round_trips() {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
-            .data(2560 + 128 * 34)
-            .build();
+        let b = q8_gguf();
         let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "q8.gguf".into()).unwrap();
         let facts = ModelFacts::from_gguf(&g).unwrap();
-        let plan = BenchPlan {
-            models: vec!["q8.gguf".into()],
-            n_prompt: vec![512],
-            n_gen: vec![128],
-            n_depth: vec![0],
-            n_seqs: vec![1],
-            n_threads: vec![2],
-            n_batch: 2048,
-            n_ubatch: 512,
-            n_gpu_layers: 0,
-            type_k: crate::probe::model::CacheType::F16,
-            type_v: crate::probe::model::CacheType::F16,
-            flash_attn: None,
-            reps: 5,
-            seed: 42,
-            allow_battery: false,
-            skip_capacity_check: false,
-        };
+        let plan = plan_of("q8.gguf".into(), vec![512], vec![2]);
         let roof = MachineRoof {
             bandwidth: Gbps(40.0),
             stream_id: 3,

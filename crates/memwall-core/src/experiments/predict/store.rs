@@ -6,19 +6,12 @@ use super::{GENESIS, PredictError, Scorecard, Sheet, SheetPayload, sheet_hash};
 use crate::store::{Store, StoreError};
 use sqlx::Row;
 
-fn sql(store: &Store) -> impl Fn(sqlx::Error) -> StoreError + '_ {
-    move |source| StoreError::Sql {
-        path: store.path().display().to_string(),
-        source,
-    }
-}
-
 /// Writes a sheet (in one transaction, chained to the previous one) and returns it.
 ///
 /// # Errors
 /// [`PredictError::Store`].
 pub async fn record_sheet(store: &Store, payload: &SheetPayload) -> Result<Sheet, PredictError> {
-    let e = sql(store);
+    let e = |x: sqlx::Error| store.sql(x);
     let mut tx = store.begin().await?;
     let prev: Option<String> =
         sqlx::query_scalar("SELECT sha256 FROM prediction_sheets ORDER BY id DESC LIMIT 1")
@@ -57,7 +50,7 @@ pub async fn record_sheet(store: &Store, payload: &SheetPayload) -> Result<Sheet
 /// # Errors
 /// [`PredictError::Tampered`] naming the failed check; [`PredictError::NotFound`].
 pub async fn load_sheet(store: &Store, id: i64) -> Result<Sheet, PredictError> {
-    let e = sql(store);
+    let e = |x: sqlx::Error| store.sql(x);
     let row = sqlx::query(
         "SELECT id, created_at, prev_sha256, payload_json, sha256 FROM prediction_sheets WHERE id = ?",
     )
@@ -124,7 +117,7 @@ pub async fn list_sheets(store: &Store) -> Result<Vec<(i64, String, String)>, Pr
     let rows = sqlx::query("SELECT id, created_at, sha256 FROM prediction_sheets ORDER BY id DESC")
         .fetch_all(store.pool())
         .await
-        .map_err(sql(store))?;
+        .map_err(|x| store.sql(x))?;
     Ok(rows
         .iter()
         .map(|r| (r.get("id"), r.get("created_at"), r.get("sha256")))
@@ -146,6 +139,6 @@ pub async fn insert_score(store: &Store, card: &Scorecard) -> Result<(), StoreEr
     .bind(json)
     .execute(store.pool())
     .await
-    .map_err(sql(store))?;
+    .map_err(|x| store.sql(x))?;
     Ok(())
 }
