@@ -304,9 +304,10 @@ power_source: string,
  */
 swap_out_pages: number | null, 
 /**
- * Warnings, `; `-separated (swapping, battery, outliers, high variance …).
+ * Warnings (swapping, battery, outliers, high variance …), each the readable text
+ * of a [`crate::measure::warning::Warning`].
  */
-warnings: string, 
+warnings: Array<string>, 
 /**
  * CPU affinity mask, hex (`0x0` = none).
  */
@@ -692,9 +693,10 @@ power_source: string,
  */
 swap_out_pages: number | null, 
 /**
- * Warnings, `; `-separated (swapping, battery, outliers, high variance …).
+ * Warnings (swapping, battery, outliers, high variance …), each the readable text
+ * of a [`crate::measure::warning::Warning`].
  */
-warnings: string, 
+warnings: Array<string>, 
 /**
  * CPU affinity mask, hex (`0x0` = none).
  */

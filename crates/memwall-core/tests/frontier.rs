@@ -290,6 +290,38 @@ fn tiny_plan(source: PathBuf) -> FrontierPlan {
     }
 }
 
+/// Speed cells without a stored roof, asked to reuse one: the job stops before
+/// STREAM, quantizing or any engine work, and stores nothing.
+#[test]
+fn the_frontier_job_needs_a_roof_for_its_speed_cells() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let store = rt.block_on(Store::open(&d.path().join("f.db"))).unwrap();
+    let mut events = Vec::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = rt.block_on(frontier::frontier_job(
+        &store,
+        tiny_plan(d.path().join("never-opened.gguf")),
+        true,
+        "test".into(),
+        move |p| tx.send(p).unwrap(),
+        Arc::new(AtomicBool::new(false)),
+    ));
+    events.extend(rx.try_iter());
+    let e = r.unwrap_err();
+    assert!(matches!(e, FrontierError::Roof(_)), "{e:?}");
+    assert!(
+        e.to_string().starts_with("no stored STREAM triad for host"),
+        "{e}"
+    );
+    assert!(
+        events.is_empty(),
+        "reusing a roof announces no STREAM run: {events:?}"
+    );
+    assert_eq!(rt.block_on(frontier::count_cells(&store)).unwrap(), 0);
+    assert!(rt.block_on(store.runs()).unwrap().is_empty());
+}
+
 #[test]
 fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
     let Some(src) = testing::model("smollm2-135m-q4_1") else {

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use memwall_core::experiments::bench::job;
 use memwall_core::experiments::bench::{BenchPlan, Progress};
+use memwall_core::experiments::predict;
 use memwall_core::present::export::Format;
 use memwall_core::units::{Gbps, or_dash};
 use std::io::Write;
@@ -56,7 +57,9 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     let store = open_store(db).await?;
     // Predictions in ink: written (and hashed) before anything is measured.
     let sheet = if a.predict {
-        Some(super::predict::make_sheet(&store, &plan, a.efficiency).await?)
+        let s = predict::job::sheet_job(&store, &plan, a.efficiency, &command_line()).await?;
+        eprint!("{}", predict::sheet_text(&s));
+        Some(s)
     } else {
         None
     };
@@ -123,9 +126,8 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         eprint!("{info}");
     }
     if let Some(sheet) = sheet {
-        let card =
-            memwall_core::experiments::predict::score_run(&store, sheet.id, out.run_id).await?;
-        let t = memwall_core::experiments::predict::table(&card);
+        let card = predict::score_run(&store, sheet.id, out.run_id).await?;
+        let t = predict::table(&card);
         if format == Format::Md {
             write!(stdout, "\n{t}")?;
         } else {
@@ -136,7 +138,7 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
 }
 
 /// The notes under the table: where the ceilings came from, the evidence tables
-/// that apply to this run (batch sweep, depth sweep, thread sweep), where it is stored.
+/// that apply to this run (core decides which: `job::analyses`), where it is stored.
 async fn summary(store: &memwall_core::store::Store, out: &job::BenchOutcome) -> Result<String> {
     use memwall_core::experiments::evidence::{batch, ceilings, depth, threads};
     use std::fmt::Write as _;
@@ -161,45 +163,29 @@ async fn summary(store: &memwall_core::store::Store, out: &job::BenchOutcome) ->
             "read ceilings: — (the STREAM run used has no read kernel; run `memwall stream` or drop --reuse-stream)"
         )?,
     }
-    let distinct = |f: &dyn Fn(&memwall_core::store::record::BenchRecord) -> i64| {
-        let mut v: Vec<i64> = out.records.iter().map(f).collect();
-        v.sort();
-        v.dedup();
-        v.len()
-    };
-    if out.records.iter().any(|x| x.is_decode()) {
+    let analyses = job::analyses(store, out).await?;
+    if let Some(rows) = &analyses.ceilings {
         writeln!(
             s,
             "\ndecode under the triad and read ceilings:\n{}",
-            ceilings::table(&ceilings::analyze(&out.records))
+            ceilings::table(rows)
         )?;
     }
-    if distinct(&|x| x.n_seqs) > 1 {
+    if let Some(rows) = &analyses.batch {
         writeln!(
             s,
             "\nbatching (per-token-read bandwidth above STREAM proves the weight read is shared):\n{}",
-            batch::table(&batch::analyze(&out.records))
+            batch::table(rows)
         )?;
     }
-    if distinct(&|x| x.n_depth) > 1 {
-        writeln!(
-            s,
-            "\ndepth falloff, decomposed:\n{}",
-            depth::table(&depth::analyze(&out.records))
-        )?;
+    if let Some(rows) = &analyses.depth {
+        writeln!(s, "\ndepth falloff, decomposed:\n{}", depth::table(rows))?;
     }
-    if distinct(&|x| x.n_threads) > 1 || distinct(&|x| x.n_gpu_layers) > 1 {
-        let streams = store.stream_siblings(out.roof.stream.id).await?;
-        let at = |t: i64| {
-            streams
-                .iter()
-                .find(|x| x.threads == t && x.kernel == "triad")
-                .map(|x| x.best_gbps)
-        };
+    if let Some(rows) = &analyses.threads {
         writeln!(
             s,
             "\nimplied bandwidth by thread count:\n{}",
-            threads::table(&threads::analyze(&out.records, &at))
+            threads::table(rows)
         )?;
     }
     writeln!(

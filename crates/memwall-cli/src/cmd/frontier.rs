@@ -3,17 +3,16 @@
 use super::bench::ctrlc_flag;
 use super::{command_line, guard_line, open_store, physical_cores, print_guard, resolve_model};
 use crate::args::{FrontierArgs, PerplexityArgs};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use memwall_core::experiments::frontier::perplexity::{
+    PerplexityRequest, ToolPerplexity, perplexity_job,
+};
 use memwall_core::experiments::frontier::quant::QuantType;
 use memwall_core::experiments::frontier::{self, FrontierPlan, FrontierProgress, chart, table};
-use memwall_core::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
-use memwall_core::measure::engine::{Engine, EngineConfig};
-use memwall_core::measure::evals::ppl::{self, PplConfig};
+use memwall_core::measure::evals::ppl::PplConfig;
 use memwall_core::measure::evals::sandbox::SandboxLimits;
 use memwall_core::measure::evals::tasks::{TaskConfig, TaskKind};
-use memwall_core::roofline::MachineRoof;
-use memwall_core::units::Gbps;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -88,32 +87,6 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
         let (src, arms) = frontier::existing_arms(&plan)?;
         frontier::load_rows(&store, &plan, &src, &arms).await?
     } else {
-        // Refuse battery before STREAM runs (each cell checks again, with its memory fit).
-        memwall_core::measure::guard::Guard::begin(plan.guard)?;
-        let roof = if plan.speed {
-            if !a.quiet && !a.reuse_stream {
-                eprintln!("measuring bandwidth (STREAM) and compute peaks for the ceilings…");
-            }
-            let host = memwall_core::probe::hw::host_info();
-            memwall_core::experiments::roof::machine_roof(
-                &store,
-                &host,
-                plan.n_threads as usize,
-                a.reuse_stream,
-                &command,
-            )
-            .await?
-            .roof
-        } else {
-            MachineRoof {
-                bandwidth: Gbps(f64::NAN),
-                stream_id: 0,
-                read_bandwidth: None,
-                peak_f32: None,
-                peak_int8: None,
-                gpu: None,
-            }
-        };
         let pb = if a.quiet {
             ProgressBar::hidden()
         } else {
@@ -154,8 +127,15 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
         let cancel = Arc::new(AtomicBool::new(false));
         ctrlc_flag(cancel.clone())?;
         let t0 = std::time::Instant::now();
-        let out =
-            frontier::run_frontier(&store, plan.clone(), roof, command, progress, cancel).await;
+        let out = frontier::frontier_job(
+            &store,
+            plan.clone(),
+            a.reuse_stream,
+            command,
+            progress,
+            cancel,
+        )
+        .await;
         pb.finish_and_clear();
         let out = out?;
         eprintln!(
@@ -224,92 +204,25 @@ fn expand_home(s: &str) -> PathBuf {
 }
 
 pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
-    let model = resolve_model(&a.model)?;
-    let entry = memwall_core::probe::datasets::Datasets::builtin()?
-        .get(&a.data)?
-        .clone();
-    if entry.kind != "text" {
-        bail!(
-            "--data {}: not a text dataset (use wiki, code or c4)",
-            a.data
-        );
-    }
-    let text_path = entry.require()?;
-    let text = std::fs::read_to_string(&text_path)
-        .with_context(|| format!("reading {}", text_path.display()))?;
-    let threads = a.threads.unwrap_or_else(physical_cores);
-    let mut guard = memwall_core::measure::guard::Guard::begin(a.guard.options())?;
-    {
-        let facts = memwall_core::probe::model::ModelFacts::open(&model)?;
-        let reference = match &a.reference {
-            Some(r) => Some(memwall_core::probe::model::ModelFacts::open(
-                &resolve_model(r)?,
-            )?),
-            None => None,
-        };
-        let mut parts = vec![(&facts, a.ctx as u64)];
-        if let Some(r) = &reference {
-            parts.push((r, a.ctx as u64));
-        }
-        guard.check_fit(&parts, memwall_core::probe::model::CacheType::F16)?;
-    }
-    let cfg = PplConfig {
-        dataset: a.data.clone(),
-        n_ctx: a.ctx,
-        n_chunks: a.chunks,
+    let req = PerplexityRequest {
+        model: resolve_model(&a.model)?,
+        reference: a.reference.as_deref().map(resolve_model).transpose()?,
+        config: PplConfig {
+            dataset: a.data.clone(),
+            n_ctx: a.ctx,
+            n_chunks: a.chunks,
+        },
+        n_threads: a.threads.unwrap_or_else(physical_cores),
+        guard: a.guard.options(),
+        compare_tool: a.compare.then(|| expand_home(&a.tool)),
     };
-    let ecfg = EngineConfig {
-        n_ctx: a.ctx,
-        n_batch: a.ctx,
-        n_ubatch: a.ctx.min(512),
-        n_threads: threads,
-        n_threads_batch: threads,
-        n_gpu_layers: 999,
-        n_seq_max: 1,
-        ..Default::default()
-    };
-    let h = LlamaModelHandle::load(&model, 999)?;
-    let mut e = h.engine(&ecfg)?;
-    let tokens = e.tokenize(&text, true)?;
-    let cancel = AtomicBool::new(false);
     let mut step = |d: u32, n: u32| eprint!("\r  window {d}/{n}");
-    let res = match &a.reference {
-        Some(r) => {
-            let rh = LlamaModelHandle::load(&resolve_model(r)?, 999)?;
-            let mut re = rh.engine(&ecfg)?;
-            ppl::perplexity(
-                &mut e,
-                Some(&mut re),
-                &tokens,
-                &entry.sha256,
-                &cfg,
-                &cancel,
-                &mut step,
-            )?
-        }
-        None => ppl::perplexity::<LlamaEngine, LlamaEngine>(
-            &mut e,
-            None,
-            &tokens,
-            &entry.sha256,
-            &cfg,
-            &cancel,
-            &mut step,
-        )?,
-    };
+    let out = perplexity_job(&req, &mut step)?;
     eprintln!();
-    let guard = guard.finish();
-    print_guard(&guard);
-    let reference = if a.compare {
-        let tool = expand_home(&a.tool);
-        Some(ppl::llama_perplexity_reference(
-            &tool, &model, &text_path, &cfg, threads,
-        )?)
-    } else {
-        None
-    };
+    print_guard(&out.guard);
+    let (res, cfg, guard) = (&out.result, &req.config, &out.guard);
     if a.json {
-        let v = serde_json::json!({ "memwall": res, "llama_perplexity": reference.map(|(p, u)| serde_json::json!({"ppl": p, "unc": u})), "guard": guard });
+        let v = serde_json::json!({ "memwall": res, "llama_perplexity": out.llama_perplexity, "guard": guard });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -321,8 +234,8 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
         res.n_chunks,
         cfg.n_ctx,
         res.n_tokens_file,
-        entry.file,
-        &entry.sha256[..12]
+        out.text_file,
+        &res.text_sha256[..12]
     );
     if let Some(k) = &res.kld {
         println!(
@@ -338,8 +251,8 @@ pub(crate) async fn perplexity(a: PerplexityArgs) -> Result<()> {
             k.ppl_ref
         );
     }
-    println!("{}", guard_line(&guard));
-    if let Some((p, u)) = reference {
+    println!("{}", guard_line(guard));
+    if let Some(ToolPerplexity { ppl: p, unc: u }) = out.llama_perplexity {
         println!("llama-perplexity: PPL = {p:.4} +/- {u:.5}");
         println!(
             "agreement: memwall / llama-perplexity − 1 = {:+.4}%",

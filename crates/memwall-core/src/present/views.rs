@@ -16,10 +16,9 @@
 use crate::probe::hw::{LiveState, PowerSource};
 use crate::roofline;
 use crate::store::record::BenchRecord;
-use crate::store::{Store, StoreError, StoredStream};
+use crate::store::{FrontierCellValue, Store, StoreError, StoredStream};
 use crate::units::{Gbps, Gflops};
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 use std::path::{Path, PathBuf};
 
 /// The tray menu's status lines.
@@ -286,26 +285,9 @@ fn file_name(p: &str) -> String {
         .unwrap_or_else(|| p.to_string())
 }
 
-/// A stored frontier cell's headline value as the Frontier page needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CellValue {
-    /// The frontier run.
-    pub run_id: i64,
-    /// Its host.
-    pub host: String,
-    /// The arm's file.
-    pub arm_file: String,
-    /// The arm's quantization.
-    pub arm_quant: String,
-    /// `speed`, `ppl:<dataset>` or `task:<name>`.
-    pub measure: String,
-    /// Headline value (tok/s, PPL or accuracy).
-    pub value: Option<f64>,
-}
-
 /// Builds the Frontier page from bench rows and frontier cell values: one row per
 /// (run, host, model file, quant), never a maximum across runs.
-pub fn frontier_view(rows: &[BenchRecord], cells: &[CellValue]) -> FrontierView {
+pub fn frontier_view(rows: &[BenchRecord], cells: &[FrontierCellValue]) -> FrontierView {
     let mut measures: Vec<String> = cells
         .iter()
         .filter(|c| c.measure != "speed")
@@ -388,32 +370,13 @@ pub fn frontier_view(rows: &[BenchRecord], cells: &[CellValue]) -> FrontierView 
     }
 }
 
-/// Reads every stored frontier cell's headline value with its run and host.
+/// Reads every stored frontier cell's headline value with its run and host
+/// ([`Store::frontier_cell_values`]).
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn frontier_cells(store: &Store) -> Result<Vec<CellValue>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT c.run_id, r.hostname, c.arm_file, c.arm_quant, c.measure, c.value \
-         FROM frontier_cells c JOIN runs r ON r.id = c.run_id ORDER BY c.id",
-    )
-    .fetch_all(store.pool())
-    .await
-    .map_err(|source| StoreError::Sql {
-        path: store.path().display().to_string(),
-        source,
-    })?;
-    Ok(rows
-        .iter()
-        .map(|r| CellValue {
-            run_id: r.get("run_id"),
-            host: r.get("hostname"),
-            arm_file: r.get("arm_file"),
-            arm_quant: r.get("arm_quant"),
-            measure: r.get("measure"),
-            value: r.get("value"),
-        })
-        .collect())
+pub async fn frontier_cells(store: &Store) -> Result<Vec<FrontierCellValue>, StoreError> {
+    store.frontier_cell_values().await
 }
 
 /// A bench row as the app's tables show it: the stored record and its test label
@@ -673,7 +636,7 @@ mod tests {
         let mut tg = row(1, true, 0, 2.0, 30.0);
         tg.avg_ts = 61.0;
         tg.ceiling_ts = 90.0;
-        let cells = vec![CellValue {
+        let cells = vec![FrontierCellValue {
             run_id: 7,
             host: "lab-2".into(),
             arm_file: "/m/other.Q8_0.gguf".into(),

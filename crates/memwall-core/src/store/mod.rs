@@ -192,6 +192,25 @@ pub struct StoredPeak {
     pub clock_source: String,
 }
 
+/// A stored frontier cell's headline value with its run and host, as the Frontier
+/// page needs it (the `frontier_cells` table belongs to the frontier experiment; this
+/// read sits here so that the `present` stage can build the page).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontierCellValue {
+    /// The frontier run.
+    pub run_id: i64,
+    /// Its host.
+    pub host: String,
+    /// The arm's file.
+    pub arm_file: String,
+    /// The arm's quantization.
+    pub arm_quant: String,
+    /// `speed`, `ppl:<dataset>` or `task:<name>`.
+    pub measure: String,
+    /// Headline value (tok/s, PPL or accuracy).
+    pub value: Option<f64>,
+}
+
 /// Which bench rows to read.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RowFilter {
@@ -425,7 +444,9 @@ impl Store {
         &self.pool
     }
 
-    fn sql(&self, source: sqlx::Error) -> StoreError {
+    /// `source` as a [`StoreError::Sql`] naming this database, for the slices' own
+    /// store modules.
+    pub(crate) fn sql(&self, source: sqlx::Error) -> StoreError {
         StoreError::Sql {
             path: self.path.display().to_string(),
             source,
@@ -846,6 +867,44 @@ impl Store {
         .transpose()
     }
 
+    /// When run `id` started (UTC RFC 3339), or `None` when there is no such run.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn run_started_at(&self, id: i64) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar("SELECT started_at FROM runs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Every stored frontier cell's headline value with its run and host, in insertion
+    /// order.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn frontier_cell_values(&self) -> Result<Vec<FrontierCellValue>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT c.run_id, r.hostname, c.arm_file, c.arm_quant, c.measure, c.value \
+             FROM frontier_cells c JOIN runs r ON r.id = c.run_id ORDER BY c.id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(rows
+            .iter()
+            .map(|r| FrontierCellValue {
+                run_id: r.get("run_id"),
+                host: r.get("hostname"),
+                arm_file: r.get("arm_file"),
+                arm_quant: r.get("arm_quant"),
+                measure: r.get("measure"),
+                value: r.get("value"),
+            })
+            .collect())
+    }
+
     /// Runs whose rows rest on run `id`: the spec-bench runs with speedup rows that
     /// a gate of run `id` unlocked (`spec_bench.gate_id`), ascending.
     ///
@@ -981,6 +1040,64 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Store::open(&d.path().join("sub/m.db")).await.unwrap();
         (d, s)
+    }
+
+    #[tokio::test]
+    async fn frontier_cell_values_carry_their_run_host_and_a_missing_value() {
+        let (_d, s) = store().await;
+        let mut tx = s.begin().await.unwrap();
+        let mut other = run("frontier");
+        other.host.hostname = "other".into();
+        let a = s.insert_run_tx(&mut tx, &run("frontier")).await.unwrap();
+        let b = s.insert_run_tx(&mut tx, &other).await.unwrap();
+        for (run_id, quant, measure, value) in [
+            (a, "Q8_0", "speed", Some(41.5)),
+            (b, "Q4_K_M", "ppl:wiki", None),
+        ] {
+            sqlx::query(
+                "INSERT INTO frontier_cells (run_id, source_file, source_sha256, source_quant, arm_quant, arm_file, arm_sha256, arm_relation,
+                    arm_file_bytes, arm_streamed_bytes, measure, config_key, config_json, value, result_json, started_at, finished_at,
+                    build_commit, engine_build, n_threads, hostname, cpu_info)
+                 VALUES (?, 's.gguf', 'ss', 'Q4_K_M', ?, ?, 'aa', 'above', 1, 1, ?, 'k', '{}', ?, '{}', '', '', '', '', 2, 'cell-host', '')",
+            )
+            .bind(run_id)
+            .bind(quant)
+            .bind(format!("/m/{quant}.gguf"))
+            .bind(measure)
+            .bind(value)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        }
+        tx.commit().await.unwrap();
+        let got = s.frontier_cell_values().await.unwrap();
+        // The host is the run's, not the cell's own column.
+        assert_eq!(
+            got,
+            vec![
+                FrontierCellValue {
+                    run_id: a,
+                    host: "h".into(),
+                    arm_file: "/m/Q8_0.gguf".into(),
+                    arm_quant: "Q8_0".into(),
+                    measure: "speed".into(),
+                    value: Some(41.5),
+                },
+                FrontierCellValue {
+                    run_id: b,
+                    host: "other".into(),
+                    arm_file: "/m/Q4_K_M.gguf".into(),
+                    arm_quant: "Q4_K_M".into(),
+                    measure: "ppl:wiki".into(),
+                    value: None,
+                },
+            ]
+        );
+        assert_eq!(
+            s.run_started_at(a).await.unwrap().as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(s.run_started_at(b + 1).await.unwrap(), None);
     }
 
     #[tokio::test]

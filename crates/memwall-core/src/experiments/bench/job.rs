@@ -2,6 +2,7 @@
 //! transaction, write `results/<run>/`.
 
 use crate::experiments::bench::{BenchError, BenchPlan, Progress};
+use crate::experiments::evidence::analyses::{Analyses, EvidenceChart};
 use crate::experiments::roof::{RoofSource, machine_roof_at};
 use crate::experiments::{JobError, blocking};
 use crate::probe::hw::{self};
@@ -92,14 +93,8 @@ pub async fn bench_job(
                 "run-{run_id:04}-{}",
                 run.started_at.replace([':', '-'], "")
             ));
-            let streams = store.stream_siblings(roof.stream.id).await?;
-            let at = |t: i64| {
-                streams
-                    .iter()
-                    .find(|x| x.threads == t && x.kernel == "triad")
-                    .map(|x| x.best_gbps)
-            };
-            let files = write_results(&dir, &records, &at)?;
+            let analyses = analyses_of(store, &records, &roof).await?;
+            let files = write_results(&dir, &records, &analyses)?;
             (Some(dir), files)
         }
         None => (None, vec![]),
@@ -113,21 +108,43 @@ pub async fn bench_job(
     })
 }
 
+/// The analyses that apply to a bench job's rows ([`Analyses::for_rows`]), with
+/// STREAM at each thread count taken from the STREAM run behind its roof.
+///
+/// # Errors
+/// [`JobError::Store`].
+pub async fn analyses(store: &Store, out: &BenchOutcome) -> Result<Analyses, JobError> {
+    analyses_of(store, &out.records, &out.roof).await
+}
+
+async fn analyses_of(
+    store: &Store,
+    rows: &[BenchRecord],
+    roof: &RoofSource,
+) -> Result<Analyses, JobError> {
+    let streams = store.stream_siblings(roof.stream.id).await?;
+    let at = |t: i64| {
+        streams
+            .iter()
+            .find(|x| x.threads == t && x.kernel == "triad")
+            .map(|x| x.best_gbps)
+    };
+    Ok(Analyses::for_rows(rows, &at))
+}
+
 /// Writes `rows` to `dir` as `bench.csv`, `bench.json`, `bench.md` and the charts that
-/// apply: `decode_vs_depth` (decode rows), `depth_decomposed` (several depths),
-/// `batch` + `batch_roofline` (several parallel-sequence counts), `threads` (several
-/// thread counts; `stream_at` gives STREAM at a thread count). PNG + SVG each; every
-/// file is written atomically.
+/// apply to them (`analyses.charts`: decode vs depth, the depth decomposition,
+/// batching and its roofline, threads), PNG + SVG each; every file is written
+/// atomically.
 ///
 /// # Errors
 /// [`JobError::Results`] naming the file.
 pub fn write_results(
     dir: &Path,
     rows: &[BenchRecord],
-    stream_at: &dyn Fn(i64) -> Option<f64>,
+    analyses: &Analyses,
 ) -> Result<Vec<PathBuf>, JobError> {
     use crate::experiments::evidence::chart as ev;
-    use crate::experiments::evidence::{batch, depth, threads};
     use crate::present::export::Format;
     let err = |p: &Path, e: String| JobError::Results {
         path: p.display().to_string(),
@@ -140,55 +157,86 @@ pub fn write_results(
             .map_err(|e| err(&p, e.to_string()))?;
         files.push(p);
     }
-    let distinct = |f: &dyn Fn(&BenchRecord) -> i64| {
-        let mut v: Vec<i64> = rows.iter().map(f).collect();
-        v.sort();
-        v.dedup();
-        v.len()
+    let none = || JobError::Results {
+        path: dir.display().to_string(),
+        msg: "an analysis with a chart has no rows".into(),
     };
-    let mut push = |r: Result<(PathBuf, PathBuf), crate::present::chart::ChartError>,
-                    name: &str|
-     -> Result<(), JobError> {
-        let (a, b) = r.map_err(|e| err(&dir.join(name), e.to_string()))?;
+    for chart in &analyses.charts {
+        let stem = dir.join(chart.stem());
+        let drawn = match chart {
+            EvidenceChart::DecodeVsDepth => crate::present::chart::decode_vs_depth(&stem, rows),
+            EvidenceChart::DepthDecomposed => {
+                ev::depth(&stem, analyses.depth.as_ref().ok_or_else(none)?)
+            }
+            EvidenceChart::Batch => ev::batch(&stem, analyses.batch.as_ref().ok_or_else(none)?),
+            EvidenceChart::BatchRoofline {
+                peak_gflops,
+                peak_kind,
+            } => ev::batch_roofline(
+                &stem,
+                analyses.batch.as_ref().ok_or_else(none)?,
+                *peak_gflops,
+                peak_kind,
+            ),
+            EvidenceChart::Threads => {
+                ev::threads(&stem, analyses.threads.as_ref().ok_or_else(none)?)
+            }
+        };
+        let (a, b) = drawn.map_err(|e| err(&stem, e.to_string()))?;
         files.push(a);
         files.push(b);
-        Ok(())
-    };
-    if rows.iter().any(|r| r.is_decode() && r.n_seqs == 1) {
-        push(
-            crate::present::chart::decode_vs_depth(&dir.join("decode_vs_depth"), rows),
-            "decode_vs_depth",
-        )?;
-    }
-    if distinct(&|r| r.n_depth) > 1 {
-        let d = depth::analyze(rows);
-        if d.iter().any(|r| r.phase == "tg" && r.n_depth > 0) {
-            push(
-                ev::depth(&dir.join("depth_decomposed"), &d),
-                "depth_decomposed",
-            )?;
-        }
-    }
-    if distinct(&|r| r.n_seqs) > 1 {
-        let b = batch::analyze(rows);
-        push(ev::batch(&dir.join("batch"), &b), "batch")?;
-        if let Some(r0) = rows.iter().find(|r| r.is_decode()) {
-            push(
-                ev::batch_roofline(
-                    &dir.join("batch_roofline"),
-                    &b,
-                    r0.peak_gflops,
-                    &r0.peak_kind,
-                ),
-                "batch_roofline",
-            )?;
-        }
-    }
-    if distinct(&|r| r.n_threads) > 1 {
-        push(
-            ev::threads(&dir.join("threads"), &threads::analyze(rows, stream_at)),
-            "threads",
-        )?;
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_hold_the_tables_and_every_chart_that_applies() {
+        let row = |n_depth: i64, n_seqs: i64, n_threads: i64| BenchRecord {
+            n_prompt: 0,
+            n_gen: 128,
+            n_depth,
+            n_seqs,
+            n_threads,
+            ..BenchRecord::example()
+        };
+        let rows = [row(0, 1, 2), row(512, 1, 2), row(0, 4, 2), row(0, 1, 1)];
+        let analyses = Analyses::for_rows(&rows, &|t| Some(20.0 * t as f64));
+        let d = tempfile::tempdir().unwrap();
+        let files = write_results(d.path(), &rows, &analyses).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| {
+                assert!(f.is_file(), "{}", f.display());
+                f.strip_prefix(d.path()).unwrap().display().to_string()
+            })
+            .collect();
+        let mut want = vec![
+            "bench.csv".to_string(),
+            "bench.json".into(),
+            "bench.md".into(),
+        ];
+        for stem in [
+            "decode_vs_depth",
+            "depth_decomposed",
+            "batch",
+            "batch_roofline",
+            "threads",
+        ] {
+            want.push(format!("{stem}.png"));
+            want.push(format!("{stem}.svg"));
+        }
+        assert_eq!(names, want);
+        // One prefill test: the tables only.
+        let pp = [BenchRecord {
+            n_prompt: 512,
+            n_gen: 0,
+            ..BenchRecord::example()
+        }];
+        let files = write_results(d.path(), &pp, &Analyses::for_rows(&pp, &|_| None)).unwrap();
+        assert_eq!(files.len(), 3);
+    }
 }

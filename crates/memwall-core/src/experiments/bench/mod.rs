@@ -251,7 +251,7 @@ impl Instance {
     /// `pp512`, `tg128 x4 @ d512` ([`record::test_label`]).
     pub fn label(&self) -> String {
         let n = |v: u32| i64::from(v);
-        record::test_label(
+        crate::store::record::test_label(
             n(self.n_prompt),
             n(self.n_gen),
             n(self.n_seqs),

@@ -9,61 +9,20 @@
 //! - [`ceilings`]: each decode rate under the triad ceiling and the read-kernel
 //!   ceiling, and which of the two it sits closer to.
 //!
-//! Batch, depth, thread and ceiling analyses are computed from stored bench rows only.
+//! Batch, depth, thread and ceiling analyses are computed from stored bench rows only;
+//! [`analyses`] decides which of them apply to a set of rows.
+//! [`store`] holds the `kv_verify_results` table's SQL.
 
+pub mod analyses;
 pub mod batch;
 pub mod ceilings;
 pub mod chart;
 pub mod depth;
 pub mod kv;
+pub mod store;
 pub mod threads;
 
-use crate::store::{Store, StoreError};
-use kv::KvVerify;
-
-/// Stores KV verifications as one `kv` run in one transaction; returns the run id.
-///
-/// # Errors
-/// [`StoreError`]; nothing is written on error.
-pub async fn store_kv_run(
-    store: &Store,
-    run: &crate::store::NewRun,
-    rows: &[KvVerify],
-) -> Result<i64, StoreError> {
-    let mut tx = store.begin().await?;
-    let run_id = store.insert_run_tx(&mut tx, run).await?;
-    for r in rows {
-        sqlx::query(
-            "INSERT INTO kv_verify_results (run_id, model_filename, cache_type, n, predicted_bytes_per_token, formula_bytes_per_token,
-               state_n, state_2n, measured_state_bytes_per_token, metadata_bytes_per_token, measured_kv_bytes_per_token, ratio,
-               rss_bytes_per_token, rss_ratio, build_commit)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(run_id)
-        .bind(&r.model)
-        .bind(&r.cache_type)
-        .bind(r.n as i64)
-        .bind(r.predicted_bytes_per_token)
-        .bind(r.formula_bytes_per_token as i64)
-        .bind(r.state_n as i64)
-        .bind(r.state_2n as i64)
-        .bind(r.measured_state_bytes_per_token)
-        .bind(r.metadata_bytes_per_token)
-        .bind(r.measured_kv_bytes_per_token)
-        .bind(r.ratio)
-        .bind(r.rss_bytes_per_token)
-        .bind(r.rss_ratio)
-        .bind(crate::BUILD_COMMIT)
-        .execute(&mut *tx)
-        .await
-        .map_err(|source| StoreError::Sql { path: store.path().display().to_string(), source })?;
-    }
-    tx.commit().await.map_err(|source| StoreError::Sql {
-        path: store.path().display().to_string(),
-        source,
-    })?;
-    Ok(run_id)
-}
+pub use store::store_kv_run;
 
 /// Runs the KV verification for each model and cache type on llama.cpp: a fresh
 /// context per (model, cache type) with room for `2n` tokens; `guard` checks each
@@ -79,7 +38,7 @@ pub fn run_kv_verify(
     threads: u32,
     guard: &mut crate::measure::guard::Guard,
     progress: &mut dyn FnMut(&str),
-) -> Result<Vec<KvVerify>, crate::experiments::bench::BenchError> {
+) -> Result<Vec<kv::KvVerify>, crate::experiments::bench::BenchError> {
     use crate::measure::engine::EngineConfig;
     use crate::measure::engine::llama::LlamaModelHandle;
     let mut out = Vec::new();

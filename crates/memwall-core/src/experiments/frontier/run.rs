@@ -3,7 +3,7 @@
 use super::{
     ArmInfo, CellContext, FrontierError, FrontierOutcome, FrontierPlan, FrontierProgress, Measure,
     NewCell, SpeedSummary, cell_configs, config_key, find_cell, load_rows, prepare_arms,
-    store_cell,
+    store::store_cell,
 };
 use crate::experiments::bench::{BenchError, BenchPlan, Progress, RunContext};
 use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
@@ -56,6 +56,54 @@ pub async fn run_frontier(
     })
     .await
     .map_err(|e| FrontierError::Plan(format!("the frontier task failed: {e}")))?
+}
+
+/// The frontier job (`memwall frontier`): refuses battery before STREAM runs (each
+/// cell checks again, with its memory fit), takes the roof of the speed cells
+/// (STREAM and compute peaks measured now at the plan's threads, or with
+/// `reuse_stream` the latest stored ones), then [`run_frontier`]. A plan without
+/// speed cells measures no roof: its bandwidth stays NaN, which no cell reads.
+///
+/// # Errors
+/// As [`run_frontier`]; [`FrontierError::Roof`] when the roof cannot be measured or
+/// none is stored.
+pub async fn frontier_job(
+    store: &Store,
+    plan: FrontierPlan,
+    reuse_stream: bool,
+    command: String,
+    mut progress: impl FnMut(FrontierProgress) + Send + 'static,
+    cancel: Arc<AtomicBool>,
+) -> Result<FrontierOutcome, FrontierError> {
+    crate::measure::guard::Guard::begin(plan.guard)?;
+    let roof = if plan.speed {
+        if !reuse_stream {
+            progress(FrontierProgress::Preparing {
+                what: "measuring bandwidth (STREAM) and compute peaks for the ceilings…".into(),
+            });
+        }
+        let host = crate::probe::hw::host_info();
+        crate::experiments::roof::machine_roof(
+            store,
+            &host,
+            plan.n_threads as usize,
+            reuse_stream,
+            &command,
+        )
+        .await
+        .map_err(|e| FrontierError::Roof(Box::new(e)))?
+        .roof
+    } else {
+        MachineRoof {
+            bandwidth: crate::units::Gbps(f64::NAN),
+            stream_id: 0,
+            read_bandwidth: None,
+            peak_f32: None,
+            peak_int8: None,
+            gpu: None,
+        }
+    };
+    run_frontier(store, plan, roof, command, progress, cancel).await
 }
 
 fn run_blocking(

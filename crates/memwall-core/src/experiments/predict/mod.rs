@@ -21,14 +21,21 @@
 //! measurements or a catalogue spec); the bench's own fresh STREAM is not used. For
 //! plans with several models, the tg ratio of each model to the first is predicted
 //! too (e.g. Q8_0 vs Q4_K_M: the inverse ratio of bytes per step).
+//!
+//! [`job::sheet_job`] makes and records a sheet for a plan (what `memwall predict
+//! make` and `memwall bench --predict` call); [`store`] holds the SQL.
+
+pub mod job;
+pub mod store;
+
+pub use store::{list_sheets, load_sheet, record_sheet};
 
 use crate::experiments::bench::{BenchPlan, Instance};
 use crate::probe::model::ModelFacts;
 use crate::roofline::MachineRoof;
-use crate::store::Store;
 use crate::store::record::BenchRecord;
+use crate::store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 
 /// Domain tag of the hash.
 pub const HASH_DOMAIN: &str = "memwall-prediction-v1";
@@ -40,14 +47,8 @@ pub const GENESIS: &str = "genesis";
 #[non_exhaustive]
 pub enum PredictError {
     /// The store failed.
-    #[error("store {path}: {source}")]
-    Sql {
-        /// Database.
-        path: String,
-        /// Error.
-        #[source]
-        source: sqlx::Error,
-    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// A sheet does not hash to its stored hash, or its chain is broken.
     #[error(
         "prediction sheet {id} was modified after it was recorded: {problem}. Its predictions cannot be trusted; make a new sheet before the next run"
@@ -64,6 +65,24 @@ pub enum PredictError {
     /// The model file could not be read.
     #[error("{0}")]
     Model(String),
+    /// A model's GGUF header failed the checks.
+    #[error(transparent)]
+    Gguf(#[from] crate::probe::gguf::GgufError),
+    /// A model file could not be hashed.
+    #[error("hashing {path}")]
+    Hash {
+        /// The model file.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The efficiency is outside what a prediction can state.
+    #[error("--efficiency {0}: give the fraction of the ceiling you expect, in (0, 1.5]")]
+    Efficiency(f64),
+    /// No stored roof to predict from.
+    #[error("predictions use the roof measured *before* the run: run `memwall stream` once first")]
+    Roof(#[source] Box<crate::experiments::JobError>),
 }
 
 /// One predicted test.
@@ -227,135 +246,6 @@ pub fn build_payload(
     }
 }
 
-fn sql(store: &Store) -> impl Fn(sqlx::Error) -> PredictError + '_ {
-    move |source| PredictError::Sql {
-        path: store.path().display().to_string(),
-        source,
-    }
-}
-
-/// Writes a sheet (in one transaction, chained to the previous one) and returns it.
-///
-/// # Errors
-/// [`PredictError::Sql`].
-pub async fn record_sheet(store: &Store, payload: &SheetPayload) -> Result<Sheet, PredictError> {
-    let e = sql(store);
-    let mut tx = store
-        .pool()
-        .begin_with(crate::store::BEGIN_WRITE)
-        .await
-        .map_err(&e)?;
-    let prev: Option<String> =
-        sqlx::query_scalar("SELECT sha256 FROM prediction_sheets ORDER BY id DESC LIMIT 1")
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(&e)?;
-    let prev = prev.unwrap_or_else(|| GENESIS.to_string());
-    let created_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let payload_json = serde_json::to_string(payload).expect("payload serializes");
-    let sha = sheet_hash(&prev, &created_at, &payload_json);
-    let id = sqlx::query(
-        "INSERT INTO prediction_sheets (created_at, hostname, prev_sha256, payload_json, sha256) VALUES (?, ?, ?, ?, ?)",
-    )
-    .bind(&created_at)
-    .bind(&payload.hostname)
-    .bind(&prev)
-    .bind(&payload_json)
-    .bind(&sha)
-    .execute(&mut *tx)
-    .await
-    .map_err(&e)?
-    .last_insert_rowid();
-    tx.commit().await.map_err(&e)?;
-    Ok(Sheet {
-        id,
-        created_at,
-        prev_sha256: prev,
-        sha256: sha,
-        payload: payload.clone(),
-    })
-}
-
-/// Loads sheet `id` and verifies it: its hash, the link to the previous sheet, and
-/// the next sheet's link to it.
-///
-/// # Errors
-/// [`PredictError::Tampered`] naming the failed check; [`PredictError::NotFound`].
-pub async fn load_sheet(store: &Store, id: i64) -> Result<Sheet, PredictError> {
-    let e = sql(store);
-    let row = sqlx::query(
-        "SELECT id, created_at, prev_sha256, payload_json, sha256 FROM prediction_sheets WHERE id = ?",
-    )
-    .bind(id)
-    .fetch_optional(store.pool())
-    .await
-    .map_err(&e)?
-    .ok_or_else(|| {
-        PredictError::NotFound(format!(
-            "no prediction sheet {id}: `memwall predict list` shows the stored ones"
-        ))
-    })?;
-    let tampered = |problem: String| PredictError::Tampered { id, problem };
-    let created_at: String = row.get("created_at");
-    let prev: String = row.get("prev_sha256");
-    let payload_json: String = row.get("payload_json");
-    let sha: String = row.get("sha256");
-    if sheet_hash(&prev, &created_at, &payload_json) != sha {
-        return Err(tampered(
-            "its content no longer hashes to its stored sha256".into(),
-        ));
-    }
-    let before: Option<String> = sqlx::query_scalar(
-        "SELECT sha256 FROM prediction_sheets WHERE id < ? ORDER BY id DESC LIMIT 1",
-    )
-    .bind(id)
-    .fetch_optional(store.pool())
-    .await
-    .map_err(&e)?;
-    if before.as_deref().unwrap_or(GENESIS) != prev {
-        return Err(tampered(
-            "the chain link to the previous sheet is broken (a sheet was deleted or replaced)"
-                .into(),
-        ));
-    }
-    let after: Option<String> = sqlx::query_scalar(
-        "SELECT prev_sha256 FROM prediction_sheets WHERE id > ? ORDER BY id ASC LIMIT 1",
-    )
-    .bind(id)
-    .fetch_optional(store.pool())
-    .await
-    .map_err(&e)?;
-    if after.as_ref().is_some_and(|a| *a != sha) {
-        return Err(tampered(
-            "the next sheet was chained to a different hash (this sheet was replaced)".into(),
-        ));
-    }
-    let payload: SheetPayload = serde_json::from_str(&payload_json)
-        .map_err(|x| tampered(format!("payload JSON does not parse: {x}")))?;
-    Ok(Sheet {
-        id,
-        created_at,
-        prev_sha256: prev,
-        sha256: sha,
-        payload,
-    })
-}
-
-/// Every sheet id with its time and hash, newest first (not verified: [`load_sheet`] verifies).
-///
-/// # Errors
-/// [`PredictError::Sql`].
-pub async fn list_sheets(store: &Store) -> Result<Vec<(i64, String, String)>, PredictError> {
-    let rows = sqlx::query("SELECT id, created_at, sha256 FROM prediction_sheets ORDER BY id DESC")
-        .fetch_all(store.pool())
-        .await
-        .map_err(sql(store))?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get("id"), r.get("created_at"), r.get("sha256")))
-        .collect())
-}
-
 /// One scored test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredTest {
@@ -506,34 +396,17 @@ pub async fn score_run(
     run_id: i64,
 ) -> Result<Scorecard, PredictError> {
     let sheet = load_sheet(store, sheet_id).await?;
-    let e = sql(store);
-    let started: String = sqlx::query_scalar("SELECT started_at FROM runs WHERE id = ?")
-        .bind(run_id)
-        .fetch_optional(store.pool())
-        .await
-        .map_err(&e)?
-        .ok_or_else(|| {
-            PredictError::NotFound(format!("no run {run_id}: `memwall history` lists runs"))
-        })?;
+    let started = store.run_started_at(run_id).await?.ok_or_else(|| {
+        PredictError::NotFound(format!("no run {run_id}: `memwall history` lists runs"))
+    })?;
     let rows = store
         .bench_rows(&crate::store::RowFilter {
             run_id: Some(run_id),
             ..Default::default()
         })
-        .await
-        .map_err(|x| PredictError::NotFound(x.to_string()))?;
+        .await?;
     let card = score(&sheet, run_id, &started, &rows);
-    let json = serde_json::to_string(&card).expect("scorecard serializes");
-    sqlx::query(
-        "INSERT OR REPLACE INTO prediction_scores (sheet_id, run_id, scored_at, result_json) VALUES (?, ?, ?, ?)",
-    )
-    .bind(sheet_id)
-    .bind(run_id)
-    .bind(crate::util::now_rfc3339())
-    .bind(json)
-    .execute(store.pool())
-    .await
-    .map_err(&e)?;
+    store::insert_score(store, &card).await?;
     Ok(card)
 }
 
@@ -596,6 +469,42 @@ pub fn table(card: &Scorecard) -> String {
     s
 }
 
+/// The sheet as the lines printed when it is recorded: its id, time and hash, the
+/// roof it used, then each predicted test and ratio.
+pub fn sheet_text(sheet: &Sheet) -> String {
+    use std::fmt::Write;
+    let p = &sheet.payload;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "predictions recorded before the run: sheet {} at {}\n  sha256 {}\n  roof: {} ({:.1} GB/s); efficiency {}",
+        sheet.id, sheet.created_at, sheet.sha256, p.roof_source, p.roof.bandwidth.0, p.efficiency
+    );
+    for t in &p.tests {
+        let o = |v: Option<f64>| crate::units::or_dash(v, 2);
+        let _ = writeln!(
+            s,
+            "  {:<40} {:<16} t{:<3} predicted {:>9} t/s (ceiling {}){}",
+            t.model_filename,
+            t.test,
+            t.n_threads,
+            o(t.predicted_tps),
+            o(t.ceiling_tps),
+            t.no_ceiling
+                .as_ref()
+                .map_or(String::new(), |r| format!(": {r}"))
+        );
+    }
+    for r in &p.ratios {
+        let _ = writeln!(
+            s,
+            "  ratio {} ÷ {} {:<12} predicted {:.3}",
+            r.numerator, r.denominator, r.test, r.predicted_ratio
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -629,6 +538,46 @@ mod tests {
             }],
             ratios: vec![],
             note: String::new(),
+        }
+    }
+
+    /// A one-layer llama GGUF whose one weight tensor is Q8_0.
+    pub(super) fn q8_gguf() -> Vec<u8> {
+        crate::probe::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
+            .data(2560 + 128 * 34)
+            .build()
+    }
+
+    /// A plan of `model` with pp `n_prompt`, tg128, at depth 0, one sequence, at
+    /// each of `n_threads`; llama-bench's defaults otherwise.
+    pub(super) fn plan_of(
+        model: std::path::PathBuf,
+        n_prompt: Vec<u32>,
+        n_threads: Vec<u32>,
+    ) -> BenchPlan {
+        BenchPlan {
+            models: vec![model],
+            n_prompt,
+            n_gen: vec![128],
+            n_depth: vec![0],
+            n_seqs: vec![1],
+            n_threads,
+            n_batch: 2048,
+            n_ubatch: 512,
+            n_gpu_layers: 0,
+            type_k: crate::probe::model::CacheType::F16,
+            type_v: crate::probe::model::CacheType::F16,
+            flash_attn: None,
+            reps: 5,
+            seed: 42,
+            allow_battery: false,
+            skip_capacity_check: false,
         }
     }
 
@@ -715,35 +664,10 @@ mod tests {
     /// verified and equal, and scores as `—`.
     #[tokio::test]
     async fn a_sheet_without_peaks_round_trips() {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .tensor("blk.0.attn_q.weight", &[64, 64], 8, 2560)
-            .data(2560 + 128 * 34)
-            .build();
+        let b = q8_gguf();
         let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "q8.gguf".into()).unwrap();
         let facts = ModelFacts::from_gguf(&g).unwrap();
-        let plan = BenchPlan {
-            models: vec!["q8.gguf".into()],
-            n_prompt: vec![512],
-            n_gen: vec![128],
-            n_depth: vec![0],
-            n_seqs: vec![1],
-            n_threads: vec![2],
-            n_batch: 2048,
-            n_ubatch: 512,
-            n_gpu_layers: 0,
-            type_k: crate::probe::model::CacheType::F16,
-            type_v: crate::probe::model::CacheType::F16,
-            flash_attn: None,
-            reps: 5,
-            seed: 42,
-            allow_battery: false,
-            skip_capacity_check: false,
-        };
+        let plan = plan_of("q8.gguf".into(), vec![512], vec![2]);
         let roof = MachineRoof {
             bandwidth: Gbps(40.0),
             stream_id: 3,
