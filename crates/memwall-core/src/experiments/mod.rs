@@ -46,6 +46,9 @@ pub enum JobError {
     /// A compute peak failed (or was physically impossible).
     #[error(transparent)]
     Peak(#[from] peak::PeakError),
+    /// A speculative-decoding job failed.
+    #[error(transparent)]
+    Spec(#[from] speculative::SpecError),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {

@@ -23,6 +23,7 @@ use super::run::{SpecConfig, SpecSession, SpecStats, target_greedy};
 use super::sampling::SamplingParams;
 use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which drafter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -142,16 +143,19 @@ impl GateRow {
 }
 
 /// Runs the greedy gate. `draft` is needed when the plan has the draft-model
-/// drafter. `on_prompt(i, n, id)` reports progress.
+/// drafter. `on_prompt(i, n, id)` reports progress; `cancel` is read before each
+/// prompt.
 ///
 /// # Errors
-/// Engine errors; [`SpecError::Config`] when a draft model is needed but absent.
+/// Engine errors; [`SpecError::Config`] when a draft model is needed but absent;
+/// [`SpecError::Cancelled`] once `cancel` is set.
 pub fn greedy_gate<T: Engine, D: Engine>(
     target: &mut T,
     mut draft: Option<&mut DraftModel<D>>,
     prompts: &[TokenizedPrompt],
     plan: &GatePlan,
     on_prompt: &mut dyn FnMut(usize, usize, &str),
+    cancel: &AtomicBool,
 ) -> Result<Vec<GateRow>, SpecError> {
     if plan.drafters.contains(&DrafterKind::DraftModel) && draft.is_none() {
         return Err(SpecError::Config(
@@ -179,6 +183,9 @@ pub fn greedy_gate<T: Engine, D: Engine>(
     }
     let mut session = SpecSession::new();
     for (pi, p) in prompts.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SpecError::Cancelled);
+        }
         on_prompt(pi, prompts.len(), &p.id);
         let (want, margins) = target_greedy(target, &p.tokens, plan.max_new)?;
         session.invalidate();
@@ -405,6 +412,34 @@ mod tests {
     }
 
     #[test]
+    fn the_gate_stops_before_the_next_prompt_once_cancelled() {
+        let mut t = Mock::new(30, 4.0);
+        let plan = GatePlan {
+            ks: vec![2],
+            drafters: vec![DrafterKind::Ngram],
+            max_new: 8,
+            ngram: Ngram::default(),
+        };
+        let stop = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        let r = greedy_gate::<_, Mock>(
+            &mut t,
+            None,
+            &tokenized(5),
+            &plan,
+            &mut |i, _, id| {
+                seen.push(id.to_string());
+                if i == 1 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            },
+            &stop,
+        );
+        assert!(matches!(r, Err(SpecError::Cancelled)), "{r:?}");
+        assert_eq!(seen, ["p0", "p1"]);
+    }
+
+    #[test]
     fn the_gate_passes_a_correct_loop_and_counts_n_of_n() {
         let mut t = Mock::new(30, 4.0);
         let mut dm = DraftModel::new(
@@ -428,6 +463,7 @@ mod tests {
             &tokenized(9),
             &plan,
             &mut |_, _, _| seen += 1,
+            &AtomicBool::new(false),
         )
         .unwrap();
         assert_eq!(seen, 9);
@@ -453,7 +489,15 @@ mod tests {
         };
         let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
         let prompts = tokenized(3);
-        let rows = greedy_gate(&mut t, Some(&mut dm), &prompts, &plan, &mut |_, _, _| {}).unwrap();
+        let rows = greedy_gate(
+            &mut t,
+            Some(&mut dm),
+            &prompts,
+            &plan,
+            &mut |_, _, _| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         let r = &rows[0];
         assert!(!r.passed());
         assert_eq!(r.n_identical, 0);

@@ -53,6 +53,16 @@ pub enum Format {
     Chat,
 }
 
+impl Format {
+    /// `raw` / `chat`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Raw => "raw",
+            Format::Chat => "chat",
+        }
+    }
+}
+
 /// One prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
