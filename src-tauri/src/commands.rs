@@ -4,6 +4,7 @@
 //! event tells every page to reload after a write.
 
 use crate::error::AppError;
+use crate::speculative::{SpecBenchRequest, SpecGateRequest};
 use crate::state::{
     AppState, BenchRequest, ChatRequest, Exported, HistoryFilter, MachineView, ModelItem,
 };
@@ -11,6 +12,7 @@ use memwall_core::experiments::bench::Progress;
 use memwall_core::experiments::bench::job::BenchOutcome;
 use memwall_core::experiments::chat::{ChatEvent, ChatStats};
 use memwall_core::experiments::roof::StreamOutcome;
+use memwall_core::experiments::speculative::job::{GateOutcome, SpecBenchOutcome, SpecProgress};
 use memwall_core::present::chart::app::AppChart;
 use memwall_core::present::views::{CompareRow, FrontierView, RooflineView, TrayStatus};
 use memwall_core::store::RunSummary;
@@ -88,7 +90,41 @@ pub async fn run_bench(
     Ok(out)
 }
 
-/// Cancels the running job of `kind` (`bench`, `stream`, `chat`).
+/// Runs the speculative correctness gate; progress on `on_progress`.
+#[tauri::command]
+pub async fn spec_gate(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: SpecGateRequest,
+    on_progress: Channel<SpecProgress>,
+) -> R<GateOutcome> {
+    let out = state
+        .spec_gate(request, move |p| {
+            let _ = on_progress.send(p);
+        })
+        .await?;
+    changed(&app);
+    Ok(out)
+}
+
+/// Runs the speculative bench; progress on `on_progress`.
+#[tauri::command]
+pub async fn spec_bench(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: SpecBenchRequest,
+    on_progress: Channel<SpecProgress>,
+) -> R<SpecBenchOutcome> {
+    let out = state
+        .spec_bench(request, move |p| {
+            let _ = on_progress.send(p);
+        })
+        .await?;
+    changed(&app);
+    Ok(out)
+}
+
+/// Cancels the running job of `kind` (`bench`, `stream`, `chat`, `spec-gate`, `spec-bench`).
 #[tauri::command]
 pub fn cancel_job(state: State<'_, AppState>, kind: String) -> bool {
     state.cancel(&kind)

@@ -82,3 +82,29 @@ export type FetchProgress =
   | { event: "bytes"; done: number }
   | { event: "cached"; package: string }
   | { event: "done"; path: string };
+// Speculative decoding (memwall-core experiments::speculative::job).
+export type DrafterKind = "draft-model" | "ngram";
+/** Options left out take `memwall spec gate`'s / `memwall spec bench`'s defaults (core's). */
+export interface SpecGateOptions { ks?: number[]; drafters?: DrafterKind[]; max_new?: number; limit?: number | null; sampling_trials?: number }
+export interface SpecBenchOptions { ks?: number[]; drafters?: DrafterKind[]; max_new?: number; reps?: number }
+export interface SpecGateRequest { target: string; draft: string; options: SpecGateOptions }
+export interface SpecBenchRequest { target: string; draft: string; options: SpecBenchOptions }
+export type SpecProgress =
+  | { event: "loading"; target: string; draft: string | null; n_threads: number; n_ctx: number }
+  | { event: "gate_prompt"; index: number; total: number; id: string }
+  | { event: "gate_done"; total: number }
+  | { event: "sampling_check"; trials: number; sampling: string; k: number }
+  | { event: "bench"; step: string };
+export interface FirstDiff { prompt_id: string; position: number; want: number | null; got: number | null; target_margin: number | null }
+export interface GateRow { drafter_key: string; drafter: DrafterKind; k: number; n_prompts: number; n_identical: number; first_diff: FirstDiff | null }
+export interface SamplingCheck {
+  drafter_key: string; k: number; trials: number; df: number; chi2: number; chi2_crit: number; tv: number;
+  tv_expected_max: number; acceptance_rate: number | null; passed: boolean;
+}
+export interface PromptSummary { id: string; category: string; format: string; n_prompt_tokens: number }
+export interface GateOutcome {
+  run_id: number | null; target_file: string; draft_file: string | null; prompt_set: string; prompt_set_sha256: string;
+  n_prompts_set: number; partial: boolean; max_new: number; prompts: PromptSummary[]; greedy: GateRow[];
+  sampling: SamplingCheck[]; failed: string[];
+}
+export interface SpecBenchOutcome { run_id: number | null; report_md: string; results_dir: string | null; files: string[] }
