@@ -16,21 +16,30 @@
 //! [`PairOptions`]: resolving catalogue names is the caller's part.
 
 use super::SpecError;
-use super::bench::{CategoryReport, SpecBenchPlan};
-use super::drafter::Ngram;
+use super::bench::CategoryReport;
 use super::gate::{DrafterKind, GateRow, SamplingCheck, TokenizedPrompt};
 use super::prompts::{Category, Format, PromptSet};
 use super::store::SpecBenchRow;
-use super::{K_MAX, bench, chart, gate, store as sstore};
-use crate::experiments::{JobError, blocking};
-use crate::measure::guard::{Guard, GuardOptions, GuardReport};
+use super::{K_MAX, bench, chart};
+use crate::experiments::JobError;
+use crate::measure::guard::{GuardOptions, GuardReport};
 use crate::probe::hw;
-use crate::store::{NewRun, Store};
+use crate::store::NewRun;
 use crate::util::now_rfc3339;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+// What only the engine-backed jobs use.
 use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "llama")]
+use {
+    super::bench::SpecBenchPlan,
+    super::drafter::Ngram,
+    super::{gate, store as sstore},
+    crate::experiments::blocking,
+    crate::measure::guard::Guard,
+    crate::store::Store,
+    std::sync::Arc,
+};
 
 /// Context of the first load, which tokenizes the prompt set; a set whose longest
 /// prompt and generation need more is loaded again with enough.
@@ -74,6 +83,7 @@ impl PairOptions {
         }
     }
 
+    #[cfg_attr(not(feature = "llama"), allow(dead_code))]
     fn draft_for(&self, needed: bool, why: &str) -> Result<Option<PathBuf>, SpecError> {
         match (needed, &self.draft) {
             (false, _) => Ok(None),
@@ -148,6 +158,7 @@ pub struct PromptSummary {
 }
 
 impl PromptSummary {
+    #[cfg_attr(not(feature = "llama"), allow(dead_code))]
     fn of(t: &TokenizedPrompt) -> PromptSummary {
         PromptSummary {
             id: t.id.clone(),
@@ -1091,6 +1102,7 @@ pub fn write_results(
 mod tests {
     use super::*;
     use crate::measure::engine::TokenId;
+    use crate::measure::guard::Guard;
 
     fn tp(id: &str, category: Category, n: usize) -> TokenizedPrompt {
         TokenizedPrompt {
