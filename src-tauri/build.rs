@@ -20,6 +20,8 @@ const COMMANDS: &[&str] = &[
     "chart_svg",
     "export_chart",
     "export_rows",
+    "spec_gate",
+    "spec_bench",
 ];
 
 /// `tauri::generate_context!` embeds `ui/dist`, which only exists after

@@ -6,10 +6,12 @@
 use crate::error::AppError;
 use crate::events::{self, ChatEvent, FetchProgress, Progress};
 use crate::job::JobKind;
+use crate::speculative::{SpecBenchRequest, SpecGateRequest};
 use crate::state::{AppState, BenchRequest, ChatRequest, Exported, MachineView, ModelItem};
 use memwall_core::experiments::bench::job::BenchOutcome;
 use memwall_core::experiments::chat::ChatStats;
 use memwall_core::experiments::roof::StreamOutcome;
+use memwall_core::experiments::speculative::job::{GateOutcome, SpecBenchOutcome, SpecProgress};
 use memwall_core::present::chart::app::AppChart;
 use memwall_core::present::views::{BenchRow, CompareRow, FrontierView, RooflineView, TrayStatus};
 use memwall_core::store::{RunFilter, RunSummary};
@@ -71,6 +73,40 @@ pub async fn run_bench(
 ) -> R<BenchOutcome> {
     let out = state
         .run_bench(request, move |p| {
+            let _ = on_progress.send(p);
+        })
+        .await?;
+    events::store_changed(&app);
+    Ok(out)
+}
+
+/// Runs the speculative correctness gate; progress on `on_progress`.
+#[tauri::command]
+pub async fn spec_gate(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: SpecGateRequest,
+    on_progress: Channel<SpecProgress>,
+) -> R<GateOutcome> {
+    let out = state
+        .spec_gate(request, move |p| {
+            let _ = on_progress.send(p);
+        })
+        .await?;
+    events::store_changed(&app);
+    Ok(out)
+}
+
+/// Runs the speculative bench; progress on `on_progress`.
+#[tauri::command]
+pub async fn spec_bench(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: SpecBenchRequest,
+    on_progress: Channel<SpecProgress>,
+) -> R<SpecBenchOutcome> {
+    let out = state
+        .spec_bench(request, move |p| {
             let _ = on_progress.send(p);
         })
         .await?;

@@ -20,6 +20,10 @@ pub enum JobKind {
     Chat,
     /// A catalogue model fetch.
     Fetch,
+    /// A speculative correctness gate from the Speculative page.
+    SpecGate,
+    /// A speculative bench from the Speculative page.
+    SpecBench,
 }
 
 impl JobKind {
@@ -30,6 +34,8 @@ impl JobKind {
             JobKind::Bench => "bench",
             JobKind::Chat => "chat",
             JobKind::Fetch => "fetch",
+            JobKind::SpecGate => "spec_gate",
+            JobKind::SpecBench => "spec_bench",
         }
     }
 }
@@ -169,6 +175,8 @@ mod tests {
             JobKind::Bench,
             JobKind::Chat,
             JobKind::Fetch,
+            JobKind::SpecGate,
+            JobKind::SpecBench,
         ] {
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{}\"", k.name()));

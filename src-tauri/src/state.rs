@@ -129,6 +129,11 @@ impl AppState {
         }
     }
 
+    /// The folder exports and results files go into.
+    pub fn exports_dir(&self) -> &Path {
+        &self.exports
+    }
+
     /// The store, opened (and migrated) on first use.
     ///
     /// # Errors

@@ -59,6 +59,11 @@ fn generate() -> String {
     c.visit::<events::FetchProgress>();
     c.visit::<experiments::bench::job::BenchOutcome>();
     c.visit::<experiments::chat::ChatStats>();
+    c.visit::<memwall_app::speculative::SpecGateRequest>();
+    c.visit::<memwall_app::speculative::SpecBenchRequest>();
+    c.visit::<experiments::speculative::job::SpecProgress>();
+    c.visit::<experiments::speculative::job::GateOutcome>();
+    c.visit::<experiments::speculative::job::SpecBenchOutcome>();
     c.visit::<present::views::BenchRow>();
     c.visit::<present::views::TrayStatus>();
     c.visit::<present::views::CompareRow>();
@@ -146,6 +151,6 @@ fn the_generated_types_follow_the_json_the_records_serialize_to() {
     );
     assert_eq!(
         decl("JobKind"),
-        "export type JobKind = \"stream\" | \"bench\" | \"chat\" | \"fetch\""
+        "export type JobKind = \"stream\" | \"bench\" | \"chat\" | \"fetch\" | \"spec_gate\" | \"spec_bench\""
     );
 }

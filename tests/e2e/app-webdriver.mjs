@@ -1,7 +1,8 @@
 // End-to-end test of the real app: tauri-driver (with Debian's WebKitWebDriver)
 // starts the built memwall-app; the test drives every page, runs a small benchmark
-// on SmolLM2, chats with streamed tokens and a TTFT readout, exports a PNG, checks
-// the tray menu over D-Bus, and saves screenshots into $E2E_ARTIFACTS.
+// on SmolLM2, chats with streamed tokens and a TTFT readout, exports a PNG, runs a
+// partial speculative gate through the real command, checks the tray menu over
+// D-Bus, and saves screenshots into $E2E_ARTIFACTS.
 // Run through tests/e2e/run.sh (it starts Xvfb, a session bus and tauri-driver).
 import { WebDriver, pngSize } from "./wd.mjs";
 import * as tray from "./tray.mjs";
@@ -134,6 +135,26 @@ try {
   await wd.waitFor("row deleted", `return !document.querySelector('#runs tr[data-id="${victim}"]')`, 10000);
   log(`deleted run ${victim} after confirmation`);
   await shot("7-history-deleted");
+
+  // --- Speculative: a partial gate (2 prompts, n-gram drafter, k = 1) through the
+  // app's spec_gate command and core's gate job, stored as a run
+  await go("speculative", "#page-speculative #sgate");
+  await wd.exec(`
+    for (const id of ["#starget", "#sdraft"]) document.querySelector(id).value = ${JSON.stringify(MODEL)};
+    document.querySelector("#sk").value = "1"; document.querySelector("#sn").value = "4";
+    document.querySelector("#slimit").value = "2"; document.querySelector("#strials").value = "0";
+    document.querySelector("#dm").checked = false;`);
+  await wd.click(await wd.find("#sgate"));
+  await wd.waitFor("gate outcome", `return document.querySelector("#slabel").textContent === "done" || document.querySelector("#serr").textContent !== ""`, 300000);
+  const gateErr = await textOf("#serr");
+  if (gateErr) throw new Error(`spec gate: ${gateErr}`);
+  const verdict = await textOf("#verdict");
+  log("spec gate:", verdict);
+  if (!/partial \(2 of \d+ prompts\)/.test(verdict) || !/stored as run \d+/.test(verdict)) throw new Error(`spec gate verdict: ${verdict}`);
+  const gateRows = await wd.exec(`return [...document.querySelectorAll("#gate-rows tbody tr")].map(r => r.textContent)`);
+  log("spec gate rows:", JSON.stringify(gateRows));
+  if (gateRows.length !== 1 || !gateRows[0].includes("ngram")) throw new Error(`spec gate rows: ${gateRows}`);
+  await shot("8-speculative");
   ok = true;
 } catch (e) {
   console.error("[e2e] FAILED:", e.message);

@@ -1,7 +1,8 @@
 // Front-end end-to-end test without the Rust side: Debian's chromium (through
 // playwright-core) loads the built ui/dist with Tauri's IPC replaced by canned
 // replies shaped like memwall-core's records. It checks page wiring, live progress
-// rows, streamed chat readouts, the double-start guard and the delete confirmation.
+// rows, streamed chat readouts, the speculative gate's outcome, the double-start
+// guard and the delete confirmation.
 // The real-app test is app-webdriver.mjs; this one needs no display stack or model.
 // Skips loudly when chromium or playwright-core is absent (MEMWALL_REQUIRE_E2E=1 fails).
 import http from "node:http";
@@ -83,6 +84,21 @@ function installMock() {
       send(ch, 3, { event: "test_done", record: bare(row(11, true, 0, 150.0)) });
       return { run_id: 2, records: [row(10, false, 0, 480.0), row(11, true, 0, 150.0)], results_dir: "/exports/results/run-0002", files: [] };
     },
+    spec_gate: async (a) => {
+      const ch = a.onProgress;
+      window.__specRequest = a.request;
+      send(ch, 0, { event: "loading", target: "/m/target.gguf", draft: "/m/draft.gguf", n_threads: 2, n_ctx: 4096 });
+      send(ch, 1, { event: "gate_prompt", index: 0, total: 2, id: "json-01" });
+      await new Promise((r) => setTimeout(r, 300));
+      send(ch, 2, { event: "gate_prompt", index: 1, total: 2, id: "code-01" });
+      send(ch, 3, { event: "gate_done", total: 2 });
+      const stats = {};
+      return { run_id: 7, target_file: "target.gguf", draft_file: "draft.gguf", prompt_set: "builtin:prompts/spec.jsonl", prompt_set_sha256: "ab".repeat(32),
+        n_prompts_set: 54, partial: true, max_new: 8, prompts: [{ id: "json-01", category: "json", format: "raw", n_prompt_tokens: 40 }, { id: "code-01", category: "code", format: "raw", n_prompt_tokens: 30 }],
+        greedy: [{ drafter_key: "draft:abc", drafter: "draft-model", k: 4, n_prompts: 2, n_identical: 2, first_diff: null, stats },
+          { drafter_key: "ngram:1-3", drafter: "ngram", k: 4, n_prompts: 2, n_identical: 1, first_diff: { prompt_id: "code-01", position: 3, want: 11, got: 12, target_margin: 0.01 }, stats }],
+        sampling: [], sampling_prefix: "Here is a list of fruits: apple, banana,", sampling_top_text: [], guard: {}, failed: ["ngram k=4"] };
+    },
     chat_start: async (a) => {
       const ch = a.onEvent;
       window.__stop = false;
@@ -151,6 +167,26 @@ try {
   await page.waitForSelector("#frontier");
   check((await page.textContent("#frontier")).includes("—"), "frontier prints — for unmeasured");
   check((await page.textContent("#frontier tbody tr")).startsWith("4lab-1"), "frontier row names its run id and host");
+
+  await page.goto(url + "#speculative");
+  await page.waitForSelector("#page-speculative #sgate");
+  await page.fill("#sk", "4");
+  await page.fill("#sn", "8");
+  await page.fill("#slimit", "2");
+  await page.fill("#strials", "0");
+  await page.click("#sgate");
+  await page.click("#sgate", { force: true }).catch(() => {});
+  await page.waitForFunction(() => document.querySelector("#slabel").textContent === "done");
+  check(await page.evaluate(() => window.__calls.filter((c) => c === "spec_gate").length) === 1, "a double click starts one gate");
+  const req = await page.evaluate(() => window.__specRequest);
+  check(req.target === "smollm2-135m" && req.draft === "smollm2-135m", "only fetched catalogue models are offered (names, not paths)");
+  check(JSON.stringify(req.options) === JSON.stringify({ ks: [4], drafters: ["draft-model", "ngram"], max_new: 8, limit: 2, sampling_trials: 0 }),
+    `typed fields reach core, empty ones are left to core's defaults: ${JSON.stringify(req.options)}`);
+  check((await page.$$("#gate-rows tbody tr")).length === 2, "one gate row per drafter × k");
+  check((await page.textContent("#gate-rows")).includes("prompt code-01, generated position 3"), "the first difference is shown");
+  const verdict = await page.textContent("#verdict");
+  check(verdict.includes("failed for ngram k=4") && verdict.includes("partial (2 of 54 prompts)") && verdict.includes("stored as run 7"), `gate verdict: ${verdict}`);
+  await page.screenshot({ path: path.join(OUT, "mocked-speculative.png") });
 
   await page.goto(url + "#chat");
   await page.waitForSelector("#page-chat #send");

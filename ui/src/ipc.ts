@@ -19,6 +19,16 @@ export const api = {
     ch.onmessage = onProgress;
     return invoke<T.BenchOutcome>("run_bench", { request, onProgress: ch });
   },
+  specGate: (request: T.SpecGateRequest, onProgress: (p: T.SpecProgress) => void) => {
+    const ch = new Channel<T.SpecProgress>();
+    ch.onmessage = onProgress;
+    return invoke<T.GateOutcome>("spec_gate", { request, onProgress: ch });
+  },
+  specBench: (request: T.SpecBenchRequest, onProgress: (p: T.SpecProgress) => void) => {
+    const ch = new Channel<T.SpecProgress>();
+    ch.onmessage = onProgress;
+    return invoke<T.SpecBenchOutcome>("spec_bench", { request, onProgress: ch });
+  },
   cancel: (kind: T.JobKind) => invoke<boolean>("cancel_job", { kind }),
   chat: (request: T.ChatRequest, onEvent: (e: T.ChatEvent) => void) => {
     const ch = new Channel<T.ChatEvent>();

@@ -6,16 +6,17 @@ import { benchPage } from "./pages/bench";
 import { rooflinePage } from "./pages/roofline";
 import { frontierPage } from "./pages/frontier";
 import { chatPage } from "./pages/chat";
+import { speculativePage } from "./pages/speculative";
 import { historyPage } from "./pages/history";
 
 export type Page = (root: HTMLElement) => Promise<void> | void;
 const pages: Record<string, Page> = {
   machine: machinePage, benchmarks: benchPage, roofline: rooflinePage,
-  frontier: frontierPage, chat: chatPage, history: historyPage,
+  frontier: frontierPage, speculative: speculativePage, chat: chatPage, history: historyPage,
 };
 // Pages that hold live work keep their DOM when you navigate away and back.
 const kept = new Map<string, HTMLElement>();
-const KEEP = new Set(["benchmarks", "chat"]);
+const KEEP = new Set(["benchmarks", "speculative", "chat"]);
 
 async function show() {
   const name = location.hash.replace("#", "") || "machine";

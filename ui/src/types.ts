@@ -776,6 +776,11 @@ fit_min_ctx: number, };
 export type Bytes = number;
 
 /**
+ * Prompt categories (the bench reports acceptance per category).
+ */
+export type Category = "json" | "code" | "prose";
+
+/**
  * What a turn reports while it runs.
  */
 export type ChatEvent = { "event": "started", 
@@ -898,6 +903,11 @@ b: [number, number] | null,
 change_pct: number | null, };
 
 /**
+ * Which drafter.
+ */
+export type DrafterKind = "draft-model" | "ngram";
+
+/**
  * A file written by an export.
  */
 export type Exported = { 
@@ -942,6 +952,36 @@ package: string, } | { "event": "done",
  * Final path.
  */
 path: string, };
+
+/**
+ * Where a speculative output first left the reference.
+ */
+export type FirstDiff = { 
+/**
+ * Prompt id.
+ */
+prompt_id: string, 
+/**
+ * 0-based position in the generated tokens.
+ */
+position: number, 
+/**
+ * The reference's token there (`None`: the reference had ended).
+ */
+want: number | null, 
+/**
+ * The speculative token there (`None`: the speculative output had ended).
+ */
+got: number | null, 
+/**
+ * The target's top-1 − top-2 logit margin at that position in the reference.
+ */
+target_margin: number | null, };
+
+/**
+ * How a prompt becomes text.
+ */
+export type Format = "raw" | "chat";
 
 /**
  * The Frontier page: speed from bench rows, quality from stored frontier cells,
@@ -995,6 +1035,128 @@ prefill_tps: number | null,
  * Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
  */
 quality: Array<number | null>, };
+
+/**
+ * Options of [`gate_job`]; `Default` gives `memwall spec gate`'s defaults, and a
+ * deserialized value takes them for every field it leaves out.
+ */
+export type GateJobOptions = { 
+/**
+ * Draft lengths to gate, each in `1..=K_MAX`.
+ */
+ks?: Array<number>, 
+/**
+ * Drafters.
+ */
+drafters?: Array<DrafterKind>, 
+/**
+ * Tokens generated per prompt; a gate unlocks benches of at most this many.
+ */
+max_new?: number, 
+/**
+ * Gate only this many prompts, taken round-robin over the categories; such a
+ * gate is stored as partial and unlocks no bench.
+ */
+limit?: number, 
+/**
+ * Runs of the sampling check on the real pair (0: skip it).
+ */
+sampling_trials?: number, 
+/**
+ * Draft length of the sampling check.
+ */
+sampling_k?: number, 
+/**
+ * Temperature of the sampling check.
+ */
+temperature?: number, 
+/**
+ * Seed of the sampling check's first run (run `i` uses `seed + i`).
+ */
+seed?: number, };
+
+/**
+ * A finished gate.
+ */
+export type GateOutcome = { 
+/**
+ * The stored run (`None`: not stored).
+ */
+run_id: number | null, 
+/**
+ * Target file name.
+ */
+target_file: string, 
+/**
+ * Draft file name, when the draft was loaded.
+ */
+draft_file: string | null, 
+/**
+ * Where the prompt set came from.
+ */
+prompt_set: string, 
+/**
+ * The prompt set's sha256.
+ */
+prompt_set_sha256: string, 
+/**
+ * Prompts in the set.
+ */
+n_prompts_set: number, 
+/**
+ * Fewer prompts than the set were gated (`limit`): unlocks no bench.
+ */
+partial: boolean, 
+/**
+ * Tokens generated per prompt.
+ */
+max_new: number, 
+/**
+ * The prompts gated, in gate order.
+ */
+prompts: Array<PromptSummary>, 
+/**
+ * Greedy equality per drafter × k.
+ */
+greedy: Array<GateRow>, 
+/**
+ * The sampling check (empty when skipped).
+ */
+sampling: Array<SamplingCheck>, 
+/**
+ * The configurations that failed (`draft-model k=4`, `sampling k=4`); empty
+ * when the gate passed.
+ */
+failed: Array<string>, };
+
+/**
+ * One configuration's gate result.
+ */
+export type GateRow = { 
+/**
+ * Drafter identity (`draft:…`, `ngram:1-3`).
+ */
+drafter_key: string, 
+/**
+ * Drafter kind.
+ */
+drafter: DrafterKind, 
+/**
+ * Draft length.
+ */
+k: number, 
+/**
+ * Prompts run.
+ */
+n_prompts: number, 
+/**
+ * Prompts with identical output.
+ */
+n_identical: number, 
+/**
+ * The first difference (first prompt in set order that differed).
+ */
+first_diff: FirstDiff | null, };
 
 /**
  * A bandwidth in decimal gigabytes per second (10^9 B/s).
@@ -1072,7 +1234,7 @@ hostname: string, };
 /**
  * The kinds of job that hold the slot.
  */
-export type JobKind = "stream" | "bench" | "chat" | "fetch";
+export type JobKind = "stream" | "bench" | "chat" | "fetch" | "spec_gate" | "spec_bench";
 
 /**
  * Live state sampled at one instant.
@@ -1260,6 +1422,32 @@ reps: number, } | { "event": "test_done",
 record: BenchRecord, };
 
 /**
+ * A prompt of the set after the target's template and tokenizer.
+ */
+export type PromptSummary = { 
+/**
+ * Prompt id.
+ */
+id: string, 
+/**
+ * Category.
+ */
+category: Category, 
+/**
+ * Raw or chat.
+ */
+format: Format, 
+/**
+ * Tokens after the template.
+ */
+n_prompt_tokens: number, 
+/**
+ * The text the tokenizer saw (the chat template applied); only from
+ * [`prompts_job`].
+ */
+rendered?: string, };
+
+/**
  * Where the roof came from, for the report line under the table.
  */
 export type RoofSource = { 
@@ -1407,6 +1595,225 @@ n_bench_rows: number,
  * Distinct models in the run, `; `-separated file names.
  */
 models: string, };
+
+/**
+ * Result of the sampling check on a real pair.
+ */
+export type SamplingCheck = { 
+/**
+ * Drafter identity.
+ */
+drafter_key: string, 
+/**
+ * Draft length.
+ */
+k: number, 
+/**
+ * Prefix length in tokens.
+ */
+n_prefix_tokens: number, 
+/**
+ * Runs.
+ */
+trials: number, 
+/**
+ * χ² bins (tokens with expected count ≥ 5, plus one pooled bin when it has mass).
+ */
+n_bins: number, 
+/**
+ * Degrees of freedom (bins − 1).
+ */
+df: number, 
+/**
+ * Pearson's χ².
+ */
+chi2: number, 
+/**
+ * Critical value at significance 10⁻³.
+ */
+chi2_crit: number, 
+/**
+ * Total-variation distance between the empirical and `p` over the bins.
+ */
+tv: number, 
+/**
+ * Expected TV under `p` is at most ½ Σ √(pᵢ(1−pᵢ)/n) over the bins (Jensen).
+ */
+tv_expected_max: number, 
+/**
+ * Acceptance over the runs (accepted ÷ drafted).
+ */
+acceptance_rate: number | null, 
+/**
+ * χ² below the critical value?
+ */
+passed: boolean, };
+
+/**
+ * Options of [`bench_job`]; `Default` gives `memwall spec bench`'s defaults, and a
+ * deserialized value takes them for every field it leaves out.
+ */
+export type SpecBenchJobOptions = { 
+/**
+ * Fixed draft lengths, each in `1..=K_MAX`; each needs a gate that unlocks it.
+ */
+ks?: Array<number>, 
+/**
+ * Also report `--k auto`'s choice (the cost model's).
+ */
+auto?: boolean, 
+/**
+ * Drafters.
+ */
+drafters?: Array<DrafterKind>, 
+/**
+ * Categories, in report order.
+ */
+categories?: Array<Category>, 
+/**
+ * Measured prompts per category (the category's last prompt is held out for
+ * calibration).
+ */
+per_category?: number, 
+/**
+ * Timed repetitions (at least 2; 5 or more for a meaningful std).
+ */
+reps?: number, 
+/**
+ * Tokens generated per prompt.
+ */
+max_new?: number, 
+/**
+ * Draft length of the calibration run.
+ */
+calib_k?: number, 
+/**
+ * Tokens of the calibration run.
+ */
+calib_max_new?: number, 
+/**
+ * Repetitions of each cost-model timing (median).
+ */
+timing_reps?: number, 
+/**
+ * Store the run; each configuration then needs a gate that unlocks it.
+ * `false` measures without recording (the gates only guide `--k auto`).
+ */
+record?: boolean, };
+
+/**
+ * A finished bench.
+ */
+export type SpecBenchOutcome = { 
+/**
+ * The stored run (`None`: not stored).
+ */
+run_id: number | null, 
+/**
+ * The Markdown report (what `spec.md` holds).
+ */
+report_md: string, 
+/**
+ * The results folder, when written.
+ */
+results_dir: string | null, 
+/**
+ * Every file written there.
+ */
+files: Array<string>, 
+/**
+ * The chart files among them.
+ */
+charts: Array<string>, };
+
+/**
+ * A bench request from the Speculative page; options as in [`SpecGateRequest`].
+ */
+export type SpecBenchRequest = { 
+/**
+ * Target model (catalogue name).
+ */
+target: string, 
+/**
+ * Draft model (catalogue name).
+ */
+draft: string, 
+/**
+ * Bench options (`results_dir` is set by the app).
+ */
+options?: SpecBenchJobOptions, };
+
+/**
+ * A gate request from the Speculative page: catalogue names (the UI never sends
+ * paths) and the options to change; every option left out takes
+ * `memwall spec gate`'s default.
+ */
+export type SpecGateRequest = { 
+/**
+ * Target model (catalogue name).
+ */
+target: string, 
+/**
+ * Draft model (catalogue name).
+ */
+draft: string, 
+/**
+ * Gate options.
+ */
+options?: GateJobOptions, };
+
+/**
+ * What a job reports while it runs.
+ */
+export type SpecProgress = { "event": "loading", 
+/**
+ * Target file.
+ */
+target: string, 
+/**
+ * Draft file, when one is loaded.
+ */
+draft: string | null, 
+/**
+ * Threads.
+ */
+n_threads: number, 
+/**
+ * Context tokens.
+ */
+n_ctx: number, } | { "event": "gate_prompt", 
+/**
+ * 0-based prompt index.
+ */
+index: number, 
+/**
+ * Prompts in the gate.
+ */
+total: number, 
+/**
+ * Prompt id.
+ */
+id: string, } | { "event": "gate_done", 
+/**
+ * Prompts gated.
+ */
+total: number, } | { "event": "sampling_check", 
+/**
+ * Runs.
+ */
+trials: number, 
+/**
+ * Sampling settings, as a label (`T=1.00`).
+ */
+sampling: string, 
+/**
+ * Draft length.
+ */
+k: number, } | { "event": "bench", 
+/**
+ * What starts.
+ */
+step: string, };
 
 /**
  * Why a turn ended.

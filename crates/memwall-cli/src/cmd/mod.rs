@@ -11,7 +11,7 @@ mod models;
 mod predict;
 mod quant;
 mod roofline;
-mod spec;
+mod speculative;
 mod store;
 mod stream;
 
@@ -55,7 +55,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Datasets { cmd } => quant::datasets(cmd),
         Command::Frontier(a) => frontier::frontier(&db, a).await,
         Command::Perplexity(a) => frontier::perplexity(a).await,
-        Command::Spec { cmd } => spec::spec(&db, cmd).await,
+        Command::Spec { cmd } => speculative::spec(&db, cmd).await,
         Command::Hw { json } => hw::hw_cmd(json),
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,
@@ -113,20 +113,7 @@ pub(crate) fn default_model() -> Result<PathBuf> {
 
 /// One line for reports: power, thermal and swap-outs before → after, and the warnings.
 pub(crate) fn guard_line(r: &memwall_core::measure::guard::GuardReport) -> String {
-    format!(
-        "guard: power {} → {}, thermal {} → {}, pages swapped out {}; {}",
-        r.power_before,
-        r.power_after,
-        r.thermal_before,
-        r.thermal_after,
-        r.swap_out_pages
-            .map_or("— (not reported by the OS)".into(), |p| p.to_string()),
-        if r.warnings.is_empty() {
-            "no warnings".to_string()
-        } else {
-            format!("warnings: {}", r.warnings.join("; "))
-        }
-    )
+    r.line()
 }
 
 /// Prints the guard's warnings (battery, swapping, thermal, skipped capacity check) on stderr.

@@ -49,6 +49,9 @@ pub enum JobError {
     /// A chat turn failed.
     #[error(transparent)]
     Chat(#[from] chat::ChatError),
+    /// A speculative-decoding job failed.
+    #[error(transparent)]
+    Spec(#[from] speculative::SpecError),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {

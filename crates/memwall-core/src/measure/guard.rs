@@ -123,6 +123,27 @@ pub struct GuardReport {
     pub warnings: Vec<String>,
 }
 
+impl GuardReport {
+    /// One line for reports: power, thermal and swap-outs before → after, and the
+    /// warnings.
+    pub fn line(&self) -> String {
+        format!(
+            "guard: power {} → {}, thermal {} → {}, pages swapped out {}; {}",
+            self.power_before,
+            self.power_after,
+            self.thermal_before,
+            self.thermal_after,
+            self.swap_out_pages
+                .map_or("— (not reported by the OS)".into(), |p| p.to_string()),
+            if self.warnings.is_empty() {
+                "no warnings".to_string()
+            } else {
+                format!("warnings: {}", self.warnings.join("; "))
+            }
+        )
+    }
+}
+
 /// Warnings and swap-outs between two samples of the live state (the per-test part
 /// of the guard, used by bench rows too): battery, pages swapped out, a thermal state
 /// that was throttling or critical at either end.

@@ -37,6 +37,7 @@ use super::store::{AUTO_OFF_PREDICTED, AUTO_OFF_UNGATED, SpecBenchRow};
 use crate::measure::engine::{BatchItem, Engine, TokenId, argmax};
 use crate::measure::stats::Sample;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// What to run.
@@ -48,7 +49,7 @@ pub struct SpecBenchPlan {
     pub auto: bool,
     /// Drafters.
     pub drafters: Vec<DrafterKind>,
-    /// Timed repetitions (≥ 5 for the numbers).
+    /// Timed repetitions (≥ 5 for a meaningful std).
     pub reps: usize,
     /// Tokens generated per prompt.
     pub max_new: usize,
@@ -270,16 +271,26 @@ pub fn ngram_lookup_ns(g: &Ngram, hist: &[TokenId], k: usize) -> f64 {
 }
 
 /// Runs the bench. `draft` is needed when the plan has the draft-model drafter.
+/// `cancel` is read before each category's calibration and each repetition.
 ///
 /// # Errors
-/// Engine errors; [`SpecError::Config`] for an empty plan.
+/// Engine errors; [`SpecError::Config`] for an empty plan; [`SpecError::Cancelled`]
+/// once `cancel` is set.
 pub fn run_bench<T: Engine, D: Engine>(
     target: &mut T,
     mut draft: Option<&mut DraftModel<D>>,
     inputs: &[CategoryInput],
     plan: &SpecBenchPlan,
     on_progress: &mut dyn FnMut(&str),
+    cancel: &AtomicBool,
 ) -> Result<Vec<CategoryReport>, SpecError> {
+    let stop = || -> Result<(), SpecError> {
+        if cancel.load(Ordering::Relaxed) {
+            Err(SpecError::Cancelled)
+        } else {
+            Ok(())
+        }
+    };
     if plan.reps == 0 || plan.ks.is_empty() || plan.drafters.is_empty() {
         return Err(SpecError::Config(
             "need reps ≥ 1, at least one k and one drafter".into(),
@@ -295,6 +306,7 @@ pub fn run_bench<T: Engine, D: Engine>(
     let mut session = SpecSession::new();
     let mut reports = Vec::new();
     for input in inputs {
+        stop()?;
         let cat = input.category;
         on_progress(&format!(
             "{}: calibrating on {}",
@@ -380,6 +392,7 @@ pub fn run_bench<T: Engine, D: Engine>(
         let mut reference: Vec<Vec<TokenId>> = Vec::new();
         let mut no_draft = NoDraft;
         for rep in 0..plan.reps {
+            stop()?;
             on_progress(&format!(
                 "{}: repetition {}/{}",
                 cat.name(),
@@ -861,7 +874,15 @@ mod tests {
             measured: vec![tp("a", 5, 1), tp("b", 7, 2)],
             calibration: tp("c", 6, 3),
         };
-        let reps = run_bench(&mut t, Some(&mut dm), &[input], &plan, &mut |_| {}).unwrap();
+        let reps = run_bench(
+            &mut t,
+            Some(&mut dm),
+            &[input],
+            &plan,
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         let r = &reps[0];
         // target-only + 2 drafters × 2 k + auto for each drafter.
         assert_eq!(r.cells.len(), 1 + 4 + 2);
@@ -954,6 +975,38 @@ mod tests {
     }
 
     #[test]
+    fn the_bench_stops_before_the_next_repetition_once_cancelled() {
+        let mut t = Mock::new(30, 4.0);
+        let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+        let input = CategoryInput {
+            category: Category::Code,
+            measured: vec![tp("a", 5, 1)],
+            calibration: tp("c", 6, 3),
+        };
+        let stop = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        let r = run_bench(
+            &mut t,
+            Some(&mut dm),
+            &[input],
+            &plan_k2(false),
+            &mut |m| {
+                seen.push(m.to_string());
+                if m.contains("repetition 1/") {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            },
+            &stop,
+        );
+        assert!(matches!(r, Err(SpecError::Cancelled)), "{r:?}");
+        assert_eq!(
+            seen,
+            ["code: calibrating on c", "code: repetition 1/2"],
+            "the second repetition never started"
+        );
+    }
+
+    #[test]
     fn spec_bench_fails_loudly_when_speculative_output_diverges() {
         // The target's batched verify passes are rigged to disagree with its
         // one-position passes: target-only decoding is right, speculative is not.
@@ -965,9 +1018,14 @@ mod tests {
             calibration: tp("c", 6, 3),
         };
         let mut seen = Vec::new();
-        let e = run_bench(&mut t, Some(&mut dm), &[input], &plan_k2(true), &mut |m| {
-            seen.push(m.to_string())
-        })
+        let e = run_bench(
+            &mut t,
+            Some(&mut dm),
+            &[input],
+            &plan_k2(true),
+            &mut |m| seen.push(m.to_string()),
+            &AtomicBool::new(false),
+        )
         .unwrap_err();
         match &e {
             SpecError::OutputMismatch {

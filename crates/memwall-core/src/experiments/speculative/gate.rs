@@ -23,9 +23,10 @@ use super::run::{SpecConfig, SpecSession, SpecStats, target_greedy};
 use super::sampling::SamplingParams;
 use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which drafter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "kebab-case")]
 pub enum DrafterKind {
     /// A draft model.
@@ -79,7 +80,7 @@ pub struct GatePlan {
 }
 
 /// Where a speculative output first left the reference.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct FirstDiff {
     /// Prompt id.
     pub prompt_id: String,
@@ -94,7 +95,7 @@ pub struct FirstDiff {
 }
 
 /// One configuration's gate result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct GateRow {
     /// Drafter identity (`draft:…`, `ngram:1-3`).
     pub drafter_key: String,
@@ -109,6 +110,7 @@ pub struct GateRow {
     /// The first difference (first prompt in set order that differed).
     pub first_diff: Option<FirstDiff>,
     /// Speculative counters summed over the prompts.
+    #[ts(skip)]
     pub stats: SpecStats,
 }
 
@@ -142,16 +144,19 @@ impl GateRow {
 }
 
 /// Runs the greedy gate. `draft` is needed when the plan has the draft-model
-/// drafter. `on_prompt(i, n, id)` reports progress.
+/// drafter. `on_prompt(i, n, id)` reports progress; `cancel` is read before each
+/// prompt.
 ///
 /// # Errors
-/// Engine errors; [`SpecError::Config`] when a draft model is needed but absent.
+/// Engine errors; [`SpecError::Config`] when a draft model is needed but absent;
+/// [`SpecError::Cancelled`] once `cancel` is set.
 pub fn greedy_gate<T: Engine, D: Engine>(
     target: &mut T,
     mut draft: Option<&mut DraftModel<D>>,
     prompts: &[TokenizedPrompt],
     plan: &GatePlan,
     on_prompt: &mut dyn FnMut(usize, usize, &str),
+    cancel: &AtomicBool,
 ) -> Result<Vec<GateRow>, SpecError> {
     if plan.drafters.contains(&DrafterKind::DraftModel) && draft.is_none() {
         return Err(SpecError::Config(
@@ -179,6 +184,9 @@ pub fn greedy_gate<T: Engine, D: Engine>(
     }
     let mut session = SpecSession::new();
     for (pi, p) in prompts.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SpecError::Cancelled);
+        }
         on_prompt(pi, prompts.len(), &p.id);
         let (want, margins) = target_greedy(target, &p.tokens, plan.max_new)?;
         session.invalidate();
@@ -213,13 +221,14 @@ pub fn greedy_gate<T: Engine, D: Engine>(
 }
 
 /// Result of the sampling check on a real pair.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct SamplingCheck {
     /// Drafter identity.
     pub drafter_key: String,
     /// Draft length.
     pub k: usize,
     /// Sampling settings (applied to p and q).
+    #[ts(skip)]
     pub sampling: SamplingParams,
     /// Prefix length in tokens.
     pub n_prefix_tokens: usize,
@@ -242,6 +251,7 @@ pub struct SamplingCheck {
     /// χ² below the critical value?
     pub passed: bool,
     /// The five most likely tokens: `(token, p, observed frequency)`.
+    #[ts(skip)]
     pub top: Vec<(TokenId, f64, f64)>,
 }
 
@@ -405,6 +415,34 @@ mod tests {
     }
 
     #[test]
+    fn the_gate_stops_before_the_next_prompt_once_cancelled() {
+        let mut t = Mock::new(30, 4.0);
+        let plan = GatePlan {
+            ks: vec![2],
+            drafters: vec![DrafterKind::Ngram],
+            max_new: 8,
+            ngram: Ngram::default(),
+        };
+        let stop = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        let r = greedy_gate::<_, Mock>(
+            &mut t,
+            None,
+            &tokenized(5),
+            &plan,
+            &mut |i, _, id| {
+                seen.push(id.to_string());
+                if i == 1 {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            },
+            &stop,
+        );
+        assert!(matches!(r, Err(SpecError::Cancelled)), "{r:?}");
+        assert_eq!(seen, ["p0", "p1"]);
+    }
+
+    #[test]
     fn the_gate_passes_a_correct_loop_and_counts_n_of_n() {
         let mut t = Mock::new(30, 4.0);
         let mut dm = DraftModel::new(
@@ -428,6 +466,7 @@ mod tests {
             &tokenized(9),
             &plan,
             &mut |_, _, _| seen += 1,
+            &AtomicBool::new(false),
         )
         .unwrap();
         assert_eq!(seen, 9);
@@ -453,7 +492,15 @@ mod tests {
         };
         let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
         let prompts = tokenized(3);
-        let rows = greedy_gate(&mut t, Some(&mut dm), &prompts, &plan, &mut |_, _, _| {}).unwrap();
+        let rows = greedy_gate(
+            &mut t,
+            Some(&mut dm),
+            &prompts,
+            &plan,
+            &mut |_, _, _| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         let r = &rows[0];
         assert!(!r.passed());
         assert_eq!(r.n_identical, 0);

@@ -21,12 +21,15 @@
 //! - [`prompts`]: the frozen prompt set (`prompts/spec.jsonl`).
 //! - [`gate`]: the correctness gate (greedy equality, sampling distribution test).
 //! - [`bench`]: the experiments; [`store`]: their tables; [`chart`]: their charts.
+//! - [`job`]: the jobs the CLI (`memwall spec prompts | gate | bench`) and the app
+//!   call: options → guard → load → run → store → results files.
 
 pub mod bench;
 pub mod chart;
 pub mod cost;
 pub mod drafter;
 pub mod gate;
+pub mod job;
 #[cfg(test)]
 mod mock;
 #[cfg(feature = "llama")]
@@ -50,9 +53,18 @@ pub enum SpecError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A model file's header is malformed (the error names the file and field).
+    #[error(transparent)]
+    Model(#[from] crate::probe::gguf::GgufError),
+    /// Stopped by the caller's cancel flag; nothing was stored.
+    #[error("cancelled")]
+    Cancelled,
     /// A configuration value is out of range.
     #[error("speculative config: {0}")]
     Config(String),
+    /// A job's option is out of range; the message names the flag to change.
+    #[error("{0}")]
+    Options(String),
     /// The prompt set is malformed.
     #[error("prompt set {path}: {problem}")]
     Prompts {

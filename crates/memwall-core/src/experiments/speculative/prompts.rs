@@ -15,7 +15,9 @@ use std::path::Path;
 pub const BUILTIN: &str = include_str!("../../../../../prompts/spec.jsonl");
 
 /// Prompt categories (the bench reports acceptance per category).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ts_rs::TS,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Category {
     /// JSON documents and JSON-producing requests.
@@ -44,13 +46,23 @@ impl Category {
 }
 
 /// How a prompt becomes text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// Tokenized as is.
     Raw,
     /// Messages rendered with the model's chat template.
     Chat,
+}
+
+impl Format {
+    /// `raw` / `chat`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Raw => "raw",
+            Format::Chat => "chat",
+        }
+    }
 }
 
 /// One prompt.

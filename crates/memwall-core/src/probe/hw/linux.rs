@@ -1,7 +1,7 @@
 //! Linux probes: `/sys/devices/system/cpu`, `/sys/class/power_supply`,
 //! `/sys/class/thermal`, `/proc/vmstat`, and `nvidia-smi` when installed.
 
-use super::{Platform, PowerSource, Thermal, ThermalState};
+use super::{LoadAverage, Platform, PowerSource, Thermal, ThermalState};
 use crate::units::Bytes;
 use std::fs;
 use std::path::Path;
@@ -30,6 +30,11 @@ pub(crate) fn parse_pswpout(vmstat: &str) -> Option<u64> {
         l.strip_prefix("pswpout ")
             .and_then(|v| v.trim().parse().ok())
     })
+}
+
+/// Parses `/proc/loadavg` (`0.52 0.61 0.70 1/234 5678`): its first three fields.
+pub(crate) fn parse_loadavg(s: &str) -> Option<LoadAverage> {
+    LoadAverage::from_fields(s)
 }
 
 /// The power source from a `/sys/class/power_supply`-shaped directory: each entry
@@ -153,6 +158,10 @@ impl Platform for Os {
         parse_pswpout(&fs::read_to_string("/proc/vmstat").ok()?)
     }
 
+    fn load_average() -> Option<LoadAverage> {
+        parse_loadavg(&fs::read_to_string("/proc/loadavg").ok()?)
+    }
+
     fn gpus() -> Vec<String> {
         let out = std::process::Command::new("nvidia-smi")
             .args(["--query-gpu=name,memory.total", "--format=csv,noheader"])
@@ -171,6 +180,25 @@ impl Platform for Os {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_loadavg() {
+        let l = parse_loadavg("0.52 0.61 1.70 1/234 5678\n").unwrap();
+        assert_eq!((l.one, l.five, l.fifteen), (0.52, 0.61, 1.70));
+        assert_eq!(l.to_string(), "0.52/0.61/1.70");
+        for bad in [
+            "",
+            "0.52 0.61",
+            "0.52 x 0.70 1/2 3",
+            "-1 0 0 1/2 3",
+            "NaN 0 0",
+        ] {
+            assert_eq!(parse_loadavg(bad), None, "{bad:?}");
+        }
+        // This machine's own file parses (Linux always has it).
+        let own = std::fs::read_to_string("/proc/loadavg").unwrap();
+        assert!(parse_loadavg(&own).is_some(), "{own:?}");
+    }
 
     #[test]
     fn sysfs_cache_sizes() {

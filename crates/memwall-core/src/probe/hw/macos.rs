@@ -3,7 +3,7 @@
 //! The parsers are plain functions, compiled and tested on every OS; only the
 //! [`Platform`] implementation runs the tools.
 
-use super::{Platform, PowerSource, Thermal, ThermalState};
+use super::{LoadAverage, Platform, PowerSource, Thermal, ThermalState};
 use crate::units::Bytes;
 use std::process::Command;
 
@@ -54,6 +54,11 @@ pub(crate) fn parse_pmset_therm(out: Option<&str>) -> ThermalState {
     }
 }
 
+/// The load averages from `sysctl -n vm.loadavg` (`{ 1.92 2.06 2.13 }`).
+pub(crate) fn parse_sysctl_loadavg(out: &str) -> Option<LoadAverage> {
+    LoadAverage::from_fields(out.trim().trim_start_matches('{').trim_end_matches('}'))
+}
+
 impl Platform for Os {
     fn llc_bytes() -> Option<Bytes> {
         // Apple Silicon has no L3 visible to sysctl; the P-cluster L2 is the LLC the CPU sees.
@@ -91,6 +96,10 @@ impl Platform for Os {
             .and_then(|v| v.trim().trim_end_matches('.').parse().ok())
     }
 
+    fn load_average() -> Option<LoadAverage> {
+        parse_sysctl_loadavg(&run("sysctl", &["-n", "vm.loadavg"])?)
+    }
+
     fn gpus() -> Vec<String> {
         run("sysctl", &["-n", "machdep.cpu.brand_string"])
             .map(|s| vec![format!("{} GPU (unified memory)", s.trim())])
@@ -101,6 +110,16 @@ impl Platform for Os {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sysctl_loadavg() {
+        let l = parse_sysctl_loadavg("{ 1.92 2.06 2.13 }\n").unwrap();
+        assert_eq!((l.one, l.five, l.fifteen), (1.92, 2.06, 2.13));
+        assert_eq!(l.to_string(), "1.92/2.06/2.13");
+        for bad in ["", "{ }", "{ 1.92 2.06 }", "garbage"] {
+            assert_eq!(parse_sysctl_loadavg(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn thermal_is_unknown_when_pmset_says_nothing() {

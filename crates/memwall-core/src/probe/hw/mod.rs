@@ -38,6 +38,8 @@ pub trait Platform {
     fn swap_out_pages() -> Option<u64>;
     /// Names of accelerators (GPUs) the OS reports.
     fn gpus() -> Vec<String>;
+    /// The run-queue load averages.
+    fn load_average() -> Option<LoadAverage>;
 }
 
 /// Where the power comes from.
@@ -117,6 +119,43 @@ impl Thermal {
             Some(c) => format!("{s} {c:.1}C"),
             None => s.to_string(),
         }
+    }
+}
+
+/// The run-queue load averages over the last 1, 5 and 15 minutes, as the OS
+/// reports them (Linux `/proc/loadavg`, macOS `sysctl vm.loadavg`): the mean number
+/// of runnable (and, on Linux, uninterruptible) threads. On an otherwise idle
+/// machine they sit near 0; a value near the core count means other work shared
+/// the cores while something was timed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadAverage {
+    /// Over the last minute.
+    pub one: f64,
+    /// Over the last 5 minutes.
+    pub five: f64,
+    /// Over the last 15 minutes.
+    pub fifteen: f64,
+}
+
+impl LoadAverage {
+    /// The three averages from the first three numbers of `s`, each finite and
+    /// non-negative (`None` otherwise).
+    pub(crate) fn from_fields(s: &str) -> Option<LoadAverage> {
+        let mut v = s
+            .split_whitespace()
+            .map(|f| f.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0));
+        Some(LoadAverage {
+            one: v.next()??,
+            five: v.next()??,
+            fifteen: v.next()??,
+        })
+    }
+}
+
+impl fmt::Display for LoadAverage {
+    /// `1-min/5-min/15-min` with two decimals, as `/proc/loadavg` prints them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.2}/{:.2}/{:.2}", self.one, self.five, self.fifteen)
     }
 }
 
@@ -239,6 +278,12 @@ pub fn live_state() -> LiveState {
         mem: sys_memory(),
         swap_out_pages: Os::swap_out_pages(),
     }
+}
+
+/// The load averages now; `None` where the OS does not report them (callers show
+/// `—`). Cheap: one small file read on Linux, one `sysctl` on macOS.
+pub fn load_average() -> Option<LoadAverage> {
+    Os::load_average()
 }
 
 /// Memory the OS can hand out now (`MemAvailable`).

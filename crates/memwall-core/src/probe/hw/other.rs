@@ -1,6 +1,6 @@
 //! Fallback for platforms without a probe module: every OS-only fact is unknown.
 
-use super::{Platform, PowerSource, Thermal, ThermalState};
+use super::{LoadAverage, Platform, PowerSource, Thermal, ThermalState};
 use crate::units::Bytes;
 
 pub(super) struct Os;
@@ -23,5 +23,8 @@ impl Platform for Os {
     }
     fn gpus() -> Vec<String> {
         vec![]
+    }
+    fn load_average() -> Option<LoadAverage> {
+        None
     }
 }
