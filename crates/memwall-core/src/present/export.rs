@@ -7,7 +7,7 @@
 //! arrays, so llama.cpp's `scripts/compare-llama-bench.py` reads them as it reads
 //! llama-bench's own output; memwall's columns follow llama-bench's.
 
-use crate::store::record::{BenchRecord, Cell};
+use crate::store::record::{BenchRecord, ColumnValue};
 use crate::units::or_dash;
 use std::io::{self, Write};
 
@@ -93,16 +93,16 @@ impl Exporter for Csv {
 
 /// A cell as a JSON value: numbers, `true`/`false`, `null` for not measured, arrays
 /// for the samples (llama-bench's `format_json_value`) and the warnings.
-fn json_value(c: &Cell) -> String {
+fn json_value(c: &ColumnValue) -> String {
     let s = match c {
-        Cell::Int(v) => serde_json::to_string(v),
-        Cell::Real(v) => serde_json::to_string(v),
-        Cell::Bool(v) => serde_json::to_string(v),
-        Cell::Null => Ok("null".into()),
-        Cell::Text(v) => serde_json::to_string(v),
-        Cell::Ints(v) => serde_json::to_string(v),
-        Cell::Reals(v) => serde_json::to_string(v),
-        Cell::Texts(v) => serde_json::to_string(v),
+        ColumnValue::Int(v) => serde_json::to_string(v),
+        ColumnValue::Real(v) => serde_json::to_string(v),
+        ColumnValue::Bool(v) => serde_json::to_string(v),
+        ColumnValue::Null => Ok("null".into()),
+        ColumnValue::Text(v) => serde_json::to_string(v),
+        ColumnValue::Ints(v) => serde_json::to_string(v),
+        ColumnValue::Reals(v) => serde_json::to_string(v),
+        ColumnValue::Texts(v) => serde_json::to_string(v),
     };
     s.expect("finite numbers and strings serialize")
 }
@@ -254,16 +254,16 @@ pub struct Sql;
 /// The table llama-bench's SQL printer writes and compare-llama-bench.py reads.
 pub const SQL_TABLE: &str = "llama_bench";
 
-fn sql_literal(c: &Cell) -> String {
+fn sql_literal(c: &ColumnValue) -> String {
     match c {
-        Cell::Int(v) => v.to_string(),
-        Cell::Bool(v) => (*v as i64).to_string(),
-        Cell::Real(v) => format!("{v}"),
-        Cell::Null => "NULL".into(),
-        Cell::Text(s) => format!("'{}'", s.replace('\'', "''")),
-        Cell::Ints(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
-        Cell::Reals(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
-        Cell::Texts(v) => format!(
+        ColumnValue::Int(v) => v.to_string(),
+        ColumnValue::Bool(v) => (*v as i64).to_string(),
+        ColumnValue::Real(v) => format!("{v}"),
+        ColumnValue::Null => "NULL".into(),
+        ColumnValue::Text(s) => format!("'{}'", s.replace('\'', "''")),
+        ColumnValue::Ints(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
+        ColumnValue::Reals(v) => format!("'{}'", serde_json::to_string(v).expect("serialize")),
+        ColumnValue::Texts(v) => format!(
             "'{}'",
             serde_json::to_string(v)
                 .expect("serialize")

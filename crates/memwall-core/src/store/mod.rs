@@ -22,7 +22,7 @@ pub mod record;
 use crate::measure::peak::Peak;
 use crate::measure::stream::StreamResult;
 use crate::probe::hw::HostInfo;
-use crate::store::record::{BenchRecord, Cell};
+use crate::store::record::{BenchRecord, ColumnValue};
 use serde::{Deserialize, Serialize};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
@@ -338,17 +338,17 @@ fn network_filesystem_of(_dir: &Path) -> Option<&'static str> {
 
 fn bind_cell<'q>(
     q: sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>,
-    c: Cell,
+    c: ColumnValue,
 ) -> sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments> {
     match c {
-        Cell::Int(v) => q.bind(v),
-        Cell::Bool(v) => q.bind(v as i64),
-        Cell::Real(v) => q.bind(v),
-        Cell::Text(v) => q.bind(v),
-        Cell::Null => q.bind(Option::<i64>::None),
-        Cell::Ints(v) => q.bind(serde_json::to_string(&v).expect("ints serialize")),
-        Cell::Reals(v) => q.bind(serde_json::to_string(&v).expect("reals serialize")),
-        Cell::Texts(v) => q.bind(serde_json::to_string(&v).expect("texts serialize")),
+        ColumnValue::Int(v) => q.bind(v),
+        ColumnValue::Bool(v) => q.bind(v as i64),
+        ColumnValue::Real(v) => q.bind(v),
+        ColumnValue::Text(v) => q.bind(v),
+        ColumnValue::Null => q.bind(Option::<i64>::None),
+        ColumnValue::Ints(v) => q.bind(serde_json::to_string(&v).expect("ints serialize")),
+        ColumnValue::Reals(v) => q.bind(serde_json::to_string(&v).expect("reals serialize")),
+        ColumnValue::Texts(v) => q.bind(serde_json::to_string(&v).expect("texts serialize")),
     }
 }
 
@@ -1253,7 +1253,7 @@ mod tests {
                     .filter(|(n, _, _)| {
                         have.iter().any(|h| h == n) && *n != "id" && *n != "warnings"
                     })
-                    .chain([("warnings", ColumnRole::Measure, Cell::Text(w.into()))])
+                    .chain([("warnings", ColumnRole::Measure, ColumnValue::Text(w.into()))])
                     .collect();
                 let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
                 let sql = format!(
@@ -1412,17 +1412,25 @@ mod tests {
                 .into_iter()
                 .filter(|(n, _, _)| have.iter().any(|h| h == n) && !changed.contains(n))
                 .collect();
-            fields.push(("warnings", ColumnRole::Measure, Cell::Text(String::new())));
+            fields.push((
+                "warnings",
+                ColumnRole::Measure,
+                ColumnValue::Text(String::new()),
+            ));
             fields.push((
                 "backend",
                 ColumnRole::Key,
-                Cell::Text("CPU; CPU : AVX2 = 1 | FMA = 1 |".into()),
+                ColumnValue::Text("CPU; CPU : AVX2 = 1 | FMA = 1 |".into()),
             ));
-            fields.push(("flash_attn", ColumnRole::Key, Cell::Text("on".into())));
+            fields.push((
+                "flash_attn",
+                ColumnRole::Key,
+                ColumnValue::Text("on".into()),
+            ));
             fields.push((
                 "gpu_info",
                 ColumnRole::Key,
-                Cell::Text("GPU A; GPU B".into()),
+                ColumnValue::Text("GPU A; GPU B".into()),
             ));
             let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
             let sql = format!(

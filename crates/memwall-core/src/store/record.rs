@@ -48,7 +48,7 @@ fn warnings_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Erro
 
 /// One typed cell of a record, for printers and the store.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
+pub enum ColumnValue {
     /// Integer.
     Int(i64),
     /// Real number.
@@ -67,12 +67,12 @@ pub enum Cell {
     Texts(Vec<String>),
 }
 
-impl Cell {
+impl ColumnValue {
     /// SQLite column type of this cell.
     pub fn sql_type(&self) -> &'static str {
         match self {
-            Cell::Int(_) | Cell::Bool(_) => "INTEGER",
-            Cell::Real(_) => "REAL",
+            ColumnValue::Int(_) | ColumnValue::Bool(_) => "INTEGER",
+            ColumnValue::Real(_) => "REAL",
             _ => "TEXT",
         }
     }
@@ -80,22 +80,22 @@ impl Cell {
     /// text lists `; `-joined, Null empty.
     pub fn to_text(&self) -> String {
         match self {
-            Cell::Int(v) => v.to_string(),
-            Cell::Bool(v) => (*v as i64).to_string(),
-            Cell::Real(v) => format!("{v}"),
-            Cell::Text(s) => s.clone(),
-            Cell::Null => String::new(),
-            Cell::Ints(v) => v
+            ColumnValue::Int(v) => v.to_string(),
+            ColumnValue::Bool(v) => (*v as i64).to_string(),
+            ColumnValue::Real(v) => format!("{v}"),
+            ColumnValue::Text(s) => s.clone(),
+            ColumnValue::Null => String::new(),
+            ColumnValue::Ints(v) => v
                 .iter()
                 .map(|x| x.to_string())
                 .collect::<Vec<_>>()
                 .join(" "),
-            Cell::Reals(v) => v
+            ColumnValue::Reals(v) => v
                 .iter()
                 .map(|x| format!("{x:.6}"))
                 .collect::<Vec<_>>()
                 .join(" "),
-            Cell::Texts(v) => v.join(WARNINGS_SEPARATOR),
+            ColumnValue::Texts(v) => v.join(WARNINGS_SEPARATOR),
         }
     }
 }
@@ -456,9 +456,9 @@ impl BenchRecord {
 
     /// The field list in column order: `(name, role, value)`. llama-bench's columns come
     /// first, in its order and encoding (see [`LLAMA_BENCH_COLUMNS`]); memwall's own follow.
-    pub fn fields(&self) -> Vec<(&'static str, ColumnRole, Cell)> {
-        use Cell::*;
+    pub fn fields(&self) -> Vec<(&'static str, ColumnRole, ColumnValue)> {
         use ColumnRole::*;
+        use ColumnValue::*;
         let opt_i = |v: Option<i64>| v.map_or(Null, Int);
         let opt_r = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(Null, Real);
         let real = |v: f64| if v.is_finite() { Real(v) } else { Null };
@@ -788,15 +788,17 @@ mod tests {
                 "STRING"
             };
             let got = match cell {
-                Cell::Int(_) => "INT",
-                Cell::Bool(_) => "BOOL",
-                Cell::Real(_) => "FLOAT",
-                Cell::Text(_) => "STRING",
+                ColumnValue::Int(_) => "INT",
+                ColumnValue::Bool(_) => "BOOL",
+                ColumnValue::Real(_) => "FLOAT",
+                ColumnValue::Text(_) => "STRING",
                 other => panic!("{name}: {other:?}"),
             };
             assert_eq!(got, want, "column {name}");
         }
-        assert!(matches!(f[42].2, Cell::Ints(_)) && matches!(f[43].2, Cell::Reals(_)));
+        assert!(
+            matches!(f[42].2, ColumnValue::Ints(_)) && matches!(f[43].2, ColumnValue::Reals(_))
+        );
     }
 
     #[test]
@@ -815,7 +817,7 @@ mod tests {
         v["warnings"] = serde_json::json!(3);
         assert!(serde_json::from_value::<BenchRecord>(v).is_err());
         assert_eq!(
-            Cell::Texts(vec!["a: x".into(), "b: y".into()]).to_text(),
+            ColumnValue::Texts(vec!["a: x".into(), "b: y".into()]).to_text(),
             "a: x; b: y"
         );
     }

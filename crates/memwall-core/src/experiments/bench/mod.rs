@@ -628,9 +628,9 @@ mod tests {
                 .map(|(_, _, c)| c)
                 .unwrap()
         };
-        assert_eq!(cell("ceiling_ts"), record::Cell::Null);
-        assert_eq!(cell("achieved"), record::Cell::Null);
-        assert_eq!(cell("peak_gflops"), record::Cell::Null);
+        assert_eq!(cell("ceiling_ts"), record::ColumnValue::Null);
+        assert_eq!(cell("achieved"), record::ColumnValue::Null);
+        assert_eq!(cell("peak_gflops"), record::ColumnValue::Null);
         assert!(
             rec.warnings.iter().any(|w| w
                 == "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"),

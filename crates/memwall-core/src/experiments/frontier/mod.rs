@@ -230,7 +230,7 @@ pub struct SpeedSummary {
 
 /// A stored cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
+pub struct FrontierCell {
     /// Row id.
     pub id: i64,
     /// Run id.
@@ -514,16 +514,16 @@ mod run;
 pub use run::{frontier_job, run_frontier};
 
 /// Parsed speed summary of a speed cell.
-pub fn speed_of(c: &Cell) -> Option<SpeedSummary> {
+pub fn speed_of(c: &FrontierCell) -> Option<SpeedSummary> {
     serde_json::from_value(c.result.clone()).ok()
 }
 
 /// Parsed perplexity result of a ppl cell.
-pub fn ppl_of(c: &Cell) -> Option<PplResult> {
+pub fn ppl_of(c: &FrontierCell) -> Option<PplResult> {
     serde_json::from_value(c.result.clone()).ok()
 }
 
 /// Parsed task result (without items) of a task cell.
-pub fn task_of(c: &Cell) -> Option<TaskResult> {
+pub fn task_of(c: &FrontierCell) -> Option<TaskResult> {
     serde_json::from_value(c.result.clone()).ok()
 }

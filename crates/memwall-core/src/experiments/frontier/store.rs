@@ -2,7 +2,7 @@
 //! `frontier_items` (a task cell's items). A cell is written in one transaction with
 //! its `runs` row and bench rows, so a killed run leaves no partial cell.
 
-use super::{ArmInfo, Cell, CellContext, FrontierError, NewCell, config_key};
+use super::{ArmInfo, CellContext, FrontierCell, FrontierError, NewCell, config_key};
 use crate::store::{NewRun, Store};
 use sqlx::Row;
 
@@ -15,7 +15,7 @@ pub async fn find_cell(
     arm_sha256: &str,
     measure: &str,
     key: &str,
-) -> Result<Option<Cell>, FrontierError> {
+) -> Result<Option<FrontierCell>, FrontierError> {
     let row = sqlx::query(
         "SELECT id, run_id, arm_quant, measure, value, value_unc, ci_low, ci_high, n, result_json, config_json, finished_at
          FROM frontier_cells WHERE arm_sha256 = ? AND measure = ? AND config_key = ? ORDER BY id DESC LIMIT 1",
@@ -26,7 +26,7 @@ pub async fn find_cell(
     .fetch_optional(store.pool())
     .await
     .map_err(|e| store.sql(e))?;
-    Ok(row.map(|r| Cell {
+    Ok(row.map(|r| FrontierCell {
         id: r.get("id"),
         run_id: r.get("run_id"),
         arm_quant: r.get("arm_quant"),

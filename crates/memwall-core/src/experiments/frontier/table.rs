@@ -1,7 +1,7 @@
 //! The frontier table: one row per arm, read from stored cells only (a cell not
 //! measured prints `—`).
 
-use super::{ArmInfo, Cell, Measure, SpeedSummary, ppl_of, speed_of, task_of};
+use super::{ArmInfo, FrontierCell, Measure, SpeedSummary, ppl_of, speed_of, task_of};
 use crate::experiments::frontier::quant::Relation;
 use crate::measure::evals::ppl::PplResult;
 use crate::measure::evals::tasks::TaskResult;
@@ -33,7 +33,7 @@ pub struct FrontierRow {
 
 impl FrontierRow {
     /// Builds a row from an arm and its (possibly missing) cells.
-    pub fn from_cells(arm: &ArmInfo, cells: &[(Measure, Option<Cell>)]) -> FrontierRow {
+    pub fn from_cells(arm: &ArmInfo, cells: &[(Measure, Option<FrontierCell>)]) -> FrontierRow {
         let mut row = FrontierRow {
             arm: arm.arm.quant.clone(),
             relation: arm.arm.relation,

@@ -110,7 +110,7 @@ pub struct Calibration {
 
 /// A measured configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
+pub struct SpecBenchCell {
     /// Category.
     pub category: Category,
     /// `None` = target-only.
@@ -151,7 +151,7 @@ pub struct CategoryReport {
     /// Calibrations per drafter.
     pub calibrations: Vec<Calibration>,
     /// Cells: target-only first, then per drafter per k, then auto.
-    pub cells: Vec<Cell>,
+    pub cells: Vec<SpecBenchCell>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -460,7 +460,7 @@ pub fn run_bench<T: Engine, D: Engine>(
             };
             let cal = dk.and_then(|d| calibrations.iter().find(|c| c.drafter == d));
             let speedup = dk.map(|_| tps[ci].iter().zip(&tps[0]).map(|(s, b)| s / b).collect());
-            cells.push(Cell {
+            cells.push(SpecBenchCell {
                 category: cat,
                 drafter: dk,
                 drafter_key: key,
@@ -477,7 +477,7 @@ pub fn run_bench<T: Engine, D: Engine>(
             });
         }
         if plan.auto {
-            let auto: Vec<Cell> = calibrations
+            let auto: Vec<SpecBenchCell> = calibrations
                 .iter()
                 .filter_map(|cal| auto_cell(cat, cal, &cells))
                 .collect();
@@ -500,14 +500,18 @@ pub fn run_bench<T: Engine, D: Engine>(
 /// `k` predicted ≤ 1 at the lower bound of α; the predicted value kept is the best of
 /// them) or [`AUTO_OFF_UNGATED`] (no gate unlocks any measured `k`). `None` when the
 /// chosen `k` has no measured cell.
-pub fn auto_cell(category: Category, cal: &Calibration, cells: &[Cell]) -> Option<Cell> {
+pub fn auto_cell(
+    category: Category,
+    cal: &Calibration,
+    cells: &[SpecBenchCell],
+) -> Option<SpecBenchCell> {
     if cal.choice.k == 0 {
         let best = cal
             .predicted_lo
             .iter()
             .map(|&(_, s)| s)
             .max_by(f64::total_cmp);
-        return Some(Cell {
+        return Some(SpecBenchCell {
             category,
             drafter: Some(cal.drafter),
             drafter_key: cal.drafter_key.clone(),
@@ -532,7 +536,7 @@ pub fn auto_cell(category: Category, cal: &Calibration, cells: &[Cell]) -> Optio
     let base = cells
         .iter()
         .find(|c| !c.k_auto && c.drafter == Some(cal.drafter) && c.k == cal.choice.k)?;
-    Some(Cell {
+    Some(SpecBenchCell {
         k_auto: true,
         predicted: Some(cal.choice.predicted),
         alpha_calib: cal.alpha_hat,
@@ -1081,8 +1085,8 @@ mod tests {
         }
     }
 
-    fn measured_k2() -> Cell {
-        Cell {
+    fn measured_k2() -> SpecBenchCell {
+        SpecBenchCell {
             category: Category::Code,
             drafter: Some(DrafterKind::DraftModel),
             drafter_key: "draft:mock".into(),
