@@ -377,7 +377,10 @@ impl AppState {
         let cfg = ChatConfig {
             max_tokens: r.max_tokens,
         };
-        let (session, out) = chat::chat_job(
+        let chat::ChatTurn {
+            session,
+            result: out,
+        } = chat::chat_job(
             store,
             &host.hostname,
             kept,

@@ -113,11 +113,21 @@ impl GgufBuilder {
     }
 }
 
+/// A GGUF header serialized without its tensor data ([`header_bytes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeaderBytes {
+    /// The header bytes: magic, version, counts, metadata, tensor infos, padding to 32.
+    pub bytes: Vec<u8>,
+    /// Length in bytes of the whole file the header describes (header + tensor data),
+    /// the length a reader is told the file has.
+    pub file_len: u64,
+}
+
 /// Serializes a parsed (or shape-built) header back to GGUF bytes, without tensor
 /// data. Integers are written as u32/i32 when they fit (as converters do), floats as
 /// f32; an array whose elements were not kept is written empty. Returns the bytes
 /// and the length of the whole file the header describes (header + data).
-pub fn header_bytes(g: &Gguf) -> (Vec<u8>, u64) {
+pub fn header_bytes(g: &Gguf) -> HeaderBytes {
     let mut kv = Vec::new();
     for (k, v) in &g.metadata {
         push_str(&mut kv, k);
@@ -138,8 +148,8 @@ pub fn header_bytes(g: &Gguf) -> (Vec<u8>, u64) {
         .tensors
         .last()
         .map_or(0, |t| t.offset.saturating_add(t.n_bytes().0));
-    let len = (bytes.len() as u64).saturating_add(end);
-    (bytes, len)
+    let file_len = (bytes.len() as u64).saturating_add(end);
+    HeaderBytes { bytes, file_len }
 }
 
 fn scalar_type(v: &Value) -> u32 {
@@ -353,7 +363,10 @@ impl Seed {
                 g.file_bytes.0,
             )?);
         }
-        let (bytes, len) = header_bytes(&g);
+        let HeaderBytes {
+            bytes,
+            file_len: len,
+        } = header_bytes(&g);
         out.push(Seed::new(
             &format!("{stem} (header, long arrays emptied)"),
             bytes,
@@ -478,7 +491,10 @@ pub fn synthetic_seeds() -> Vec<Seed> {
         let shape = crate::probe::shape::preset(p).expect("preset").shape;
         let recipe = crate::probe::shape::Recipe::parse(q).expect("recipe");
         let g = shape.header(&recipe, p).expect("preset header");
-        let (bytes, len) = header_bytes(&g);
+        let HeaderBytes {
+            bytes,
+            file_len: len,
+        } = header_bytes(&g);
         seeds.push(Seed::new(&format!("synthetic:{p} {q}"), bytes, len).expect("walks"));
     }
     seeds
@@ -945,7 +961,10 @@ mod tests {
         let shape = crate::probe::shape::preset("qwen2.5-0.5b").unwrap().shape;
         let r = crate::probe::shape::Recipe::parse("Q4_K_M").unwrap();
         let direct = shape.facts(&r, "x").unwrap();
-        let (bytes, len) = header_bytes(&shape.header(&r, "x").unwrap());
+        let HeaderBytes {
+            bytes,
+            file_len: len,
+        } = header_bytes(&shape.header(&r, "x").unwrap());
         let g = Gguf::parse(&bytes[..], len, PathBuf::from("x.gguf")).unwrap();
         let f = ModelFacts::from_gguf(&g).unwrap();
         assert_eq!(f.n_params, direct.n_params);

@@ -240,7 +240,9 @@ fn perplexity_agrees_with_llama_perplexity() {
         3 * 255,
         "second half of each 512-token window: 255 tokens"
     );
-    let (theirs, _) = ppl::llama_perplexity_reference(&tool, &model, &wiki, &cfg, 2).unwrap();
+    let theirs = ppl::llama_perplexity_reference(&tool, &model, &wiki, &cfg, 2)
+        .unwrap()
+        .value;
     let rel = (res.ppl / theirs - 1.0).abs();
     eprintln!(
         "memwall PPL {:.4}, llama-perplexity {theirs:.4}, relative difference {:.5}%",
@@ -470,7 +472,7 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
 
     // Identical items across arms, with prompts and token counts stored.
     let ids = |arm: &str, task: &str| -> Vec<(String, u32)> {
-        let (src_, arms) = frontier::existing_arms(&plan).unwrap();
+        let frontier::Arms { source: src_, arms } = frontier::existing_arms(&plan).unwrap();
         let a = arms.iter().find(|x| x.arm.quant == arm).unwrap();
         let cfgs = frontier::cell_configs(&plan, &src_, a).unwrap();
         let (_, name, cfg) = cfgs
@@ -517,7 +519,7 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
     let qs = frontier::chart::qualities(rows);
     assert!(qs.contains(&frontier::chart::Quality::Ppl("wiki".into())));
     let d = tempfile::tempdir().unwrap();
-    let (png, svg) =
+    let memwall_core::present::chart::ChartFiles { png, svg } =
         frontier::chart::frontier_chart(&d.path().join("f"), rows, &qs[0], "tiny").unwrap();
     assert!(png.is_file() && std::fs::read_to_string(svg).unwrap().contains("Q8_0"));
 }

@@ -29,7 +29,7 @@ fn rollback_edges_on_a_real_model() {
     let dh = LlamaModelHandle::load_no_repack(&path).unwrap();
     for text in PROMPTS {
         let prompt = memwall_core::measure::engine::Engine::tokenize(&target, text, true).unwrap();
-        let (want, _) = target_greedy(&mut target, &prompt, 24).unwrap();
+        let want = target_greedy(&mut target, &prompt, 24).unwrap().tokens;
         // All accepted: the draft is the target's own model (same kernels).
         for k in [1, 4, 8] {
             let mut d = DraftModel::new(dh.engine(&cfg).unwrap(), "draft:self".into());
@@ -77,7 +77,7 @@ fn the_real_pair_is_output_identical() {
     for text in PROMPTS {
         let prompt =
             memwall_core::measure::engine::Engine::tokenize(&p.target, text, true).unwrap();
-        let (want, _) = target_greedy(&mut p.target, &prompt, 24).unwrap();
+        let want = target_greedy(&mut p.target, &prompt, 24).unwrap().tokens;
         s.invalidate();
         for k in [2, 5, 8] {
             let out = s

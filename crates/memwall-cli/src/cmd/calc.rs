@@ -166,9 +166,9 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
                     value: dev.bandwidth(),
                     source: format!("{}: {}", dev.basis, dev.source),
                 }),
-                peak: dev.peak().map(|(p, what)| Sourced {
-                    value: p,
-                    source: format!("{what}, {}: {}", dev.basis, dev.source),
+                peak: dev.peak().map(|p| Sourced {
+                    value: p.gflops,
+                    source: format!("{}, {}: {}", p.kind, dev.basis, dev.source),
                 }),
                 memory: dev.memory(),
             }

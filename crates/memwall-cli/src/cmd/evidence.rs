@@ -99,7 +99,8 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
         );
     }
     if let Some(dir) = a.chart {
-        let (png, svg) = charts::kv(&dir.join("kv_verify"), &rows)?;
+        let memwall_core::present::chart::ChartFiles { png, svg } =
+            charts::kv(&dir.join("kv_verify"), &rows)?;
         eprintln!("charts: {} {}", png.display(), svg.display());
     }
     eprintln!("stored: run {run_id} in {}", store.path().display());

@@ -84,7 +84,7 @@ pub(crate) async fn frontier(db: &std::path::Path, a: FrontierArgs) -> Result<()
     let store = open_store(db).await?;
     let command = command_line();
     let rows = if a.table_only {
-        let (src, arms) = frontier::existing_arms(&plan)?;
+        let frontier::Arms { source: src, arms } = frontier::existing_arms(&plan)?;
         frontier::load_rows(&store, &plan, &src, &arms).await?
     } else {
         let pb = if a.quiet {
@@ -176,7 +176,7 @@ fn write_outputs(
         .unwrap_or_default();
     for q in chart::qualities(rows) {
         let title = format!("Quantization frontier of {name}");
-        let (png, svg) = chart::frontier_chart(
+        let memwall_core::present::chart::ChartFiles { png, svg } = chart::frontier_chart(
             &dir.join(format!("frontier_{}", q.slug())),
             rows,
             &q,

@@ -181,7 +181,7 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
             notes: String::new(),
             guard: None,
         };
-        let (id, _) = store.insert_stream_run(&run, &[], &roof).await?;
+        let id = store.insert_stream_run(&run, &[], &roof).await?.run_id;
         let mut s = format!("stored: run {id}");
         if !lower.is_empty() {
             s.push_str(" (forced lower paths not stored)");

@@ -327,7 +327,7 @@ pub fn generate<E: Engine + ?Sized>(
 }
 
 #[cfg(feature = "llama")]
-pub use session::{ChatSession, chat_job};
+pub use session::{ChatSession, ChatTurn, chat_job};
 
 #[cfg(feature = "llama")]
 mod session {
@@ -406,6 +406,15 @@ mod session {
         Load(PathBuf, ModelFacts),
     }
 
+    /// What one chat turn leaves behind ([`chat_job`]).
+    pub struct ChatTurn {
+        /// The loaded model to keep for the next turn (`None` when none is loaded,
+        /// also after a failed load).
+        pub session: Option<ChatSession>,
+        /// The turn's stats, or why it failed.
+        pub result: Result<ChatStats, JobError>,
+    }
+
     /// One chat turn as the app runs it: checks the messages, reads this host's
     /// latest stored STREAM triad for the ceiling, reuses `kept` when it holds
     /// `model` (else loads `model` after the guard's memory check), runs the turn on
@@ -425,29 +434,50 @@ mod session {
         cfg: ChatConfig,
         cancel: Arc<AtomicBool>,
         on_event: impl FnMut(ChatEvent) + Send + 'static,
-    ) -> (Option<ChatSession>, Result<ChatStats, JobError>) {
+    ) -> ChatTurn {
         if let Err(e) = check_messages(&messages) {
-            return (kept, Err(e.into()));
+            return ChatTurn {
+                session: kept,
+                result: Err(e.into()),
+            };
         }
         let bandwidth = match store.latest_triad(hostname, None).await {
             Ok(s) => s.map(|s| Gbps(s.best_gbps)),
-            Err(e) => return (kept, Err(e.into())),
+            Err(e) => {
+                return ChatTurn {
+                    session: kept,
+                    result: Err(e.into()),
+                };
+            }
         };
         // Another model's session is dropped before this one loads.
         let kept = kept.filter(|s| s.path == model);
         let mut guard = match Guard::begin(Default::default()) {
             Ok(g) => g,
-            Err(e) => return (kept, Err(e.into())),
+            Err(e) => {
+                return ChatTurn {
+                    session: kept,
+                    result: Err(e.into()),
+                };
+            }
         };
         let ready = match kept {
             Some(s) => Ready::Kept(s),
             None => {
                 let facts = match ModelFacts::open(model) {
                     Ok(f) => f,
-                    Err(e) => return (None, Err(ChatError::from(e).into())),
+                    Err(e) => {
+                        return ChatTurn {
+                            session: None,
+                            result: Err(ChatError::from(e).into()),
+                        };
+                    }
                 };
                 if let Err(e) = guard.check_fit(&[(&facts, CHAT_N_CTX as u64)], CacheType::F16) {
-                    return (None, Err(e.into()));
+                    return ChatTurn {
+                        session: None,
+                        result: Err(e.into()),
+                    };
                 }
                 Ready::Load(model.to_path_buf(), facts)
             }
@@ -470,10 +500,19 @@ mod session {
         match ran {
             Ok((session, Ok(mut stats))) => {
                 stats.warnings = guard.finish().warnings;
-                (session, Ok(stats))
+                ChatTurn {
+                    session,
+                    result: Ok(stats),
+                }
             }
-            Ok((session, Err(e))) => (session, Err(e.into())),
-            Err(e) => (None, Err(e)),
+            Ok((session, Err(e))) => ChatTurn {
+                session,
+                result: Err(e.into()),
+            },
+            Err(e) => ChatTurn {
+                session: None,
+                result: Err(e),
+            },
         }
     }
 }

@@ -92,7 +92,10 @@ pub async fn stream_job_sized(
         notes: String::new(),
         guard: None,
     };
-    let (run_id, ids) = store.insert_stream_run(&run, &results, &peaks).await?;
+    let crate::store::StoredStreamRun {
+        run_id,
+        kernel_ids: ids,
+    } = store.insert_stream_run(&run, &results, &peaks).await?;
     Ok(StreamOutcome {
         run_id,
         results,
@@ -199,12 +202,12 @@ pub fn gpu_spec_peak(host: &HostInfo) -> Option<GpuPeak> {
     Some(match cat.as_ref().and_then(|c| c.for_host(host)) {
         Some(d) => GpuPeak {
             device: d.name.clone(),
-            gflops: d.peak().map(|(g, _)| g),
+            gflops: d.peak().map(|p| p.gflops),
             basis: match d.peak() {
-                Some((_, label)) if d.basis == "derived" => {
-                    format!("{label}, derived in catalog/devices.toml")
+                Some(p) if d.basis == "derived" => {
+                    format!("{}, derived in catalog/devices.toml", p.kind)
                 }
-                Some((_, label)) => label.to_string(),
+                Some(p) => p.kind.to_string(),
                 None => "no compute figure".to_string(),
             },
         },

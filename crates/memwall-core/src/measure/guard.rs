@@ -144,10 +144,19 @@ impl GuardReport {
     }
 }
 
+/// What the guard found between two samples of the live state ([`findings`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Findings {
+    /// The caveats, in the order a row shows them.
+    pub warnings: Vec<Warning>,
+    /// Pages swapped out in between (`None`: the OS does not report the counter).
+    pub swap_out_pages: Option<u64>,
+}
+
 /// Warnings and swap-outs between two samples of the live state (the per-test part
 /// of the guard, used by bench rows too): battery, pages swapped out, a thermal state
 /// that was throttling or critical at either end.
-pub fn findings(before: &LiveState, after: &LiveState) -> (Vec<Warning>, Option<u64>) {
+pub fn findings(before: &LiveState, after: &LiveState) -> Findings {
     let mut warnings = Vec::new();
     if before.power.on_battery() || after.power.on_battery() {
         warnings.push(Warning::OnBattery);
@@ -165,7 +174,10 @@ pub fn findings(before: &LiveState, after: &LiveState) -> (Vec<Warning>, Option<
             break;
         }
     }
-    (warnings, swapped)
+    Findings {
+        warnings,
+        swap_out_pages: swapped,
+    }
 }
 
 /// Refuses to run on battery unless allowed.
@@ -311,7 +323,10 @@ impl Guard {
 
     /// [`Guard::finish`] with a given end sample.
     pub fn finish_at(self, after: LiveState) -> GuardReport {
-        let (ws, swapped) = findings(&self.before, &after);
+        let Findings {
+            warnings: ws,
+            swap_out_pages: swapped,
+        } = findings(&self.before, &after);
         let mut warnings: Vec<String> = ws.iter().map(|w| w.to_string()).collect();
         for c in self.capacity.iter().filter(|c| c.skipped) {
             warnings.push(format!(

@@ -135,11 +135,23 @@ pub struct Summary {
     pub n: usize,
 }
 
-/// Wilson score interval for a binomial proportion (Wilson 1927): returns
-/// `(low, high)` at the normal quantile `z` (1.96 for 95 %).
-pub fn wilson_interval(successes: u64, n: u64, z: f64) -> (f64, f64) {
+/// A confidence interval for a proportion, both ends in `[0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// Lower end.
+    pub low: f64,
+    /// Upper end.
+    pub high: f64,
+}
+
+/// Wilson score interval for a binomial proportion (Wilson 1927) at the normal
+/// quantile `z` (1.96 for 95 %); `[0, 1]` when `n` is 0.
+pub fn wilson_interval(successes: u64, n: u64, z: f64) -> Interval {
     if n == 0 {
-        return (0.0, 1.0);
+        return Interval {
+            low: 0.0,
+            high: 1.0,
+        };
     }
     let n_f = n as f64;
     let p = successes as f64 / n_f;
@@ -147,7 +159,10 @@ pub fn wilson_interval(successes: u64, n: u64, z: f64) -> (f64, f64) {
     let denom = 1.0 + z2 / n_f;
     let center = (p + z2 / (2.0 * n_f)) / denom;
     let half = z * (p * (1.0 - p) / n_f + z2 / (4.0 * n_f * n_f)).sqrt() / denom;
-    ((center - half).max(0.0), (center + half).min(1.0))
+    Interval {
+        low: (center - half).max(0.0),
+        high: (center + half).min(1.0),
+    }
 }
 
 #[cfg(test)]
@@ -198,12 +213,12 @@ mod tests {
     #[test]
     fn wilson_matches_published_example() {
         // 81/263 at 95 %: (0.2553, 0.3662) (Wikipedia's Wilson example, computed by hand).
-        let (lo, hi) = wilson_interval(81, 263, 1.96);
+        let Interval { low: lo, high: hi } = wilson_interval(81, 263, 1.96);
         assert!(
             (lo - 0.2553).abs() < 5e-4 && (hi - 0.3662).abs() < 5e-4,
             "{lo} {hi}"
         );
-        let (lo, hi) = wilson_interval(0, 10, 1.96);
+        let Interval { low: lo, high: hi } = wilson_interval(0, 10, 1.96);
         assert_eq!(lo, 0.0);
         assert!((hi - 0.2775).abs() < 5e-4, "{hi}");
     }

@@ -865,9 +865,20 @@ pub fn run_on(cfg: &StreamConfig, isa: Isa) -> Result<StreamResult, StreamError>
     })
 }
 
-/// Expected `(a, b, c)` after the run, from STREAM's scalar recurrence
+/// The value every element of each STREAM array holds after a run ([`expected_values`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExpectedValues {
+    /// Array `a` (written by triad).
+    pub a: f64,
+    /// Array `b` (written by scale).
+    pub b: f64,
+    /// Array `c` (written by copy and add).
+    pub c: f64,
+}
+
+/// Expected values of `a`, `b` and `c` after the run, from STREAM's scalar recurrence
 /// (`checkSTREAMresults`). Read changes nothing.
-pub fn expected_values(cfg: &StreamConfig) -> (f64, f64, f64) {
+pub fn expected_values(cfg: &StreamConfig) -> ExpectedValues {
     let (mut a, mut b, mut c) = (2.0f64, 2.0f64, 0.0f64);
     for _ in 0..cfg.passes + 1 {
         for &k in &cfg.kernels {
@@ -880,11 +891,15 @@ pub fn expected_values(cfg: &StreamConfig) -> (f64, f64, f64) {
             }
         }
     }
-    (a, b, c)
+    ExpectedValues { a, b, c }
 }
 
 fn validate(cfg: &StreamConfig, a: &[f64], b: &[f64], c: &[f64]) -> Result<(), StreamError> {
-    let (ea, eb, ec) = expected_values(cfg);
+    let ExpectedValues {
+        a: ea,
+        b: eb,
+        c: ec,
+    } = expected_values(cfg);
     for (name, arr, e) in [('a', a, ea), ('b', b, eb), ('c', c, ec)] {
         for (i, &x) in arr.iter().enumerate() {
             let rel = if e == 0.0 {
@@ -953,13 +968,27 @@ mod tests {
             passes: 1,
             kernels: Kernel::STREAM.to_vec(),
         };
-        assert_eq!(expected_values(&cfg), (450.0, 90.0, 120.0));
+        assert_eq!(
+            expected_values(&cfg),
+            ExpectedValues {
+                a: 450.0,
+                b: 90.0,
+                c: 120.0
+            }
+        );
         // Read changes nothing.
         let with_read = StreamConfig {
             kernels: Kernel::ALL.to_vec(),
             ..cfg
         };
-        assert_eq!(expected_values(&with_read), (450.0, 90.0, 120.0));
+        assert_eq!(
+            expected_values(&with_read),
+            ExpectedValues {
+                a: 450.0,
+                b: 90.0,
+                c: 120.0
+            }
+        );
     }
 
     #[test]
@@ -1095,7 +1124,14 @@ mod tests {
             kernels: vec![Kernel::Triad],
         };
         // a = b + 3c = 2 + 0 = 2 every pass.
-        assert_eq!(expected_values(&cfg), (2.0, 2.0, 0.0));
+        assert_eq!(
+            expected_values(&cfg),
+            ExpectedValues {
+                a: 2.0,
+                b: 2.0,
+                c: 0.0
+            }
+        );
         assert!(run(&cfg).is_ok());
     }
 

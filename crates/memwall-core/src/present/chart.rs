@@ -183,6 +183,15 @@ where
     Ok(())
 }
 
+/// The two files one chart is written to ([`render_both`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartFiles {
+    /// `<stem>.png`, [`WIDTH`] × [`HEIGHT`] pixels.
+    pub png: PathBuf,
+    /// `<stem>.svg`, the same drawing as vector text.
+    pub svg: PathBuf,
+}
+
 /// Draws with `f` into `<stem>.png` and `<stem>.svg`; returns both paths.
 ///
 /// # Errors
@@ -191,7 +200,7 @@ pub fn render_both(
     stem: &Path,
     f: impl Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult<()>,
     g: impl Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult<()>,
-) -> Result<(PathBuf, PathBuf), ChartError> {
+) -> Result<ChartFiles, ChartError> {
     ensure_font();
     let png = stem.with_extension("png");
     let svg = stem.with_extension("svg");
@@ -215,17 +224,14 @@ pub fn render_both(
             msg: e.to_string(),
         })?;
     }
-    Ok((png, svg))
+    Ok(ChartFiles { png, svg })
 }
 
 /// Renders the decode-vs-depth chart to `<stem>.png` and `<stem>.svg`.
 ///
 /// # Errors
 /// [`ChartError`].
-pub fn decode_vs_depth(
-    stem: &Path,
-    rows: &[BenchRecord],
-) -> Result<(PathBuf, PathBuf), ChartError> {
+pub fn decode_vs_depth(stem: &Path, rows: &[BenchRecord]) -> Result<ChartFiles, ChartError> {
     render_both(
         stem,
         |r| draw_decode_vs_depth(r, rows),
@@ -268,7 +274,7 @@ mod tests {
     #[test]
     fn png_and_svg_are_written_with_the_expected_size() {
         let d = tempfile::tempdir().unwrap();
-        let (png, svg) = decode_vs_depth(&d.path().join("c"), &rows()).unwrap();
+        let ChartFiles { png, svg } = decode_vs_depth(&d.path().join("c"), &rows()).unwrap();
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
         // IHDR width and height, big-endian, at offsets 16 and 20.

@@ -58,18 +58,29 @@ pub struct Device {
     pub source: String,
 }
 
+/// A device's compute peak from its spec sheet ([`Device::peak`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpecPeak {
+    /// The peak rate.
+    pub gflops: Gflops,
+    /// Which rate it is, as a row labels it: `fp16/bf16 matrix (spec, dense)` or `fp32 (spec)`.
+    pub kind: &'static str,
+}
+
 impl Device {
     /// Spec bandwidth.
     pub fn bandwidth(&self) -> Gbps {
         Gbps(self.bandwidth_gbps)
     }
     /// The compute roof for prefill: the fp16/bf16 matrix rate, else fp32, with its label.
-    pub fn peak(&self) -> Option<(Gflops, &'static str)> {
+    pub fn peak(&self) -> Option<SpecPeak> {
+        let peak = |tflops: f64, kind| SpecPeak {
+            gflops: Gflops(tflops * 1000.0),
+            kind,
+        };
         self.fp16_tflops
-            .map(|t| (Gflops(t * 1000.0), "fp16/bf16 matrix (spec, dense)"))
-            .or(self
-                .fp32_tflops
-                .map(|t| (Gflops(t * 1000.0), "fp32 (spec)")))
+            .map(|t| peak(t, "fp16/bf16 matrix (spec, dense)"))
+            .or(self.fp32_tflops.map(|t| peak(t, "fp32 (spec)")))
     }
     /// Memory configurations in bytes.
     pub fn memory(&self) -> Vec<Bytes> {

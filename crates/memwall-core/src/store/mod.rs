@@ -352,6 +352,15 @@ fn bind_cell<'q>(
     }
 }
 
+/// The ids [`Store::insert_stream_run`] gave the rows it stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredStreamRun {
+    /// Store id of the run (a `runs` row).
+    pub run_id: i64,
+    /// Store ids of the `stream_results` rows: one list per result, parallel to its kernels.
+    pub kernel_ids: Vec<Vec<i64>>,
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `path`, with foreign keys on, and
     /// applies pending migrations. WAL mode, or a rollback journal (with a warning)
@@ -513,7 +522,7 @@ impl Store {
         run: &NewRun,
         results: &[StreamResult],
         peaks: &[Peak],
-    ) -> Result<(i64, Vec<Vec<i64>>), StoreError> {
+    ) -> Result<StoredStreamRun, StoreError> {
         let mut tx = self.begin().await?;
         let run_id = self.insert_run_tx(&mut tx, run).await?;
         let mut ids = Vec::new();
@@ -564,7 +573,10 @@ impl Store {
             .map_err(|e| self.sql(e))?;
         }
         tx.commit().await.map_err(|e| self.sql(e))?;
-        Ok((run_id, ids))
+        Ok(StoredStreamRun {
+            run_id,
+            kernel_ids: ids,
+        })
     }
 
     /// Inserts bench records inside `tx`, setting each record's `run_id` and `id`.
@@ -1336,10 +1348,11 @@ mod tests {
             kernels: vec![crate::measure::stream::Kernel::Triad],
         };
         let res = crate::measure::stream::run(&cfg).unwrap();
-        let (_, ids) = s
+        let ids = s
             .insert_stream_run(&run("stream"), &[res.clone()], &[])
             .await
-            .unwrap();
+            .unwrap()
+            .kernel_ids;
         let t = s.latest_triad("h", None).await.unwrap().unwrap();
         assert_eq!(t.id, ids[0][0]);
         assert_eq!(t.best_gbps, res.kernels[0].best_gbps.0);
@@ -1354,7 +1367,11 @@ mod tests {
         use crate::units::Gflops;
         let (_d, s) = store().await;
         // An old row, as migration 0001 stored it: no bound.
-        let (old_run, _) = s.insert_stream_run(&run("peak"), &[], &[]).await.unwrap();
+        let old_run = s
+            .insert_stream_run(&run("peak"), &[], &[])
+            .await
+            .unwrap()
+            .run_id;
         sqlx::query(
             "INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname) VALUES (?, 't', 'int8 dot', 2, 16428.2, 'avx2', 'cpu', 'h')",
         )

@@ -182,9 +182,10 @@ pub fn write_results(
                 ev::threads(&stem, analyses.threads.as_ref().ok_or_else(none)?)
             }
         };
-        let (a, b) = drawn.map_err(|e| err(&stem, e.to_string()))?;
-        files.push(a);
-        files.push(b);
+        let crate::present::chart::ChartFiles { png, svg } =
+            drawn.map_err(|e| err(&stem, e.to_string()))?;
+        files.push(png);
+        files.push(svg);
     }
     Ok(files)
 }

@@ -349,6 +349,7 @@ pub use run::run_plan;
 mod tests {
     use super::*;
     use crate::experiments::bench::record::{Timing, detect_warnings};
+    use crate::measure::guard::Findings;
     use crate::probe::hw::LiveState;
     use crate::roofline::{self, GpuPeak, InstanceCeiling, PeakSource};
     use crate::store::record;
@@ -818,7 +819,10 @@ mod tests {
         let sd = (ts.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 5.0).sqrt();
         let f = facts_400mb();
         let placed = roofline::place(&f, &tg, &roof(None), mean);
-        let (w, swapped) = detect_warnings(
+        let Findings {
+            warnings: w,
+            swap_out_pages: swapped,
+        } = detect_warnings(
             &timing,
             &placed,
             &live(hw::PowerSource::Battery { percent: None }, Some(10)),
@@ -845,7 +849,7 @@ mod tests {
         let timing = Timing::new(&pp, &[1_000_000_000; 3]);
         let placed = roofline::place(&q8, &pp, &roof(None), timing.ts.mean());
         let same = live(hw::PowerSource::Ac, Some(0));
-        let (w, _) = detect_warnings(&timing, &placed, &same, &same);
+        let w = detect_warnings(&timing, &placed, &same, &same).warnings;
         assert_eq!(
             w[0].to_string(),
             "ceiling —: no compute peak measured: no int8 dot peak is stored for this host (run `memwall peak`)"

@@ -12,6 +12,7 @@
 
 use super::{Instance, ModelRun, RunContext};
 use crate::measure::engine::EngineInfo;
+use crate::measure::guard::Findings;
 use crate::measure::stats::Sample;
 use crate::measure::warning::Warning;
 use crate::probe::hw::LiveState;
@@ -78,8 +79,11 @@ pub fn detect_warnings(
     placement: &InstancePlacement,
     before: &LiveState,
     after: &LiveState,
-) -> (Vec<Warning>, Option<u64>) {
-    let (mut warnings, swapped) = crate::measure::guard::findings(before, after);
+) -> Findings {
+    let Findings {
+        mut warnings,
+        swap_out_pages,
+    } = crate::measure::guard::findings(before, after);
     if let Some(reason) = placement.missing_reason.clone() {
         warnings.insert(0, Warning::NoCeiling { reason });
     }
@@ -95,7 +99,10 @@ pub fn detect_warnings(
     if cfg!(debug_assertions) {
         warnings.push(Warning::DebugBuild);
     }
-    (warnings, swapped)
+    Findings {
+        warnings,
+        swap_out_pages,
+    }
 }
 
 /// Who, what and where a row was measured on: its provenance columns besides the
@@ -169,8 +176,10 @@ pub fn make_record(
     let w = inst.workload(plan);
     let timing = Timing::new(&w, &measured.samples_ns);
     let placement = roofline::place(facts, &w, cx.roof, timing.ts.mean());
-    let (warnings, swapped) =
-        detect_warnings(&timing, &placement, &measured.before, &measured.after);
+    let Findings {
+        warnings,
+        swap_out_pages: swapped,
+    } = detect_warnings(&timing, &placement, &measured.before, &measured.after);
     let prov = Provenance::of(cx, &measured.engine, &measured.before, &measured.after);
     let (ns, ts) = (&timing.ns, &timing.ts);
     BenchRecord {

@@ -4,10 +4,12 @@ use crate::experiments::evidence::batch::BatchRow;
 use crate::experiments::evidence::depth::DepthRow;
 use crate::experiments::evidence::kv::KvVerify;
 use crate::experiments::evidence::threads::ThreadsRow;
-use crate::present::chart::{ChartError, DrawResult, PALETTE, draw_legend, render_both};
+use crate::present::chart::{
+    ChartError, ChartFiles, DrawResult, PALETTE, draw_legend, render_both,
+};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A short model label for crowded axes: the file stem without `-instruct` and the
 /// quantization suffix (`qwen2.5-coder-0.5b-instruct-q4_k_m.gguf` → `qwen2.5-coder-0.5b`).
@@ -459,7 +461,7 @@ where
 ///
 /// # Errors
 /// [`ChartError`].
-pub fn kv(stem: &Path, rows: &[KvVerify]) -> Result<(PathBuf, PathBuf), ChartError> {
+pub fn kv(stem: &Path, rows: &[KvVerify]) -> Result<ChartFiles, ChartError> {
     render_both(stem, |r| draw_kv(r, rows), |r| draw_kv(r, rows))
 }
 
@@ -467,7 +469,7 @@ pub fn kv(stem: &Path, rows: &[KvVerify]) -> Result<(PathBuf, PathBuf), ChartErr
 ///
 /// # Errors
 /// [`ChartError`].
-pub fn batch(stem: &Path, rows: &[BatchRow]) -> Result<(PathBuf, PathBuf), ChartError> {
+pub fn batch(stem: &Path, rows: &[BatchRow]) -> Result<ChartFiles, ChartError> {
     render_both(stem, |r| draw_batch(r, rows), |r| draw_batch(r, rows))
 }
 
@@ -480,7 +482,7 @@ pub fn batch_roofline(
     rows: &[BatchRow],
     peak: f64,
     label: &str,
-) -> Result<(PathBuf, PathBuf), ChartError> {
+) -> Result<ChartFiles, ChartError> {
     render_both(
         stem,
         |r| draw_batch_roofline(r, rows, peak, label),
@@ -492,7 +494,7 @@ pub fn batch_roofline(
 ///
 /// # Errors
 /// [`ChartError`].
-pub fn depth(stem: &Path, rows: &[DepthRow]) -> Result<(PathBuf, PathBuf), ChartError> {
+pub fn depth(stem: &Path, rows: &[DepthRow]) -> Result<ChartFiles, ChartError> {
     render_both(stem, |r| draw_depth(r, rows), |r| draw_depth(r, rows))
 }
 
@@ -500,7 +502,7 @@ pub fn depth(stem: &Path, rows: &[DepthRow]) -> Result<(PathBuf, PathBuf), Chart
 ///
 /// # Errors
 /// [`ChartError`].
-pub fn threads(stem: &Path, rows: &[ThreadsRow]) -> Result<(PathBuf, PathBuf), ChartError> {
+pub fn threads(stem: &Path, rows: &[ThreadsRow]) -> Result<ChartFiles, ChartError> {
     render_both(stem, |r| draw_threads(r, rows), |r| draw_threads(r, rows))
 }
 
@@ -547,7 +549,7 @@ mod tests {
     #[test]
     fn evidence_charts_render_png_and_svg() {
         let d = tempfile::tempdir().unwrap();
-        let (png, svg) = kv(&d.path().join("kv"), &kv_rows()).unwrap();
+        let ChartFiles { png, svg } = kv(&d.path().join("kv"), &kv_rows()).unwrap();
         assert_eq!(
             png_size(&png),
             (crate::present::chart::WIDTH, crate::present::chart::HEIGHT)

@@ -8,10 +8,12 @@
 
 use super::table::FrontierRow;
 use crate::experiments::frontier::quant::Relation;
-use crate::present::chart::{ChartError, HEIGHT, WIDTH, draw_legend, ensure_font, render_both};
+use crate::present::chart::{
+    ChartError, ChartFiles, HEIGHT, WIDTH, draw_legend, ensure_font, render_both,
+};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -52,23 +54,47 @@ impl Quality {
     }
 
     /// `(value, low, high)` of a row, when measured.
-    pub fn point(&self, r: &FrontierRow) -> Option<(f64, f64, f64)> {
+    pub fn point(&self, r: &FrontierRow) -> Option<QualityPoint> {
         match self {
             Quality::Ppl(d) => {
                 let p = r.ppl.iter().find(|(n, _)| n == d)?.1.as_ref()?;
-                Some((p.ppl, p.ppl - p.ppl_unc, p.ppl + p.ppl_unc))
+                Some(QualityPoint {
+                    value: p.ppl,
+                    low: p.ppl - p.ppl_unc,
+                    high: p.ppl + p.ppl_unc,
+                })
             }
             Quality::Kld(d) => {
                 let p = r.ppl.iter().find(|(n, _)| n == d)?.1.as_ref()?;
                 let k = p.kld.as_ref()?;
-                Some((k.mean, k.mean - k.mean_unc, k.mean + k.mean_unc))
+                Some(QualityPoint {
+                    value: k.mean,
+                    low: k.mean - k.mean_unc,
+                    high: k.mean + k.mean_unc,
+                })
             }
             Quality::Task(t) => {
                 let x = r.tasks.iter().find(|(n, _)| n == t)?.1.as_ref()?;
-                Some((x.accuracy * 100.0, x.ci_low * 100.0, x.ci_high * 100.0))
+                Some(QualityPoint {
+                    value: x.accuracy * 100.0,
+                    low: x.ci_low * 100.0,
+                    high: x.ci_high * 100.0,
+                })
             }
         }
     }
+}
+
+/// A row's value on a quality axis with its error bar, in the axis's unit
+/// (PPL; KLD in nats; task accuracy in %).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QualityPoint {
+    /// The measured value (PPL, mean KLD, or accuracy).
+    pub value: f64,
+    /// Bottom of the error bar: value − s.e. (PPL, KLD) or the Wilson 95% low (tasks).
+    pub low: f64,
+    /// Top of the error bar: value + s.e. (PPL, KLD) or the Wilson 95% high (tasks).
+    pub high: f64,
 }
 
 /// Every quality axis with at least one arm that has both speed and that quality.
@@ -94,7 +120,7 @@ struct Pt<'a> {
     row: &'a FrontierRow,
     x: f64,
     xs: f64,
-    y: (f64, f64, f64),
+    y: QualityPoint,
 }
 
 /// Indices of the Pareto-optimal points: faster-or-equal and better-or-equal
@@ -122,7 +148,7 @@ fn emptiest_corner(pts: &[Pt], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> Se
         let (xa, xb) = if left { (x0, x0 + w) } else { (x1 - w, x1) };
         let (ya, yb) = if top { (y1 - h, y1) } else { (y0, y0 + h) };
         pts.iter()
-            .filter(|p| p.x + p.xs >= xa && p.x - p.xs <= xb && p.y.2 >= ya && p.y.1 <= yb)
+            .filter(|p| p.x + p.xs >= xa && p.x - p.xs <= xb && p.y.high >= ya && p.y.low <= yb)
             .count()
     };
     [
@@ -168,7 +194,7 @@ where
     let (mut y0, mut y1) = pts
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-            (a.min(p.y.1), b.max(p.y.2))
+            (a.min(p.y.low), b.max(p.y.high))
         });
     let (dx, dy) = ((x1 - x0).max(1.0), (y1 - y0).max(y1.abs() * 0.02).max(1e-6));
     x0 = (x0 - 0.12 * dx).max(0.0);
@@ -202,7 +228,7 @@ where
     let red = RGBColor(214, 39, 40);
     let grey = RGBColor(110, 110, 110);
     // Pareto line first, under the markers.
-    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.x, p.y.0)).collect();
+    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.x, p.y.value)).collect();
     let mut front: Vec<(f64, f64)> = pareto(&xy, quality.higher_is_better())
         .into_iter()
         .map(|i| xy[i])
@@ -222,7 +248,7 @@ where
             _ => blue,
         };
         chart.draw_series(std::iter::once(ErrorBar::new_horizontal(
-            p.y.0,
+            p.y.value,
             p.x - p.xs,
             p.x,
             p.x + p.xs,
@@ -231,9 +257,9 @@ where
         )))?;
         chart.draw_series(std::iter::once(ErrorBar::new_vertical(
             p.x,
-            p.y.1,
-            p.y.0,
-            p.y.2,
+            p.y.low,
+            p.y.value,
+            p.y.high,
             color.stroke_width(2),
             8,
         )))?;
@@ -244,10 +270,10 @@ where
         } else {
             color.mix(0.45).filled()
         };
-        chart.draw_series(std::iter::once(Circle::new((p.x, p.y.0), r, style)))?;
+        chart.draw_series(std::iter::once(Circle::new((p.x, p.y.value), r, style)))?;
         chart.draw_series(std::iter::once(Text::new(
             format!("{} {:.2} GB", p.row.arm, p.row.file_bytes as f64 / 1e9),
-            (p.x, p.y.0),
+            (p.x, p.y.value),
             ("sans-serif", 14).into_font().color(&BLACK).pos(
                 plotters::style::text_anchor::Pos::new(
                     plotters::style::text_anchor::HPos::Left,
@@ -287,7 +313,7 @@ pub fn frontier_chart(
     rows: &[FrontierRow],
     quality: &Quality,
     title: &str,
-) -> Result<(PathBuf, PathBuf), ChartError> {
+) -> Result<ChartFiles, ChartError> {
     render_both(
         stem,
         |r| draw_frontier(r, rows, quality, title),
@@ -383,7 +409,7 @@ mod tests {
         ];
         assert_eq!(qualities(&rows), vec![Quality::Ppl("wiki".into())]);
         let d = tempfile::tempdir().unwrap();
-        let (png, svg) = frontier_chart(
+        let ChartFiles { png, svg } = frontier_chart(
             &d.path().join("f"),
             &rows,
             &Quality::Ppl("wiki".into()),

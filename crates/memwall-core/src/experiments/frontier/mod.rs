@@ -375,6 +375,16 @@ pub struct FrontierOutcome {
     pub rows: Vec<table::FrontierRow>,
 }
 
+/// The source model and its arms, sorted by bits per weight, highest first
+/// ([`prepare_arms`], [`existing_arms`]).
+#[derive(Debug)]
+pub struct Arms {
+    /// The source GGUF every arm was quantized from, opened and hashed.
+    pub source: Source,
+    /// The arms, the source's own arm among them.
+    pub arms: Vec<ArmInfo>,
+}
+
 /// Prepares the arms: hashes the source, makes missing arms (the source is always
 /// one), sorted by bits per weight, highest first.
 ///
@@ -383,7 +393,7 @@ pub struct FrontierOutcome {
 pub fn prepare_arms(
     plan: &FrontierPlan,
     progress: &mut dyn FnMut(FrontierProgress),
-) -> Result<(Source, Vec<ArmInfo>), FrontierError> {
+) -> Result<Arms, FrontierError> {
     arms_of(plan, true, progress)
 }
 
@@ -392,7 +402,7 @@ pub fn prepare_arms(
 ///
 /// # Errors
 /// [`FrontierError::Quant`].
-pub fn existing_arms(plan: &FrontierPlan) -> Result<(Source, Vec<ArmInfo>), FrontierError> {
+pub fn existing_arms(plan: &FrontierPlan) -> Result<Arms, FrontierError> {
     arms_of(plan, false, &mut |_| {})
 }
 
@@ -400,7 +410,7 @@ fn arms_of(
     plan: &FrontierPlan,
     make: bool,
     progress: &mut dyn FnMut(FrontierProgress),
-) -> Result<(Source, Vec<ArmInfo>), FrontierError> {
+) -> Result<Arms, FrontierError> {
     progress(FrontierProgress::Preparing {
         what: format!("hashing {}", plan.source.display()),
     });
@@ -431,7 +441,7 @@ fn arms_of(
         });
     }
     arms.sort_by(|a, b| b.arm.bits_per_weight.total_cmp(&a.arm.bits_per_weight));
-    Ok((source, arms))
+    Ok(Arms { source, arms })
 }
 
 fn source_arm(s: &Source) -> Arm {

@@ -128,8 +128,10 @@ pub fn perplexity_job(
     let guard = guard.finish();
     let llama_perplexity = match &req.compare_tool {
         Some(tool) => {
-            let (ppl, unc) =
-                ppl::llama_perplexity_reference(tool, &req.model, &text_path, cfg, req.n_threads)?;
+            let crate::measure::evals::Estimate {
+                value: ppl,
+                uncertainty: unc,
+            } = ppl::llama_perplexity_reference(tool, &req.model, &text_path, cfg, req.n_threads)?;
             Some(ToolPerplexity { ppl, unc })
         }
         None => None,

@@ -1,8 +1,8 @@
 //! Running the grid on the llama.cpp engine.
 
 use super::{
-    ArmInfo, CellContext, FrontierError, FrontierOutcome, FrontierPlan, FrontierProgress, Measure,
-    NewCell, SpeedSummary, cell_configs, config_key, find_cell, load_rows, prepare_arms,
+    ArmInfo, Arms, CellContext, FrontierError, FrontierOutcome, FrontierPlan, FrontierProgress,
+    Measure, NewCell, SpeedSummary, cell_configs, config_key, find_cell, load_rows, prepare_arms,
     store::store_cell,
 };
 use crate::experiments::bench::{BenchError, BenchPlan, Progress, RunContext};
@@ -124,7 +124,7 @@ fn run_blocking(
     for (k, _) in &plan.tasks {
         cat.get(k.name())?.require()?;
     }
-    let (source, arms) = prepare_arms(plan, &mut progress)?;
+    let Arms { source, arms } = prepare_arms(plan, &mut progress)?;
     let cx = CellContext {
         store,
         host: &host,

@@ -3,7 +3,7 @@
 //! repetitions) beside the cost model's prediction, one chart per drafter.
 
 use super::store::SpecBenchRow;
-use crate::present::chart::{ChartError, DrawResult, PALETTE, render_both};
+use crate::present::chart::{ChartError, ChartFiles, DrawResult, PALETTE, render_both};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -302,7 +302,7 @@ pub fn write_charts(dir: &Path, rows: &[SpecBenchRow]) -> Result<Vec<PathBuf>, C
         return Err(ChartError::Empty("spec"));
     }
     let mut out = Vec::new();
-    let (a, b) = render_both(
+    let ChartFiles { png: a, svg: b } = render_both(
         &dir.join("acceptance"),
         |r| draw_acceptance(r, rows),
         |r| draw_acceptance(r, rows),
@@ -312,7 +312,7 @@ pub fn write_charts(dir: &Path, rows: &[SpecBenchRow]) -> Result<Vec<PathBuf>, C
         if fixed(rows, d).is_empty() {
             continue;
         }
-        let (a, b) = render_both(
+        let ChartFiles { png: a, svg: b } = render_both(
             &dir.join(format!("speedup-{d}")),
             |r| draw_speedup(r, rows, d),
             |r| draw_speedup(r, rows, d),

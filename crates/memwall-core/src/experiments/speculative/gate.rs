@@ -19,7 +19,7 @@
 use super::SpecError;
 use super::drafter::{DraftModel, Drafter, Ngram};
 use super::prompts::{Category, Format};
-use super::run::{SpecConfig, SpecSession, SpecStats, target_greedy};
+use super::run::{GreedyOutput, SpecConfig, SpecSession, SpecStats, target_greedy};
 use super::sampling::SamplingParams;
 use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
@@ -188,7 +188,10 @@ pub fn greedy_gate<T: Engine, D: Engine>(
             return Err(SpecError::Cancelled);
         }
         on_prompt(pi, prompts.len(), &p.id);
-        let (want, margins) = target_greedy(target, &p.tokens, plan.max_new)?;
+        let GreedyOutput {
+            tokens: want,
+            margins,
+        } = target_greedy(target, &p.tokens, plan.max_new)?;
         session.invalidate();
         for row in rows.iter_mut() {
             let cfg = SpecConfig::greedy(row.k, plan.max_new);
@@ -264,10 +267,24 @@ pub fn chi2_crit_1e3(df: usize) -> f64 {
     df * (1.0 - 2.0 / (9.0 * df) + z * (2.0 / (9.0 * df)).sqrt()).powi(3)
 }
 
+/// A χ² goodness-of-fit comparison of observed counts with a distribution ([`chi_square`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChiSquare {
+    /// Bins compared: tokens with expected count ≥ 5, plus one pooled bin for the rest.
+    pub n_bins: usize,
+    /// Degrees of freedom, `n_bins − 1`.
+    pub df: usize,
+    /// The χ² statistic, Σ (observed − expected)² ÷ expected over the bins.
+    pub chi2: f64,
+    /// Total variation distance between the observed frequencies and `p`, over the bins.
+    pub tv: f64,
+    /// The TV expected from sampling noise alone, Σ √(p(1−p)/n) ÷ 2 over the bins.
+    pub tv_expected_max: f64,
+}
+
 /// Compares `counts` (over `p`'s support, length = `p.len()`) with `p` by χ²
-/// (bins with expected ≥ 5, the rest pooled). Returns
-/// `(n_bins, df, chi2, tv, tv_expected_max)`.
-pub fn chi_square(p: &[f64], counts: &[u64]) -> (usize, usize, f64, f64, f64) {
+/// (bins with expected ≥ 5, the rest pooled).
+pub fn chi_square(p: &[f64], counts: &[u64]) -> ChiSquare {
     let n: u64 = counts.iter().sum();
     let nf = n as f64;
     let (mut chi2, mut tv, mut tvb) = (0.0, 0.0, 0.0);
@@ -292,7 +309,13 @@ pub fn chi_square(p: &[f64], counts: &[u64]) -> (usize, usize, f64, f64, f64) {
         add(pool_p, pool_c);
         bins += 1;
     }
-    (bins, bins.saturating_sub(1), chi2, tv, tvb)
+    ChiSquare {
+        n_bins: bins,
+        df: bins.saturating_sub(1),
+        chi2,
+        tv,
+        tv_expected_max: tvb,
+    }
 }
 
 /// Runs the sampling check: `trials` one-iteration speculative runs from `prefix`
@@ -346,7 +369,13 @@ pub fn sampling_check<T: Engine + ?Sized>(
             }
         }
     }
-    let (n_bins, df, chi2, tv, tvb) = chi_square(&p, &counts);
+    let ChiSquare {
+        n_bins,
+        df,
+        chi2,
+        tv,
+        tv_expected_max: tvb,
+    } = chi_square(&p, &counts);
     let crit = chi2_crit_1e3(df);
     let mut order: Vec<usize> = (0..p.len()).collect();
     order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
@@ -393,11 +422,17 @@ mod tests {
     fn chi_square_by_hand() {
         // p = (.5,.3,.2), n = 100, counts (60, 25, 15):
         // χ² = 100/50 + 25/30 + 25/20 = 2 + 0.8333 + 1.25 = 4.0833; TV = (.1+.05+.05)/2 = .1.
-        let (bins, df, chi2, tv, _) = chi_square(&[0.5, 0.3, 0.2], &[60, 25, 15]);
+        let ChiSquare {
+            n_bins: bins,
+            df,
+            chi2,
+            tv,
+            ..
+        } = chi_square(&[0.5, 0.3, 0.2], &[60, 25, 15]);
         assert_eq!((bins, df), (3, 2));
         assert!((chi2 - 4.083333).abs() < 1e-5 && (tv - 0.1).abs() < 1e-12);
         // Small cells are pooled: .01 and .01 at n = 100 (expected 1 each) → one bin.
-        let (bins, _, _, _, _) = chi_square(&[0.49, 0.49, 0.01, 0.01], &[50, 48, 1, 1]);
+        let bins = chi_square(&[0.49, 0.49, 0.01, 0.01], &[50, 48, 1, 1]).n_bins;
         assert_eq!(bins, 3);
     }
 

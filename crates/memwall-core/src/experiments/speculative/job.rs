@@ -1083,9 +1083,9 @@ pub async fn bench_job(
     } else {
         None
     };
-    let (files, charts) = match &opts.results_dir {
+    let SpecResultFiles { files, charts } = match &opts.results_dir {
         Some(dir) => write_results(dir, &report_md, &rows, &reports, &guard)?,
-        None => (vec![], vec![]),
+        None => SpecResultFiles::default(),
     };
     Ok(SpecBenchOutcome {
         run_id,
@@ -1099,6 +1099,15 @@ pub async fn bench_job(
     })
 }
 
+/// The files [`write_results`] wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpecResultFiles {
+    /// Every file written: `spec.md`, `spec.json`, then the charts.
+    pub files: Vec<PathBuf>,
+    /// The chart files alone (PNG and SVG of each chart).
+    pub charts: Vec<PathBuf>,
+}
+
 /// Writes `spec.md`, `spec.json` (rows, reports, guard) and the charts into `dir`,
 /// each file atomically; returns (every file, the charts).
 ///
@@ -1110,7 +1119,7 @@ pub fn write_results(
     rows: &[SpecBenchRow],
     reports: &[CategoryReport],
     guard: &GuardReport,
-) -> Result<(Vec<PathBuf>, Vec<PathBuf>), JobError> {
+) -> Result<SpecResultFiles, JobError> {
     let err = |p: &Path, e: String| JobError::Results {
         path: p.display().to_string(),
         msg: e,
@@ -1126,7 +1135,7 @@ pub fn write_results(
     let charts = chart::write_charts(dir, rows).map_err(|e| err(dir, e.to_string()))?;
     let mut files = vec![md, json];
     files.extend(charts.iter().cloned());
-    Ok((files, charts))
+    Ok(SpecResultFiles { files, charts })
 }
 
 #[cfg(test)]
@@ -1327,7 +1336,7 @@ mod tests {
         )
         .unwrap();
         let report = guard.finish();
-        let (files, charts) =
+        let SpecResultFiles { files, charts } =
             write_results(&dir, "# memwall spec bench\n", &[row.clone()], &[], &report).unwrap();
         assert_eq!(files[0], dir.join("spec.md"));
         assert_eq!(files[1], dir.join("spec.json"));

@@ -263,7 +263,7 @@ mod tests {
             for k in 0..=8 {
                 for (pi, p) in prompts().iter().enumerate() {
                     let mut reference = Mock::new(40, 4.0);
-                    let (want, _) = target_greedy(&mut reference, p, 40).unwrap();
+                    let want = target_greedy(&mut reference, p, 40).unwrap().tokens;
                     let mut t = Mock::new(40, 4.0);
                     let mut d = draft(noise);
                     let got = SpecSession::new()
@@ -284,7 +284,7 @@ mod tests {
     fn verify_passes_split_into_bounded_chunks_give_the_same_output() {
         let p: Vec<TokenId> = vec![9, 8, 7, 6];
         let mut reference = Mock::new(40, 4.0);
-        let (want, _) = target_greedy(&mut reference, &p, 30).unwrap();
+        let want = target_greedy(&mut reference, &p, 30).unwrap().tokens;
         for rows in [1, 2, 3, 7] {
             let mut t = Mock::new(40, 4.0);
             let mut d = draft(0.0);
@@ -309,7 +309,7 @@ mod tests {
         // Draft = target: every drafted token is accepted; the draft must replay x_k.
         let p: Vec<TokenId> = vec![3, 1, 4, 1, 5];
         let mut reference = Mock::new(40, 4.0);
-        let (want, _) = target_greedy(&mut reference, &p, 33).unwrap();
+        let want = target_greedy(&mut reference, &p, 33).unwrap().tokens;
         for k in 1..=8 {
             let mut t = Mock::new(40, 4.0);
             let mut d = draft(0.0);
@@ -330,7 +330,7 @@ mod tests {
     fn zero_accepted_edge_rolls_back_every_proposal() {
         let p: Vec<TokenId> = vec![2, 7, 1, 8];
         let mut reference = Mock::new(40, 4.0);
-        let (want, _) = target_greedy(&mut reference, &p, 20).unwrap();
+        let want = target_greedy(&mut reference, &p, 20).unwrap().tokens;
         for k in 1..=8 {
             let mut t = Mock::new(40, 4.0);
             let mut d = draft(0.0).with_pick(Pick::Worst);
@@ -348,12 +348,12 @@ mod tests {
     fn eog_stops_generation_and_is_emitted() {
         let p: Vec<TokenId> = vec![5, 6];
         let mut reference = Mock::new(40, 4.0);
-        let (free, _) = target_greedy(&mut reference, &p, 30).unwrap();
+        let free = target_greedy(&mut reference, &p, 30).unwrap().tokens;
         let stop = free[7];
         let first = free.iter().position(|&t| t == stop).unwrap();
         let mut reference = Mock::new(40, 4.0);
         reference.eog = Some(stop);
-        let (want, _) = target_greedy(&mut reference, &p, 30).unwrap();
+        let want = target_greedy(&mut reference, &p, 30).unwrap().tokens;
         assert_eq!(want, free[..=first]);
         for k in [1, 4, 8] {
             let mut t = Mock::new(40, 4.0);
@@ -376,7 +376,7 @@ mod tests {
             t
         };
         let mut reference = mk_t();
-        let (want, _) = target_greedy(&mut reference, &p, 16).unwrap();
+        let want = target_greedy(&mut reference, &p, 16).unwrap().tokens;
         let mut t = mk_t();
         let mut d = draft(0.5);
         let got = SpecSession::new()

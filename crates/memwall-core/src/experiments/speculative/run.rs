@@ -338,6 +338,16 @@ impl SpecSession {
     }
 }
 
+/// The target's plain greedy output ([`target_greedy`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GreedyOutput {
+    /// The generated tokens, an end-of-generation token included when one came.
+    pub tokens: Vec<TokenId>,
+    /// Top-1 − top-2 logit margin at each step, one per token (how close the
+    /// greedy choice was to a tie).
+    pub margins: Vec<f32>,
+}
+
 /// Plain greedy decoding on the target alone, independent of the speculative code:
 /// prefill all prompt tokens but the last in one batch, then one `decode_one` per
 /// token from the last prompt token on, argmax over the full logit row. (The last
@@ -353,7 +363,7 @@ pub fn target_greedy<E: Engine + ?Sized>(
     e: &mut E,
     prompt: &[TokenId],
     max_new: usize,
-) -> Result<(Vec<TokenId>, Vec<f32>), SpecError> {
+) -> Result<GreedyOutput, SpecError> {
     if prompt.is_empty() {
         return Err(SpecError::Config("empty prompt".into()));
     }
@@ -373,7 +383,10 @@ pub fn target_greedy<E: Engine + ?Sized>(
         }
         e.decode_one(t, (prompt.len() + out.len() - 1) as u32, 0)?;
     }
-    Ok((out, margins))
+    Ok(GreedyOutput {
+        tokens: out,
+        margins,
+    })
 }
 
 /// Largest minus second-largest logit (0 on a tie).

@@ -51,19 +51,46 @@ pub enum EvalError {
     Cancelled,
 }
 
+/// The log-sum-exp of a logit row split in two parts ([`log_sum_exp`]):
+/// `ln Σ exp(x) = max + ln_sum`, so a log-probability is `x − max − ln_sum`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogSumExp {
+    /// The largest logit of the row.
+    pub max: f32,
+    /// `ln Σ exp(x − max)`, accumulated in f64.
+    pub ln_sum: f64,
+}
+
 /// Numerically stable log-sum-exp of a logit row (f64 accumulation of `exp(x − max)`,
 /// as llama-perplexity's `log_softmax`): returns `(max, ln Σ exp(x − max))`.
-pub fn log_sum_exp(logits: &[f32]) -> (f32, f64) {
+pub fn log_sum_exp(logits: &[f32]) -> LogSumExp {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = logits.iter().map(|&x| ((x - max) as f64).exp()).sum();
-    (max, sum.ln())
+    LogSumExp {
+        max,
+        ln_sum: sum.ln(),
+    }
+}
+
+/// An estimate with its standard error: a mean ([`mean_and_uncertainty`]) or a
+/// perplexity as llama-perplexity prints it (`PPL = value +/- uncertainty`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// The estimate, in the unit of the values it was computed from.
+    pub value: f64,
+    /// Its standard error, same unit.
+    pub uncertainty: f64,
 }
 
 /// Mean and its standard error from running sums, as llama-perplexity's
-/// `mean_and_uncertainty`: `(Σx/n, sqrt((Σx²/n − mean²)/(n − 1)))`.
-pub fn mean_and_uncertainty(sum: f64, sum2: f64, n: u64) -> (f64, f64) {
+/// `mean_and_uncertainty`: value `Σx/n`, uncertainty `sqrt((Σx²/n − mean²)/(n − 1))`
+/// (0 for one value, NaN for none).
+pub fn mean_and_uncertainty(sum: f64, sum2: f64, n: u64) -> Estimate {
     if n == 0 {
-        return (f64::NAN, f64::NAN);
+        return Estimate {
+            value: f64::NAN,
+            uncertainty: f64::NAN,
+        };
     }
     let mean = sum / n as f64;
     let var = sum2 / n as f64 - mean * mean;
@@ -72,7 +99,10 @@ pub fn mean_and_uncertainty(sum: f64, sum2: f64, n: u64) -> (f64, f64) {
     } else {
         0.0
     };
-    (mean, unc)
+    Estimate {
+        value: mean,
+        uncertainty: unc,
+    }
 }
 
 #[cfg(test)]
@@ -82,7 +112,7 @@ mod tests {
     #[test]
     fn log_sum_exp_matches_the_closed_form() {
         // ln(e^1 + e^2 + e^3) = 3 + ln(1 + e^-1 + e^-2) = 3.40760596.
-        let (m, l) = log_sum_exp(&[1.0, 2.0, 3.0]);
+        let LogSumExp { max: m, ln_sum: l } = log_sum_exp(&[1.0, 2.0, 3.0]);
         assert_eq!(m, 3.0);
         assert!((m as f64 + l - 3.407_605_964).abs() < 1e-8);
     }
@@ -90,7 +120,10 @@ mod tests {
     #[test]
     fn mean_and_uncertainty_of_known_values() {
         // 1, 2, 3: mean 2, population var 2/3, unc = sqrt((2/3)/2) = 0.57735.
-        let (m, u) = mean_and_uncertainty(6.0, 14.0, 3);
+        let Estimate {
+            value: m,
+            uncertainty: u,
+        } = mean_and_uncertainty(6.0, 14.0, 3);
         assert_eq!(m, 2.0);
         assert!((u - (1.0f64 / 3.0).sqrt()).abs() < 1e-12);
     }

@@ -21,7 +21,7 @@
 //! log-probabilities and skips reference probabilities below e^−16; ours is exact,
 //! so its figures can differ from llama.cpp's in the last digits.
 
-use super::{EvalError, log_sum_exp, mean_and_uncertainty};
+use super::{Estimate, EvalError, LogSumExp, log_sum_exp, mean_and_uncertainty};
 use crate::measure::engine::{BatchItem, Engine, TokenId, argmax};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,7 +163,7 @@ struct TokStat {
 }
 
 fn score(row: &[f32], rref: Option<&[f32]>, tok: usize) -> TokStat {
-    let (m, l) = log_sum_exp(row);
+    let LogSumExp { max: m, ln_sum: l } = log_sum_exp(row);
     let nll = (m as f64 + l) - row[tok] as f64;
     let Some(r) = rref else {
         return TokStat {
@@ -171,7 +171,10 @@ fn score(row: &[f32], rref: Option<&[f32]>, tok: usize) -> TokStat {
             ..Default::default()
         };
     };
-    let (mr, lr) = log_sum_exp(r);
+    let LogSumExp {
+        max: mr,
+        ln_sum: lr,
+    } = log_sum_exp(r);
     let (zr, zq) = (mr as f64 + lr, m as f64 + l);
     let mut kld = 0.0f64;
     for (&rv, &qv) in r.iter().zip(row) {
@@ -277,13 +280,19 @@ pub fn perplexity<E: Engine, R: Engine>(
     let (s, s2) = stats
         .iter()
         .fold((0.0, 0.0), |(a, b), t| (a + t.nll, b + t.nll * t.nll));
-    let (nll_mean, nll_unc) = mean_and_uncertainty(s, s2, n);
+    let Estimate {
+        value: nll_mean,
+        uncertainty: nll_unc,
+    } = mean_and_uncertainty(s, s2, n);
     let ppl = nll_mean.exp();
     let kld = reference.is_some().then(|| {
         let (ks, ks2) = stats
             .iter()
             .fold((0.0, 0.0), |(a, b), t| (a + t.kld, b + t.kld * t.kld));
-        let (mean, mean_unc) = mean_and_uncertainty(ks, ks2, n);
+        let Estimate {
+            value: mean,
+            uncertainty: mean_unc,
+        } = mean_and_uncertainty(ks, ks2, n);
         let mut sorted: Vec<f64> = stats.iter().map(|t| t.kld).collect();
         sorted.sort_by(f64::total_cmp);
         let same = stats.iter().filter(|t| t.same_top).count() as f64 / n as f64;
@@ -333,7 +342,7 @@ pub fn llama_perplexity_reference(
     text: &std::path::Path,
     cfg: &PplConfig,
     threads: u32,
-) -> Result<(f64, f64), EvalError> {
+) -> Result<Estimate, EvalError> {
     let terr = |p: String| EvalError::Tool {
         tool: tool.display().to_string(),
         problem: p,
@@ -381,13 +390,16 @@ pub fn llama_perplexity_reference(
 }
 
 /// Parses llama-perplexity's `Final estimate: PPL = 9.1234 +/- 0.12345`.
-pub fn parse_final_estimate(s: &str) -> Option<(f64, f64)> {
+pub fn parse_final_estimate(s: &str) -> Option<Estimate> {
     let l = s.lines().find(|l| l.contains("Final estimate: PPL ="))?;
     let rest = l.split("PPL =").nth(1)?;
     let mut it = rest.split("+/-");
     let ppl = it.next()?.trim().parse().ok()?;
     let unc = it.next()?.trim().parse().ok()?;
-    Some((ppl, unc))
+    Some(Estimate {
+        value: ppl,
+        uncertainty: unc,
+    })
 }
 
 #[cfg(test)]
@@ -397,7 +409,13 @@ mod tests {
     #[test]
     fn final_estimate_is_parsed() {
         let s = "perplexity: 1.2 seconds per pass\n[1]9.1,[2]9.3,\nFinal estimate: PPL = 9.3087 +/- 0.41521\n";
-        assert_eq!(parse_final_estimate(s), Some((9.3087, 0.41521)));
+        assert_eq!(
+            parse_final_estimate(s),
+            Some(Estimate {
+                value: 9.3087,
+                uncertainty: 0.41521
+            })
+        );
         assert_eq!(parse_final_estimate("nothing"), None);
     }
 

@@ -295,11 +295,20 @@ const fn libc_sigxcpu() -> i32 {
     }
 }
 
+/// Whether a sandboxed program passed, and why ([`verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Exited 0 and printed the nonce line.
+    pub passed: bool,
+    /// How it ended, as a row shows it: `passed`, `timeout`, `failed (exit 1)`, ….
+    pub status: String,
+}
+
 /// The verdict: passed only when the process exited 0 *and* a whole stdout line is
 /// `nonce`; returns `(passed, status)`.
-pub fn verdict(exit: Exit, stdout_tail: &str, nonce: &str) -> (bool, String) {
+pub fn verdict(exit: Exit, stdout_tail: &str, nonce: &str) -> Verdict {
     let token = !nonce.is_empty() && stdout_tail.lines().any(|l| l.trim() == nonce);
-    match exit {
+    let (passed, status) = match exit {
         Exit::Timeout => (false, "timeout".into()),
         Exit::Code(0) if token => (true, "passed".into()),
         Exit::Code(0) => (false, "failed (exit 0 before the tests finished)".into()),
@@ -307,7 +316,8 @@ pub fn verdict(exit: Exit, stdout_tail: &str, nonce: &str) -> (bool, String) {
         Exit::Code(c) if c == EXIT_SIGXCPU => (false, "timeout (CPU limit)".into()),
         Exit::Code(c) => (false, format!("failed (exit {c})")),
         Exit::Signal(s) => (false, format!("killed by signal {s}")),
-    }
+    };
+    Verdict { passed, status }
 }
 
 /// Reads a pipe to the end on a thread, keeping the last `keep` bytes of at most
@@ -467,7 +477,7 @@ pub fn run_python_with(
     let elapsed_ms = t0.elapsed().as_millis() as u64;
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
-    let (passed, status) = verdict(exit, &String::from_utf8_lossy(&stdout), &nonce);
+    let Verdict { passed, status } = verdict(exit, &String::from_utf8_lossy(&stdout), &nonce);
     Ok(Execution {
         passed,
         status,
@@ -584,35 +594,33 @@ mod tests {
 
     #[test]
     fn verdict_needs_both_the_token_and_exit_zero() {
+        let want = |passed: bool, status: &str| Verdict {
+            passed,
+            status: status.into(),
+        };
         let n = "5f0e";
-        assert_eq!(
-            verdict(Exit::Code(0), "x\n5f0e\n", n),
-            (true, "passed".into())
-        );
+        assert_eq!(verdict(Exit::Code(0), "x\n5f0e\n", n), want(true, "passed"));
         assert_eq!(
             verdict(Exit::Code(0), "x\n", n),
-            (false, "failed (exit 0 before the tests finished)".into())
+            want(false, "failed (exit 0 before the tests finished)")
         );
         assert_eq!(
             verdict(Exit::Code(1), "5f0e\n", n),
-            (false, "failed (exit 1)".into())
+            want(false, "failed (exit 1)")
         );
-        assert_eq!(verdict(Exit::Code(0), "5f0e5f0e\n", n).0, false);
-        assert_eq!(
-            verdict(Exit::Timeout, "5f0e\n", n),
-            (false, "timeout".into())
-        );
+        assert_eq!(verdict(Exit::Code(0), "5f0e5f0e\n", n).passed, false);
+        assert_eq!(verdict(Exit::Timeout, "5f0e\n", n), want(false, "timeout"));
         assert_eq!(
             verdict(Exit::Code(152), "", n),
-            (false, "timeout (CPU limit)".into())
+            want(false, "timeout (CPU limit)")
         );
         assert_eq!(
             verdict(Exit::Signal(9), "", n),
-            (false, "killed by signal 9".into())
+            want(false, "killed by signal 9")
         );
         assert_eq!(
             verdict(Exit::Code(0), "\n\n", ""),
-            (false, "failed (exit 0 before the tests finished)".into())
+            want(false, "failed (exit 0 before the tests finished)")
         );
         let a = new_nonce().unwrap();
         assert_eq!(a.len(), 32);

@@ -15,7 +15,7 @@
 use super::EvalError;
 use super::sandbox::{SandboxLimits, run_python};
 use crate::measure::engine::{ChatMessage, Engine, TokenId, argmax};
-use crate::measure::stats::wilson_interval;
+use crate::measure::stats::{Interval, wilson_interval};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -647,7 +647,7 @@ pub fn run_task<E: Engine>(
                 e.kv_clear();
                 e.prefill(&toks, 0, 0, true)?;
                 let row = e.logits(0)?;
-                let (m, l) = super::log_sum_exp(row);
+                let super::LogSumExp { max: m, ln_sum: l } = super::log_sum_exp(row);
                 let mut scores = Vec::with_capacity(labels.len());
                 for lab in labels {
                     let lt = e.tokenize(lab, false)?;
@@ -708,7 +708,7 @@ pub fn run_task<E: Engine>(
     }
     let n = out.len() as u64;
     let correct = out.iter().filter(|r| r.correct).count() as u64;
-    let (lo, hi) = wilson_interval(correct, n, 1.96);
+    let Interval { low: lo, high: hi } = wilson_interval(correct, n, 1.96);
     Ok(TaskResult {
         task: kind.name().into(),
         config: cfg.clone(),
