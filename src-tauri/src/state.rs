@@ -88,7 +88,7 @@ pub struct BenchRequest {
     /// Parallel sequences decoded together in tg tests (`--n-seqs`; empty: 1).
     #[serde(default)]
     pub n_seqs: Vec<u32>,
-    /// Thread counts.
+    /// CPU thread counts to sweep (llama-bench's `-t`).
     pub n_threads: Vec<u32>,
     /// Repetitions.
     pub reps: u32,

@@ -14,11 +14,11 @@ export type AppChart = "roofline" | "decode_vs_depth";
  */
 export type BenchOutcome = { 
 /**
- * Run id.
+ * Store id of the run (a `runs` row).
  */
 run_id: number, 
 /**
- * Stored rows.
+ * The rows as stored, with their store ids, in plan order.
  */
 records: Array<BenchRecord>, 
 /**
@@ -127,7 +127,7 @@ n_ubatch: number,
  */
 n_threads: number, 
 /**
- * Layers offloaded.
+ * Layers offloaded to the GPU (llama-bench's `-ngl`).
  */
 n_gpu_layers: number, 
 /**
@@ -280,11 +280,11 @@ ram_bytes: number,
  */
 os: string, 
 /**
- * Kernel.
+ * OS kernel release (`uname -r`).
  */
 kernel: string, 
 /**
- * Host name.
+ * Hostname of the machine that measured it.
  */
 hostname: string, 
 /**
@@ -406,7 +406,7 @@ n_depth: Array<number>,
  */
 n_seqs: Array<number>, 
 /**
- * Thread counts.
+ * CPU thread counts to sweep (llama-bench's `-t`).
  */
 n_threads: Array<number>, 
 /**
@@ -516,7 +516,7 @@ n_ubatch: number,
  */
 n_threads: number, 
 /**
- * Layers offloaded.
+ * Layers offloaded to the GPU (llama-bench's `-ngl`).
  */
 n_gpu_layers: number, 
 /**
@@ -669,11 +669,11 @@ ram_bytes: number,
  */
 os: string, 
 /**
- * Kernel.
+ * OS kernel release (`uname -r`).
  */
 kernel: string, 
 /**
- * Host name.
+ * Hostname of the machine that measured it.
  */
 hostname: string, 
 /**
@@ -797,7 +797,7 @@ text: string,
  */
 stats: ChatStats, } | { "event": "done", 
 /**
- * Why.
+ * Why generation stopped.
  */
 reason: StopReason, 
 /**
@@ -814,7 +814,7 @@ export type ChatMessage = {
  */
 role: string, 
 /**
- * Text.
+ * The message text.
  */
 content: string, };
 
@@ -882,11 +882,11 @@ export type CompareRow = {
  */
 model: string, 
 /**
- * Test label.
+ * Test label, e.g. `tg128` or `pp512 @ d4096`.
  */
 test: string, 
 /**
- * Threads.
+ * CPU threads the engine ran with (llama-bench's `-t`).
  */
 n_threads: number, 
 /**
@@ -958,7 +958,7 @@ path: string, };
  */
 export type FirstDiff = { 
 /**
- * Prompt id.
+ * Id of the prompt in the frozen set, e.g. `json-01`.
  */
 prompt_id: string, 
 /**
@@ -1046,7 +1046,7 @@ export type GateJobOptions = {
  */
 ks?: Array<number>, 
 /**
- * Drafters.
+ * Drafters to compare.
  */
 drafters?: Array<DrafterKind>, 
 /**
@@ -1142,7 +1142,7 @@ drafter_key: string,
  */
 drafter: DrafterKind, 
 /**
- * Draft length.
+ * Draft length: tokens the drafter proposes per iteration.
  */
 k: number, 
 /**
@@ -1199,7 +1199,7 @@ cpu_model: string,
  */
 cores_physical: number, 
 /**
- * Logical CPUs.
+ * Logical CPUs of the machine (hardware threads).
  */
 cores_logical: number, 
 /**
@@ -1227,7 +1227,7 @@ llc: Bytes | null,
  */
 gpus: Array<string>, 
 /**
- * Host name.
+ * Hostname of the machine.
  */
 hostname: string, };
 
@@ -1389,7 +1389,7 @@ percent: number | null, } | { "kind": "unknown" };
  */
 export type Progress = { "event": "loading", 
 /**
- * Path.
+ * Path of the GGUF file being loaded.
  */
 model: string, } | { "event": "test_started", 
 /**
@@ -1397,11 +1397,11 @@ model: string, } | { "event": "test_started",
  */
 index: number, 
 /**
- * Total instances.
+ * Instances in the whole plan.
  */
 total: number, 
 /**
- * Label.
+ * The test's label as tables show it, e.g. `pp512` or `tg128 @ d512`.
  */
 label: string, } | { "event": "repetition", 
 /**
@@ -1417,7 +1417,7 @@ rep: number,
  */
 reps: number, } | { "event": "test_done", 
 /**
- * The record.
+ * The row as stored, with its store id.
  */
 record: BenchRecord, };
 
@@ -1426,11 +1426,11 @@ record: BenchRecord, };
  */
 export type PromptSummary = { 
 /**
- * Prompt id.
+ * Id of the prompt in the frozen set, e.g. `json-01`.
  */
 id: string, 
 /**
- * Category.
+ * Prompt category: `json`, `code` or `prose`.
  */
 category: Category, 
 /**
@@ -1452,7 +1452,7 @@ rendered?: string, };
  */
 export type RoofSource = { 
 /**
- * The roof.
+ * The bandwidth and compute peak the ceilings are computed from.
  */
 roof: MachineRoof, 
 /**
@@ -1473,7 +1473,7 @@ export type RooflinePoint = {
  */
 row_id: number, 
 /**
- * Run id.
+ * Store id of the run (a `runs` row).
  */
 run_id: number, 
 /**
@@ -1560,7 +1560,7 @@ since: string | null, };
  */
 export type RunSummary = { 
 /**
- * Run id.
+ * Store id of the run (a `runs` row).
  */
 id: number, 
 /**
@@ -1572,7 +1572,7 @@ kind: string,
  */
 started_at: string, 
 /**
- * memwall commit.
+ * Git commit of the memwall build that measured it.
  */
 build_commit: string, 
 /**
@@ -1580,11 +1580,11 @@ build_commit: string,
  */
 command: string, 
 /**
- * Host name.
+ * Hostname of the machine that measured it.
  */
 hostname: string, 
 /**
- * CPU.
+ * CPU model name as the OS reports it.
  */
 cpu_info: string, 
 /**
@@ -1601,11 +1601,11 @@ models: string, };
  */
 export type SamplingCheck = { 
 /**
- * Drafter identity.
+ * The drafter's identity: kind and settings (or draft model file).
  */
 drafter_key: string, 
 /**
- * Draft length.
+ * Draft length: tokens the drafter proposes per iteration.
  */
 k: number, 
 /**
@@ -1613,7 +1613,7 @@ k: number,
  */
 n_prefix_tokens: number, 
 /**
- * Runs.
+ * One-iteration speculative runs tallied.
  */
 trials: number, 
 /**
@@ -1663,7 +1663,7 @@ ks?: Array<number>,
  */
 auto?: boolean, 
 /**
- * Drafters.
+ * Drafters to compare.
  */
 drafters?: Array<DrafterKind>, 
 /**
@@ -1767,7 +1767,7 @@ options?: GateJobOptions, };
  */
 export type SpecProgress = { "event": "loading", 
 /**
- * Target file.
+ * Path of the target GGUF file.
  */
 target: string, 
 /**
@@ -1775,11 +1775,11 @@ target: string,
  */
 draft: string | null, 
 /**
- * Threads.
+ * CPU threads the engine ran with (llama-bench's `-t`).
  */
 n_threads: number, 
 /**
- * Context tokens.
+ * Context size in tokens each engine is created with.
  */
 n_ctx: number, } | { "event": "gate_prompt", 
 /**
@@ -1791,7 +1791,7 @@ index: number,
  */
 total: number, 
 /**
- * Prompt id.
+ * Id of the prompt in the frozen set, e.g. `json-01`.
  */
 id: string, } | { "event": "gate_done", 
 /**
@@ -1799,7 +1799,7 @@ id: string, } | { "event": "gate_done",
  */
 total: number, } | { "event": "sampling_check", 
 /**
- * Runs.
+ * One-iteration speculative runs tallied.
  */
 trials: number, 
 /**
@@ -1807,7 +1807,7 @@ trials: number,
  */
 sampling: string, 
 /**
- * Draft length.
+ * Draft length: tokens the drafter proposes per iteration.
  */
 k: number, } | { "event": "bench", 
 /**
@@ -1825,11 +1825,11 @@ export type StopReason = "end_of_generation" | "max_tokens" | "cancelled" | "con
  */
 export type StoredPeak = { 
 /**
- * Row id.
+ * Store id of the row.
  */
 id: number, 
 /**
- * When.
+ * When it was measured, UTC RFC 3339.
  */
 measured_at: string, 
 /**
@@ -1837,7 +1837,7 @@ measured_at: string,
  */
 kind: string, 
 /**
- * Threads.
+ * Threads that ran the STREAM kernels.
  */
 threads: number, 
 /**
@@ -1870,11 +1870,11 @@ export type StoredStream = {
  */
 id: number, 
 /**
- * Run id.
+ * Store id of the run (a `runs` row).
  */
 run_id: number, 
 /**
- * When.
+ * When it was measured, UTC RFC 3339.
  */
 measured_at: string, 
 /**
@@ -1882,7 +1882,7 @@ measured_at: string,
  */
 kernel: string, 
 /**
- * Threads.
+ * Threads that ran the STREAM kernels.
  */
 threads: number, 
 /**
@@ -1898,7 +1898,7 @@ best_gbps: number,
  */
 avg_gbps: number, 
 /**
- * Host name.
+ * Hostname of the machine that measured it.
  */
 hostname: string, };
 

@@ -113,7 +113,7 @@ impl CalcModel {
 /// One roof figure and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sourced<T> {
-    /// The value.
+    /// The figure, in the unit of `T`.
     pub value: T,
     /// `spec: <url>`, `measured: STREAM triad #12 …`, `given`.
     pub source: String,
@@ -122,7 +122,7 @@ pub struct Sourced<T> {
 /// The device side: bandwidth, compute peak and memory sizes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Roof {
-    /// Device label.
+    /// Device name as the report shows it.
     pub label: String,
     /// Memory bandwidth used for decode.
     pub bandwidth: Option<Sourced<Gbps>>,
@@ -173,11 +173,11 @@ pub struct Fit {
 /// of what an engine achieves.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CalcReport {
-    /// Model.
+    /// The model's sizes the ceilings divide by.
     pub model: CalcModel,
-    /// Device.
+    /// The device's bandwidth and compute peak.
     pub roof: Roof,
-    /// Inputs.
+    /// Context, batch and cache settings the report was computed for.
     pub params: CalcParams,
     /// Resident weight bytes.
     pub weight_bytes: Bytes,

@@ -154,7 +154,7 @@ pub enum ChatEvent {
     },
     /// The turn ended.
     Done {
-        /// Why.
+        /// Why generation stopped.
         reason: StopReason,
         /// Final figures.
         stats: ChatStats,

@@ -55,7 +55,7 @@ pub enum JobError {
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {
-        /// Path.
+        /// Path of the file or directory the error is about.
         path: String,
         /// What failed.
         msg: String,

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// A STREAM job's result: one [`StreamResult`] per thread count, with store ids.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StreamOutcome {
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub run_id: i64,
     /// Results per thread count.
     pub results: Vec<StreamResult>,
@@ -107,7 +107,7 @@ pub async fn stream_job_sized(
 /// Where the roof came from, for the report line under the table.
 #[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct RoofSource {
-    /// The roof.
+    /// The bandwidth and compute peak the ceilings are computed from.
     pub roof: MachineRoof,
     /// The STREAM row used.
     pub stream: StoredStream,
@@ -230,7 +230,7 @@ pub fn gpu_spec_peak(_host: &HostInfo) -> Option<GpuPeak> {
 /// brand when it names a catalogued part, for the spec-vs-measured comparison.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThisMachine {
-    /// Host facts.
+    /// The machine the run is on (CPU, RAM, OS).
     pub host: HostInfo,
     /// Latest STREAM triad (best, most threads) on this host.
     pub triad: Option<StoredStream>,

@@ -123,15 +123,15 @@ fn median(xs: &[f64]) -> f64 {
 /// Mean ± std with range.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// Mean.
+    /// Arithmetic mean, in the samples' unit.
     pub mean: f64,
     /// Sample standard deviation.
     pub std_dev: f64,
-    /// Minimum.
+    /// Smallest sample.
     pub min: f64,
-    /// Maximum.
+    /// Largest sample.
     pub max: f64,
-    /// Count.
+    /// Number of samples.
     pub n: usize,
 }
 

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
-/// Chart size in pixels.
+/// Chart width in pixels.
 pub const WIDTH: u32 = 1000;
 /// Chart height in pixels.
 pub const HEIGHT: u32 = 600;

@@ -109,7 +109,7 @@ impl TrayStatus {
 pub struct RooflinePoint {
     /// Bench row id.
     pub row_id: i64,
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub run_id: i64,
     /// Arithmetic intensity, FLOP/byte.
     pub intensity: f64,
@@ -404,9 +404,9 @@ impl From<BenchRecord> for BenchRow {
 pub struct CompareRow {
     /// Model type.
     pub model: String,
-    /// Test label.
+    /// Test label, e.g. `tg128` or `pp512 @ d4096`.
     pub test: String,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: i64,
     /// Run A tok/s (mean, std).
     pub a: Option<(f64, f64)>,

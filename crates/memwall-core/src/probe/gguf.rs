@@ -270,7 +270,7 @@ pub struct Gguf {
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {field}: {problem}. {fix}")]
 pub struct GgufError {
-    /// The file.
+    /// Path of the GGUF file as opened.
     pub path: PathBuf,
     /// The field being read (e.g. `header.magic`, `metadata[llama.block_count]`, `tensor[3].dims`).
     pub field: String,

@@ -131,7 +131,7 @@ pub struct ClassTotals {
 /// Everything memwall knows about a model from its GGUF header.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelFacts {
-    /// The file.
+    /// Path of the GGUF file as opened.
     pub path: PathBuf,
     /// `general.name`, when present.
     pub name: Option<String>,

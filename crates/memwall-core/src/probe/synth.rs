@@ -40,7 +40,7 @@ pub enum SynthError {
     /// Writing failed.
     #[error("{path}: {source}")]
     Io {
-        /// File.
+        /// Path of the file the error is about.
         path: String,
         /// Error.
         #[source]

@@ -40,7 +40,7 @@ pub enum StoreError {
     Sql {
         /// Database file.
         path: String,
-        /// The error.
+        /// The SQLite driver's error.
         #[source]
         source: sqlx::Error,
     },
@@ -51,7 +51,7 @@ pub enum StoreError {
     Migrate {
         /// Database file.
         path: String,
-        /// The error.
+        /// The migrator's error.
         #[source]
         source: sqlx::migrate::MigrateError,
     },
@@ -62,7 +62,7 @@ pub enum StoreError {
         path: String,
         /// Table.
         table: &'static str,
-        /// Row id.
+        /// Store id of the row.
         id: i64,
         /// What is wrong.
         problem: String,
@@ -70,9 +70,9 @@ pub enum StoreError {
     /// The directory could not be created.
     #[error("store {path}: {source}")]
     Io {
-        /// Path.
+        /// Path of the file or directory the error is about.
         path: String,
-        /// The error.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -126,19 +126,19 @@ pub struct NewRun {
 /// A stored run, as listed by the History page and `memwall history`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct RunSummary {
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub id: i64,
     /// Kind.
     pub kind: String,
     /// Start time.
     pub started_at: String,
-    /// memwall commit.
+    /// Git commit of the memwall build that measured it.
     pub build_commit: String,
     /// Command.
     pub command: String,
-    /// Host name.
+    /// Hostname of the machine that measured it.
     pub hostname: String,
-    /// CPU.
+    /// CPU model name as the OS reports it.
     pub cpu_info: String,
     /// Bench rows in the run.
     pub n_bench_rows: i64,
@@ -151,13 +151,13 @@ pub struct RunSummary {
 pub struct StoredStream {
     /// Row id (what bench rows reference as `stream_id`).
     pub id: i64,
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub run_id: i64,
-    /// When.
+    /// When it was measured, UTC RFC 3339.
     pub measured_at: String,
     /// Kernel name.
     pub kernel: String,
-    /// Threads.
+    /// Threads that ran the STREAM kernels.
     pub threads: i64,
     /// Bytes per array.
     pub array_bytes: i64,
@@ -165,20 +165,20 @@ pub struct StoredStream {
     pub best_gbps: f64,
     /// Mean rate, GB/s.
     pub avg_gbps: f64,
-    /// Host name.
+    /// Hostname of the machine that measured it.
     pub hostname: String,
 }
 
 /// A stored peak-compute measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct StoredPeak {
-    /// Row id.
+    /// Store id of the row.
     pub id: i64,
-    /// When.
+    /// When it was measured, UTC RFC 3339.
     pub measured_at: String,
     /// `f32 FMA` or `int8 dot`.
     pub kind: String,
-    /// Threads.
+    /// Threads that ran the STREAM kernels.
     pub threads: i64,
     /// GFLOP/s (GOP/s).
     pub gflops: f64,
@@ -513,7 +513,7 @@ impl Store {
     }
 
     /// Stores a STREAM measurement (and optionally compute peaks) as one run, in one
-    /// transaction. Returns `(run_id, ids of the kernel rows in result order)`.
+    /// transaction, and returns the ids it gave them.
     ///
     /// # Errors
     /// [`StoreError::Sql`]; nothing is written on error.

@@ -46,7 +46,7 @@ fn warnings_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Erro
     })
 }
 
-/// One typed cell of a record, for printers and the store.
+/// The typed value of one column of a [`BenchRecord`], as every exporter and the store read it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ColumnValue {
     /// Integer.
@@ -314,7 +314,7 @@ pub struct BenchRecord {
     pub n_ubatch: i64,
     /// Threads (cores used).
     pub n_threads: i64,
-    /// Layers offloaded.
+    /// Layers offloaded to the GPU (llama-bench's `-ngl`).
     pub n_gpu_layers: i64,
     /// llama.cpp parameters memwall leaves at their defaults, in llama-bench's encoding.
     #[serde(flatten, default)]
@@ -424,9 +424,9 @@ pub struct BenchRecord {
     pub ram_bytes: i64,
     /// OS and version.
     pub os: String,
-    /// Kernel.
+    /// OS kernel release (`uname -r`).
     pub kernel: String,
-    /// Host name.
+    /// Hostname of the machine that measured it.
     pub hostname: String,
     /// Thermal state before the test.
     pub thermal_before: String,

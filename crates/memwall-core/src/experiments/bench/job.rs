@@ -27,9 +27,9 @@ pub struct BenchJobOptions {
 /// A finished bench job.
 #[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct BenchOutcome {
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub run_id: i64,
-    /// Stored rows.
+    /// The rows as stored, with their store ids, in plan order.
     pub records: Vec<BenchRecord>,
     /// Where the roof came from.
     pub roof: RoofSource,

@@ -34,13 +34,13 @@ pub struct BenchPlan {
     pub n_depth: Vec<u32>,
     /// Parallel sequences for tg tests (1 = plain llama-bench tg).
     pub n_seqs: Vec<u32>,
-    /// Thread counts.
+    /// CPU thread counts to sweep (llama-bench's `-t`).
     pub n_threads: Vec<u32>,
-    /// Logical batch.
+    /// Logical batch size in tokens (llama-bench's `-b`).
     pub n_batch: u32,
-    /// Micro-batch.
+    /// Physical micro-batch size in tokens (llama-bench's `-ub`).
     pub n_ubatch: u32,
-    /// Layers offloaded.
+    /// Layers offloaded to the GPU (llama-bench's `-ngl`).
     pub n_gpu_layers: u32,
     /// K cache type.
     pub type_k: CacheType,
@@ -222,11 +222,11 @@ pub struct Instance {
     pub n_prompt: u32,
     /// Generated tokens per sequence (tg), 0 for pp.
     pub n_gen: u32,
-    /// Depth.
+    /// Tokens already in the KV cache before the test (llama-bench's `-d`).
     pub n_depth: u32,
-    /// Parallel sequences.
+    /// Sequences decoded in parallel, one token each per step.
     pub n_seqs: u32,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: u32,
 }
 
@@ -266,16 +266,16 @@ impl Instance {
 pub enum Progress {
     /// A model is being loaded.
     Loading {
-        /// Path.
+        /// Path of the GGUF file being loaded.
         model: String,
     },
     /// A test started.
     TestStarted {
         /// Index in the plan.
         index: usize,
-        /// Total instances.
+        /// Instances in the whole plan.
         total: usize,
-        /// Label.
+        /// The test's label as tables show it, e.g. `pp512` or `tg128 @ d512`.
         label: String,
     },
     /// One repetition done (`rep` is 0 for the warm-up).
@@ -289,7 +289,7 @@ pub enum Progress {
     },
     /// A test finished with its record.
     TestDone {
-        /// The record.
+        /// The row as stored, with its store id.
         record: Box<BenchRecord>,
     },
 }
@@ -297,7 +297,7 @@ pub enum Progress {
 /// Per-model facts the harness computes once.
 #[derive(Debug, Clone)]
 pub struct ModelRun {
-    /// GGUF facts.
+    /// Facts read from the file's GGUF header (shape, bytes per step, quant).
     pub facts: ModelFacts,
     /// sha256 of the file.
     pub sha256: String,
@@ -305,9 +305,9 @@ pub struct ModelRun {
 
 /// Everything besides the engine that a run needs.
 pub struct RunContext<'a> {
-    /// The plan.
+    /// The validated plan being run.
     pub plan: &'a BenchPlan,
-    /// Host facts.
+    /// The machine the run is on (CPU, RAM, OS).
     pub host: &'a HostInfo,
     /// Bandwidth and peaks.
     pub roof: &'a MachineRoof,

@@ -119,15 +119,15 @@ pub struct Provenance {
     pub cpu_info: String,
     /// GPUs, `, `-separated as llama-bench lists them.
     pub gpu_info: String,
-    /// Logical CPUs.
+    /// Logical CPUs of the machine (hardware threads).
     pub cores_logical: i64,
     /// Installed RAM, bytes.
     pub ram_bytes: i64,
     /// OS and version.
     pub os: String,
-    /// Kernel.
+    /// OS kernel release (`uname -r`).
     pub kernel: String,
-    /// Host name.
+    /// Hostname of the machine that measured it.
     pub hostname: String,
     /// Thermal state before the test.
     pub thermal_before: String,

@@ -58,7 +58,7 @@ pub struct Analyses {
     pub ceilings: Option<Vec<CeilingRow>>,
     /// The depth falloff, decomposed.
     pub depth: Option<Vec<DepthRow>>,
-    /// Batching.
+    /// The batching analysis, when the run swept parallel sequences.
     pub batch: Option<Vec<BatchRow>>,
     /// Implied bandwidth by thread count (or offload setting).
     pub threads: Option<Vec<ThreadsRow>>,

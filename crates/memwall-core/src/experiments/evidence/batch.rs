@@ -15,11 +15,11 @@ use serde::{Deserialize, Serialize};
 pub struct BatchRow {
     /// Model type label.
     pub model_type: String,
-    /// Depth.
+    /// Tokens already in the KV cache before the test (llama-bench's `-d`).
     pub n_depth: i64,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: i64,
-    /// Parallel sequences.
+    /// Sequences decoded in parallel, one token each per step.
     pub n_seqs: i64,
     /// Aggregate tok/s (all sequences), mean.
     pub aggregate_tps: f64,

@@ -17,7 +17,7 @@ pub struct CeilingRow {
     pub model_type: String,
     /// Test label (`tg128 x4 @ d512`).
     pub test: String,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: i64,
     /// Measured tok/s (aggregate), mean.
     pub tps: f64,

@@ -20,11 +20,11 @@ pub struct DepthRow {
     pub model_type: String,
     /// `tg` or `pp`.
     pub phase: String,
-    /// Depth.
+    /// Tokens already in the KV cache before the test (llama-bench's `-d`).
     pub n_depth: i64,
     /// Measured tok/s.
     pub tps: f64,
-    /// Std.
+    /// Sample standard deviation of the tok/s, same unit.
     pub std: f64,
     /// Measured slowdown vs depth 0: t(d) ÷ t0 − 1 (0.25 = 25 % slower).
     pub slowdown: f64,
@@ -146,8 +146,8 @@ mod tests {
     #[test]
     fn decomposition_matches_hand_values() {
         // Day-1 lab numbers: depth 0 at 19.82 t/s with 5.03 GB/step; at 8192 the step reads
-        // 6.24 GB and measured 15.97 t/s. Slowdown 19.82/15.97 − 1 = 24.1 %; bytes explain
-        // 6.24/5.03 − 1 = 24.1 %: nearly all of it.
+        // at 8192 the step reads 6.24 GB and measured 15.97 t/s. Slowdown
+        // 19.82/15.97 − 1 = 24.1 %; bytes explain 6.24/5.03 − 1 = 24.1 %: nearly all of it.
         let mk = |d: i64, ts: f64, bytes: f64| BenchRecord {
             n_depth: d,
             avg_ts: ts,

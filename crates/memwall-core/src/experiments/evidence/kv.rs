@@ -29,7 +29,7 @@ pub const STATE_META_BYTES_PER_CELL: u64 = 12;
 /// One KV verification: predicted vs measured bytes per token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvVerify {
-    /// Model file.
+    /// File name of the GGUF model.
     pub model: String,
     /// Cache type of K and V.
     pub cache_type: String,

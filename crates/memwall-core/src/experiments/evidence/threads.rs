@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 pub struct ThreadsRow {
     /// Model type label.
     pub model_type: String,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: i64,
-    /// Layers offloaded.
+    /// Layers offloaded to the GPU (llama-bench's `-ngl`).
     pub n_gpu_layers: i64,
     /// Decode tok/s (tg at depth 0), when measured.
     pub tg_tps: Option<f64>,

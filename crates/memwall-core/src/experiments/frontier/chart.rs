@@ -53,7 +53,7 @@ impl Quality {
         matches!(self, Quality::Task(_))
     }
 
-    /// `(value, low, high)` of a row, when measured.
+    /// A row's value on this axis with its error bar, when measured.
     pub fn point(&self, r: &FrontierRow) -> Option<QualityPoint> {
         match self {
             Quality::Ppl(d) => {

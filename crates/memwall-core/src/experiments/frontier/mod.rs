@@ -111,9 +111,9 @@ pub enum FrontierError {
     /// A file could not be read.
     #[error("reading {path}")]
     Read {
-        /// The file.
+        /// Path of the file the error is about.
         path: String,
-        /// The error.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -150,7 +150,7 @@ impl Measure {
 /// An arm with the facts the table needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmInfo {
-    /// The arm.
+    /// The arm as stored: file, type and relation to the source.
     pub arm: Arm,
     /// Weight bytes read per decode step (ModelFacts' rule).
     pub streamed_bytes: u64,
@@ -162,21 +162,21 @@ pub struct ArmInfo {
 pub enum FrontierProgress {
     /// Hashing the source or making an arm.
     Preparing {
-        /// What.
+        /// What is being prepared, e.g. `hashing <file>` or `quantizing Q8_0 → Q4_K_M`.
         what: String,
     },
     /// A cell was already stored.
     Skipped {
-        /// Arm type.
+        /// Quantization type of the arm, e.g. `Q4_K_M`.
         arm: String,
-        /// Measure.
+        /// Measure name: speed, a perplexity dataset or a task.
         measure: String,
     },
     /// A cell started.
     Started {
-        /// Arm type.
+        /// Quantization type of the arm, e.g. `Q4_K_M`.
         arm: String,
-        /// Measure.
+        /// Measure name: speed, a perplexity dataset or a task.
         measure: String,
         /// Cell number (1-based).
         index: usize,
@@ -185,16 +185,16 @@ pub enum FrontierProgress {
     },
     /// Steps within a cell (windows, items, repetitions).
     Step {
-        /// Done.
+        /// Steps finished in this cell.
         done: usize,
-        /// Of.
+        /// Steps in this cell.
         of: usize,
     },
     /// A cell was stored.
     Stored {
-        /// Arm type.
+        /// Quantization type of the arm, e.g. `Q4_K_M`.
         arm: String,
-        /// Measure.
+        /// Measure name: speed, a perplexity dataset or a task.
         measure: String,
         /// One-line summary.
         summary: String,
@@ -206,9 +206,9 @@ pub enum FrontierProgress {
 pub struct SpeedSummary {
     /// tg mean tok/s.
     pub tg_tps: f64,
-    /// tg std.
+    /// Sample standard deviation of the decode tok/s.
     pub tg_std: f64,
-    /// tg repetitions.
+    /// Timed decode repetitions behind the mean.
     pub tg_n: usize,
     /// tg roofline ceiling, tok/s.
     pub tg_ceiling: f64,
@@ -216,7 +216,7 @@ pub struct SpeedSummary {
     pub tg_achieved: f64,
     /// pp mean tok/s.
     pub pp_tps: f64,
-    /// pp std.
+    /// Sample standard deviation of the prefill tok/s.
     pub pp_std: f64,
     /// pp ceiling, tok/s (`None`: no compute peak was measured).
     pub pp_ceiling: Option<f64>,
@@ -228,32 +228,32 @@ pub struct SpeedSummary {
     pub bench_ids: Vec<i64>,
 }
 
-/// A stored cell.
+/// One stored cell of the frontier table: one arm (a quantization of the model) × one measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrontierCell {
-    /// Row id.
+    /// Store id of the row.
     pub id: i64,
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub run_id: i64,
-    /// Arm type.
+    /// Quantization type of the arm, e.g. `Q4_K_M`.
     pub arm_quant: String,
-    /// Measure name.
+    /// Measure name: speed, a perplexity dataset or a task.
     pub measure: String,
-    /// Headline value.
+    /// The cell's headline figure: decode tok/s, PPL, or task accuracy (0–1).
     pub value: Option<f64>,
     /// Its ± (std or uncertainty).
     pub value_unc: Option<f64>,
-    /// Wilson low.
+    /// Low end of the Wilson 95 % interval (task cells).
     pub ci_low: Option<f64>,
-    /// Wilson high.
+    /// High end of the Wilson 95 % interval (task cells).
     pub ci_high: Option<f64>,
-    /// Count.
+    /// Repetitions, scored tokens or items behind the value.
     pub n: Option<i64>,
-    /// Full result.
+    /// The measure's whole result, as JSON.
     pub result: serde_json::Value,
-    /// Settings.
+    /// The settings that identify the cell ([`config_json`]).
     pub config: serde_json::Value,
-    /// Finished at.
+    /// When the cell finished, UTC RFC 3339.
     pub finished_at: String,
 }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::AtomicBool;
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PerplexityRequest {
-    /// The model.
+    /// Path of the GGUF file to evaluate.
     pub model: PathBuf,
     /// A reference model for KL divergence (its logits beside the model's, window by
     /// window).
@@ -34,7 +34,7 @@ pub struct PerplexityRequest {
 /// llama-perplexity's final estimate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolPerplexity {
-    /// Perplexity.
+    /// Perplexity, exp(mean NLL per scored token).
     pub ppl: f64,
     /// Its ± as llama-perplexity prints it.
     pub unc: f64,

@@ -135,7 +135,7 @@ pub enum QuantError {
     /// A sidecar is malformed.
     #[error("{path}: {problem}; delete the arm with `memwall quant rm` and make it again")]
     Sidecar {
-        /// File.
+        /// Path of the file the error is about.
         path: String,
         /// What is wrong.
         problem: String,
@@ -296,11 +296,11 @@ pub fn quantize_file(
 /// A source file with its facts and hash, computed once per frontier.
 #[derive(Debug, Clone)]
 pub struct Source {
-    /// The file.
+    /// Path of the GGUF file as opened.
     pub path: PathBuf,
-    /// GGUF facts.
+    /// Facts read from the file's GGUF header (shape, bytes per step, quant).
     pub facts: ModelFacts,
-    /// sha256.
+    /// sha256 of the file, hex.
     pub sha256: String,
 }
 

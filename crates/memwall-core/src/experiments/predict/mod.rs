@@ -54,7 +54,7 @@ pub enum PredictError {
         "prediction sheet {id} was modified after it was recorded: {problem}. Its predictions cannot be trusted; make a new sheet before the next run"
     )]
     Tampered {
-        /// Sheet id.
+        /// Store id of the prediction sheet.
         id: i64,
         /// Which check failed.
         problem: String,
@@ -73,7 +73,7 @@ pub enum PredictError {
     Hash {
         /// The model file.
         path: String,
-        /// The error.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -98,11 +98,11 @@ pub struct PredictedTest {
     pub n_prompt: u32,
     /// Generated tokens (tg), 0 for pp.
     pub n_gen: u32,
-    /// Depth.
+    /// Tokens already in the KV cache before the test (llama-bench's `-d`).
     pub n_depth: u32,
-    /// Parallel sequences.
+    /// Sequences decoded in parallel, one token each per step.
     pub n_seqs: u32,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: u32,
     /// The roofline ceiling, tok/s; `None` (JSON `null`) when a roof it needs was
     /// not measured (see `no_ceiling`).
@@ -117,7 +117,7 @@ pub struct PredictedTest {
 /// A predicted ratio of two models' tg rates at the same test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictedRatio {
-    /// Test label.
+    /// Test label, e.g. `tg128` or `pp512 @ d4096`.
     pub test: String,
     /// Numerator model file.
     pub numerator: String,
@@ -138,7 +138,7 @@ pub struct SheetPayload {
     pub hostname: String,
     /// Where the roof came from (`stored STREAM triad #3 …`, `spec: M4 Pro`).
     pub roof_source: String,
-    /// The roof.
+    /// The bandwidth and compute peak the ceilings are computed from.
     pub roof: MachineRoof,
     /// Fraction of the ceiling the predictor expects (1.0 = the ceiling).
     pub efficiency: f64,
@@ -153,7 +153,7 @@ pub struct SheetPayload {
 /// A stored sheet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sheet {
-    /// Row id.
+    /// Store id of the row.
     pub id: i64,
     /// UTC RFC 3339 with milliseconds.
     pub created_at: String,
@@ -249,11 +249,11 @@ pub fn build_payload(
 /// One scored test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredTest {
-    /// Model file.
+    /// File name of the GGUF model.
     pub model_filename: String,
-    /// Test label.
+    /// Test label, e.g. `tg128` or `pp512 @ d4096`.
     pub test: String,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: u32,
     /// Predicted tok/s (`—` when the sheet had no ceiling for this test).
     pub predicted_tps: Option<f64>,
@@ -266,7 +266,7 @@ pub struct ScoredTest {
 /// One scored ratio.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredRatio {
-    /// Test.
+    /// Test label, e.g. `tg128`.
     pub test: String,
     /// `numerator ÷ denominator` files.
     pub pair: String,
@@ -281,21 +281,21 @@ pub struct ScoredRatio {
 /// A sheet scored against a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scorecard {
-    /// Sheet id.
+    /// Store id of the prediction sheet.
     pub sheet_id: i64,
     /// Sheet hash (verified).
     pub sheet_sha256: String,
-    /// Sheet time.
+    /// When the sheet was recorded, UTC RFC 3339.
     pub predicted_at: String,
-    /// Run id.
+    /// Store id of the run (a `runs` row).
     pub run_id: i64,
-    /// Run start.
+    /// When the run started, UTC RFC 3339.
     pub run_started_at: String,
     /// The sheet was written no later than the run started (a real prediction).
     pub recorded_before_run: bool,
-    /// Per test.
+    /// One score per predicted test the run measured.
     pub tests: Vec<ScoredTest>,
-    /// Per ratio.
+    /// One score per predicted ratio between two files.
     pub ratios: Vec<ScoredRatio>,
     /// Mean |% error| over the scored tests.
     pub mean_abs_error_pct: Option<f64>,

@@ -47,7 +47,7 @@ pub struct SpecBenchPlan {
     pub ks: Vec<usize>,
     /// Also report `--k auto`'s choice.
     pub auto: bool,
-    /// Drafters.
+    /// Drafters to compare.
     pub drafters: Vec<DrafterKind>,
     /// Timed repetitions (≥ 5 for a meaningful std).
     pub reps: usize,
@@ -68,7 +68,7 @@ pub struct SpecBenchPlan {
 /// One category's prompts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CategoryInput {
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: Category,
     /// Prompts measured.
     pub measured: Vec<TokenizedPrompt>,
@@ -79,9 +79,9 @@ pub struct CategoryInput {
 /// A drafter's calibration in one category.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
-    /// Drafter.
+    /// Which drafter proposes the tokens.
     pub drafter: DrafterKind,
-    /// Its key.
+    /// The drafter's identity: kind and settings (or draft model file).
     pub drafter_key: String,
     /// α̂ of the calibration run.
     pub alpha_hat: Option<f64>,
@@ -108,10 +108,10 @@ pub struct Calibration {
     pub predicted_lo: Vec<(usize, f64)>,
 }
 
-/// A measured configuration.
+/// One measured configuration of the speculative bench: category × drafter × draft length `k`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SpecBenchCell {
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: Category,
     /// `None` = target-only.
     pub drafter: Option<DrafterKind>,
@@ -142,7 +142,7 @@ pub struct SpecBenchCell {
 /// One category's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CategoryReport {
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: Category,
     /// Measured prompt ids.
     pub prompt_ids: Vec<String>,
@@ -549,25 +549,25 @@ pub fn auto_cell(
 pub struct BenchProvenance {
     /// Target file name.
     pub target_file: String,
-    /// Target sha256.
+    /// sha256 of the target GGUF file.
     pub target_sha256: String,
     /// Draft file name.
     pub draft_file: Option<String>,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
-    /// Engine build.
+    /// llama.cpp build the engine was compiled from.
     pub engine_build: String,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: u32,
     /// Tokens per prompt.
     pub max_new: usize,
-    /// Repetitions.
+    /// Timed repetitions per prompt.
     pub reps: usize,
-    /// When.
+    /// When it was measured, UTC RFC 3339.
     pub measured_at: String,
-    /// Host.
+    /// Hostname of the machine that measured it.
     pub hostname: String,
-    /// CPU.
+    /// CPU model name as the OS reports it.
     pub cpu_info: String,
 }
 

@@ -56,9 +56,9 @@ impl DrafterKind {
 /// A prompt after rendering and tokenization.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenizedPrompt {
-    /// Prompt id.
+    /// Id of the prompt in the frozen set, e.g. `json-01`.
     pub id: String,
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: Category,
     /// Raw or chat.
     pub format: Format,
@@ -71,7 +71,7 @@ pub struct TokenizedPrompt {
 pub struct GatePlan {
     /// Draft lengths.
     pub ks: Vec<usize>,
-    /// Drafters.
+    /// Drafters to compare.
     pub drafters: Vec<DrafterKind>,
     /// Tokens generated per prompt.
     pub max_new: usize,
@@ -82,7 +82,7 @@ pub struct GatePlan {
 /// Where a speculative output first left the reference.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct FirstDiff {
-    /// Prompt id.
+    /// Id of the prompt in the frozen set, e.g. `json-01`.
     pub prompt_id: String,
     /// 0-based position in the generated tokens.
     pub position: usize,
@@ -101,7 +101,7 @@ pub struct GateRow {
     pub drafter_key: String,
     /// Drafter kind.
     pub drafter: DrafterKind,
-    /// Draft length.
+    /// Draft length: tokens the drafter proposes per iteration.
     pub k: usize,
     /// Prompts run.
     pub n_prompts: usize,
@@ -226,16 +226,16 @@ pub fn greedy_gate<T: Engine, D: Engine>(
 /// Result of the sampling check on a real pair.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct SamplingCheck {
-    /// Drafter identity.
+    /// The drafter's identity: kind and settings (or draft model file).
     pub drafter_key: String,
-    /// Draft length.
+    /// Draft length: tokens the drafter proposes per iteration.
     pub k: usize,
     /// Sampling settings (applied to p and q).
     #[ts(skip)]
     pub sampling: SamplingParams,
     /// Prefix length in tokens.
     pub n_prefix_tokens: usize,
-    /// Runs.
+    /// One-iteration speculative runs tallied.
     pub trials: usize,
     /// χ² bins (tokens with expected count ≥ 5, plus one pooled bin when it has mass).
     pub n_bins: usize,

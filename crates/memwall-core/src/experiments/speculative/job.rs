@@ -101,13 +101,13 @@ impl PairOptions {
 pub enum SpecProgress {
     /// Loading the target (and the draft) with `n_ctx` tokens of context.
     Loading {
-        /// Target file.
+        /// Path of the target GGUF file.
         target: String,
         /// Draft file, when one is loaded.
         draft: Option<String>,
-        /// Threads.
+        /// CPU threads the engine ran with (llama-bench's `-t`).
         n_threads: u32,
-        /// Context tokens.
+        /// Context size in tokens each engine is created with.
         n_ctx: u32,
     },
     /// The greedy gate starts prompt `index` (0-based) of `total`.
@@ -116,7 +116,7 @@ pub enum SpecProgress {
         index: usize,
         /// Prompts in the gate.
         total: usize,
-        /// Prompt id.
+        /// Id of the prompt in the frozen set, e.g. `json-01`.
         id: String,
     },
     /// The greedy gate finished its `total` prompts.
@@ -126,11 +126,11 @@ pub enum SpecProgress {
     },
     /// The sampling check starts.
     SamplingCheck {
-        /// Runs.
+        /// One-iteration speculative runs tallied.
         trials: usize,
         /// Sampling settings, as a label (`T=1.00`).
         sampling: String,
-        /// Draft length.
+        /// Draft length: tokens the drafter proposes per iteration.
         k: usize,
     },
     /// A step of the bench (`code: calibrating on code-03`, `code: repetition 2/5`).
@@ -143,9 +143,9 @@ pub enum SpecProgress {
 /// A prompt of the set after the target's template and tokenizer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct PromptSummary {
-    /// Prompt id.
+    /// Id of the prompt in the frozen set, e.g. `json-01`.
     pub id: String,
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: Category,
     /// Raw or chat.
     pub format: Format,
@@ -192,7 +192,7 @@ pub struct GateJobOptions {
     /// Draft lengths to gate, each in `1..=K_MAX`.
     #[ts(as = "Option<Vec<usize>>", optional)]
     pub ks: Vec<usize>,
-    /// Drafters.
+    /// Drafters to compare.
     #[ts(as = "Option<Vec<DrafterKind>>", optional)]
     pub drafters: Vec<DrafterKind>,
     /// Tokens generated per prompt; a gate unlocks benches of at most this many.
@@ -366,7 +366,7 @@ pub struct SpecBenchJobOptions {
     /// Also report `--k auto`'s choice (the cost model's).
     #[ts(as = "Option<bool>", optional)]
     pub auto: bool,
-    /// Drafters.
+    /// Drafters to compare.
     #[ts(as = "Option<Vec<DrafterKind>>", optional)]
     pub drafters: Vec<DrafterKind>,
     /// Categories, in report order.
@@ -1109,7 +1109,7 @@ pub struct SpecResultFiles {
 }
 
 /// Writes `spec.md`, `spec.json` (rows, reports, guard) and the charts into `dir`,
-/// each file atomically; returns (every file, the charts).
+/// each file atomically; returns every file and, apart, the charts.
 ///
 /// # Errors
 /// [`JobError::Results`] naming the file.

@@ -68,7 +68,7 @@ pub enum SpecError {
     /// The prompt set is malformed.
     #[error("prompt set {path}: {problem}")]
     Prompts {
-        /// File.
+        /// Path of the file the error is about.
         path: String,
         /// What is wrong and how to fix it.
         problem: String,
@@ -94,7 +94,7 @@ pub enum SpecError {
         category: String,
         /// The configuration (`draft-model k=4`, `target-only repetition 2`).
         config: String,
-        /// Prompt id.
+        /// Id of the prompt in the frozen set, e.g. `json-01`.
         prompt_id: String,
         /// 0-based generated position of the first difference.
         position: usize,

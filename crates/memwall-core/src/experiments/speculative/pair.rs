@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 pub struct Pair {
     /// Target engine.
     pub target: LlamaEngine,
-    /// Target file.
+    /// Path of the target GGUF file.
     pub target_path: PathBuf,
-    /// Target sha256.
+    /// sha256 of the target GGUF file.
     pub target_sha256: String,
     /// Draft-model drafter.
     pub draft: Option<DraftModel<LlamaEngine>>,
-    /// Draft file.
+    /// Path of the draft GGUF file (draft-model drafter only).
     pub draft_path: Option<PathBuf>,
-    /// Draft sha256.
+    /// sha256 of the draft GGUF file.
     pub draft_sha256: Option<String>,
 }
 

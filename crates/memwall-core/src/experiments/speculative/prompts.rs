@@ -68,9 +68,9 @@ impl Format {
 /// One prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
-    /// Unique id.
+    /// Id of the prompt in the frozen set, unique, e.g. `json-01`.
     pub id: String,
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: Category,
     /// Raw or chat.
     pub format: Format,

@@ -26,7 +26,7 @@ fn sql(store: &Store, source: sqlx::Error) -> StoreError {
 pub struct GateProvenance {
     /// Target model file name.
     pub target_file: String,
-    /// Its sha256.
+    /// sha256 of the target GGUF file.
     pub target_sha256: String,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
@@ -145,9 +145,9 @@ pub struct StoredGate {
     pub id: i64,
     /// The gate's run.
     pub run_id: i64,
-    /// Drafter identity.
+    /// The drafter's identity: kind and settings (or draft model file).
     pub drafter_key: String,
-    /// Draft length.
+    /// Draft length: tokens the drafter proposes per iteration.
     pub k: usize,
     /// Prompts gated.
     pub n_prompts: usize,
@@ -325,19 +325,19 @@ pub struct SpecBenchRow {
     pub run_id: i64,
     /// Target file name.
     pub target_file: String,
-    /// Target sha256.
+    /// sha256 of the target GGUF file.
     pub target_sha256: String,
     /// Draft file name (draft-model cells).
     pub draft_file: Option<String>,
     /// `none` | `draft-model` | `ngram`.
     pub drafter_kind: String,
-    /// Drafter identity.
+    /// The drafter's identity: kind and settings (or draft model file).
     pub drafter_key: String,
     /// Draft length (0 = target-only).
     pub k: usize,
     /// This cell is `--k auto`'s choice.
     pub k_auto: bool,
-    /// Category.
+    /// Prompt category: `json`, `code` or `prose`.
     pub category: String,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
@@ -347,7 +347,7 @@ pub struct SpecBenchRow {
     pub max_new: usize,
     /// Repetitions (0 for a decision row).
     pub reps: usize,
-    /// Threads.
+    /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: u32,
     /// Decode tok/s per repetition (`None` only for a decision row).
     pub tps_samples: Option<Vec<f64>>,
@@ -399,15 +399,15 @@ pub struct SpecBenchRow {
     pub stats_json: String,
     /// Cost-model timings of the category (JSON of [`super::cost::Timings`]).
     pub timings_json: Option<String>,
-    /// Engine build.
+    /// llama.cpp build the engine was compiled from.
     pub engine_build: String,
-    /// memwall commit.
+    /// Git commit of the memwall build that measured it.
     pub build_commit: String,
     /// When (UTC RFC 3339).
     pub measured_at: String,
-    /// Host.
+    /// Hostname of the machine that measured it.
     pub hostname: String,
-    /// CPU.
+    /// CPU model name as the OS reports it.
     pub cpu_info: String,
     /// A decision instead of a measurement: `--k auto` turning speculation off
     /// ([`AUTO_OFF_PREDICTED`], [`AUTO_OFF_UNGATED`]). `None` for measured rows.

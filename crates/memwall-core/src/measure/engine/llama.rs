@@ -191,7 +191,7 @@ impl LlamaModelHandle {
         })
     }
 
-    /// Layers offloaded.
+    /// Layers offloaded to the GPU (llama-bench's `-ngl`).
     pub fn n_gpu_layers(&self) -> u32 {
         self.n_gpu_layers
     }

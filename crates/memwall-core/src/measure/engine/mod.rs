@@ -51,9 +51,9 @@ pub enum EngineError {
     /// The model could not be loaded.
     #[error("cannot load model {path}: {reason}")]
     Load {
-        /// The file.
+        /// Path of the file the error is about.
         path: String,
-        /// Why.
+        /// What is wrong with the file.
         reason: String,
     },
     /// A context or batch could not be created.
@@ -150,7 +150,7 @@ pub struct EngineInfo {
 pub struct ChatMessage {
     /// `system`, `user` or `assistant`.
     pub role: String,
-    /// Text.
+    /// The message text.
     pub content: String,
 }
 

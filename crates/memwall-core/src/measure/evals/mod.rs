@@ -18,7 +18,7 @@ pub enum EvalError {
         "{path}: {problem}. The file does not match the pinned dataset: delete it and run `memwall datasets fetch`"
     )]
     Data {
-        /// File.
+        /// Path of the file the error is about.
         path: String,
         /// What is wrong (line/row and field).
         problem: String,
@@ -62,7 +62,7 @@ pub struct LogSumExp {
 }
 
 /// Numerically stable log-sum-exp of a logit row (f64 accumulation of `exp(x − max)`,
-/// as llama-perplexity's `log_softmax`): returns `(max, ln Σ exp(x − max))`.
+/// as llama-perplexity's `log_softmax`).
 pub fn log_sum_exp(logits: &[f32]) -> LogSumExp {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = logits.iter().map(|&x| ((x - max) as f64).exp()).sum();

@@ -55,7 +55,7 @@ pub struct KldStats {
     pub p95: f64,
     /// 99th percentile.
     pub p99: f64,
-    /// Maximum.
+    /// Largest per-token KLD.
     pub max: f64,
     /// Same top token, percent.
     pub same_top_pct: f64,
@@ -72,7 +72,7 @@ pub struct KldStats {
 /// A finished perplexity (and optional KLD) measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PplResult {
-    /// Settings.
+    /// The settings the evaluation ran with.
     pub config: PplConfig,
     /// sha256 of the text file.
     pub text_sha256: String,
@@ -82,7 +82,7 @@ pub struct PplResult {
     pub n_chunks: u32,
     /// Tokens scored.
     pub n_scored: u64,
-    /// Perplexity.
+    /// Perplexity, exp(mean NLL per scored token).
     pub ppl: f64,
     /// Its uncertainty (PPL × stderr of the NLL), llama-perplexity's `+/-`.
     pub ppl_unc: f64,
@@ -332,7 +332,7 @@ pub fn perplexity<E: Engine, R: Engine>(
 
 /// Runs llama.cpp's `llama-perplexity` on the same file and settings
 /// (`-f FILE -c n_ctx -b n_ctx --chunks n_chunks -t threads -ngl 0`) and returns
-/// its final estimate `(PPL, ±)`, parsed from `Final estimate: PPL = X +/- Y`.
+/// its final estimate (PPL and its ±), parsed from `Final estimate: PPL = X +/- Y`.
 ///
 /// # Errors
 /// [`EvalError::Tool`] when the tool fails or prints no estimate.

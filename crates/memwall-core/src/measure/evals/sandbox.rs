@@ -305,7 +305,7 @@ pub struct Verdict {
 }
 
 /// The verdict: passed only when the process exited 0 *and* a whole stdout line is
-/// `nonce`; returns `(passed, status)`.
+/// `nonce`.
 pub fn verdict(exit: Exit, stdout_tail: &str, nonce: &str) -> Verdict {
     let token = !nonce.is_empty() && stdout_tail.lines().any(|l| l.trim() == nonce);
     let (passed, status) = match exit {

@@ -92,7 +92,7 @@ pub struct TaskItem {
 pub enum ItemBody {
     /// A word problem with a numeric answer.
     Math {
-        /// Question.
+        /// The question as the dataset words it.
         question: String,
         /// Reference final number (commas removed).
         answer: String,
@@ -101,7 +101,7 @@ pub enum ItemBody {
     Choice {
         /// Subject (MMLU).
         topic: Option<String>,
-        /// Question.
+        /// The question as the dataset words it.
         question: String,
         /// Option labels (`A`…, or ARC's `1`…).
         labels: Vec<String>,
@@ -438,7 +438,7 @@ pub struct ItemResult {
 pub struct TaskResult {
     /// Task name.
     pub task: String,
-    /// Settings.
+    /// The settings the evaluation ran with.
     pub config: TaskConfig,
     /// Items in the dataset.
     pub n_total: usize,

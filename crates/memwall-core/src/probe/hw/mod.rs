@@ -186,7 +186,7 @@ pub struct HostInfo {
     pub cpu_model: String,
     /// Physical cores (falls back to logical when the OS does not say).
     pub cores_physical: usize,
-    /// Logical CPUs.
+    /// Logical CPUs of the machine (hardware threads).
     pub cores_logical: usize,
     /// Installed RAM.
     pub ram: Bytes,
@@ -200,7 +200,7 @@ pub struct HostInfo {
     pub llc: Option<Bytes>,
     /// Accelerators the OS reports.
     pub gpus: Vec<String>,
-    /// Host name.
+    /// Hostname of the machine.
     pub hostname: String,
 }
 
