@@ -14,7 +14,7 @@ MEMWALL_SETUP_MODELS=none ./scripts/setup.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
-# The desktop app's front end (issue 3), built before cargo so the app embeds it.
+# The desktop app's front end, built before cargo so the app embeds it.
 if command -v npm >/dev/null; then
   echo "== ui: npm ci, vitest, build"
   npm --prefix ui test

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idle footprint of the app with the window closed (tray only): CPU % over a window
 # (default 60 s, after a 10 s settle) and RSS, summed over the app and its child
-# processes (WebKit's, if any). Goal from issue 3: ≤ 0.5 % CPU and ≤ 120 MB RSS.
+# processes (WebKit's, if any). Goal: ≤ 0.5 % CPU and ≤ 120 MB RSS.
 # Usage: tests/e2e/footprint.sh [seconds]   (needs Xvfb and dbus-daemon; the built app)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,4 +1,4 @@
-//! The quantization frontier on real models and real data (issue 6):
+//! The quantization frontier on real models and real data:
 //! - the dataset files parse to their published item counts;
 //! - HumanEval's own canonical solutions pass in the sandbox, broken ones fail;
 //! - memwall's quantizer wrapper writes the same bytes as llama.cpp's `llama-quantize`;

@@ -271,7 +271,7 @@ mod tests {
     use crate::units::GIB;
 
     /// Relative tolerance for "≈" figures quoted to 2–3 significant digits in
-    /// public write-ups (the known values).
+    /// public write-ups (model cards, vendor pages, blog posts).
     const QUOTED: f64 = 0.01;
 
     fn roof(gbps: f64) -> Roof {
@@ -321,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn day1_lab_120_gbps_over_5_03_gb() {
+    fn decode_of_a_5_03_gb_model_at_120_gbps() {
         let mut m = CalcModel::from_params(8.19e9, 8.19e9, 4.9);
         m.streamed_bytes = Bytes(5_030_000_000);
         let t = calc(&m, &roof(120.0), &CalcParams::default())

@@ -737,7 +737,7 @@ mod tests {
 
     #[test]
     fn block_count_beyond_the_tensors_present_is_refused_before_allocating() {
-        // The file: ~500 bytes, llama.block_count = 4,000,000,000. Per-layer
+        // A hostile file: ~500 bytes, llama.block_count = 4,000,000,000. Per-layer
         // lists of that length would take 16 GB; it must fail at once, naming the key.
         let b = GgufBuilder::default()
             .kv_str("general.architecture", "llama")

@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn decomposition_matches_hand_values() {
-        // Day-1 lab numbers: depth 0 at 19.82 t/s with 5.03 GB/step; at 8192 the step reads
+        // A measured sweep of a 5.03 GB model: depth 0 at 19.82 t/s with 5.03 GB/step;
         // at 8192 the step reads 6.24 GB and measured 15.97 t/s. Slowdown
         // 19.82/15.97 − 1 = 24.1 %; bytes explain 6.24/5.03 − 1 = 24.1 %: nearly all of it.
         let mk = |d: i64, ts: f64, bytes: f64| BenchRecord {

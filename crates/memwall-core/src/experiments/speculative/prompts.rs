@@ -209,7 +209,10 @@ mod tests {
     #[test]
     fn the_builtin_set_is_frozen_and_complete() {
         let s = PromptSet::builtin().unwrap();
-        assert!(s.prompts.len() >= 50, "the issue asks for ≥ 50 prompts");
+        assert!(
+            s.prompts.len() >= 50,
+            "the built-in set must hold at least 50 prompts"
+        );
         for c in Category::ALL {
             let of = s.of(c);
             assert!(of.len() >= 10, "{c:?}");
