@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use memwall_core::experiments::evidence::chart as charts;
 use memwall_core::experiments::evidence::{self, batch, ceilings, depth, kv::KvVerify, threads};
 use memwall_core::probe::catalog::Catalog;
-use memwall_core::store::{NewRun, RowFilter};
+use memwall_core::store::RowFilter;
 use std::path::PathBuf;
 
 pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<()> {
@@ -35,32 +35,23 @@ pub(crate) async fn kv_verify(db: &std::path::Path, a: KvVerifyArgs) -> Result<(
         .iter()
         .map(|c| parse_cache(c))
         .collect::<Result<Vec<_>>>()?;
-    if a.n < 16 {
-        bail!("-n must be at least 16 tokens");
-    }
-    let threads = a.threads.unwrap_or_else(physical_cores);
-    let started = memwall_core::util::now_rfc3339();
-    let n = a.n;
-    let mut guard = memwall_core::measure::guard::Guard::begin(a.guard.options())?;
-    let (rows, guard): (Vec<KvVerify>, _) = tokio::task::spawn_blocking(move || {
-        let rows = evidence::run_kv_verify(&models, &caches, n, threads, &mut guard, &mut |m| {
-            eprintln!("kv verify: {m}…")
-        });
-        rows.map(|r| (r, guard.finish()))
-    })
-    .await??;
-    print_guard(&guard);
     let store = open_store(db).await?;
-    let run = NewRun {
-        kind: "kv".into(),
-        started_at: started,
-        finished_at: memwall_core::util::now_rfc3339(),
-        command: command_line(),
-        host: memwall_core::probe::hw::host_info(),
-        notes: String::new(),
-        guard: Some(guard),
-    };
-    let run_id = evidence::store_kv_run(&store, &run, &rows).await?;
+    let n = a.n;
+    let out = evidence::kv_verify_job(
+        &store,
+        evidence::KvVerifyOptions {
+            models,
+            caches,
+            n,
+            threads: a.threads.unwrap_or_else(physical_cores),
+            guard: a.guard.options(),
+            command: command_line(),
+        },
+        |m| eprintln!("kv verify: {m}…"),
+    )
+    .await?;
+    print_guard(&out.guard);
+    let (run_id, rows) = (out.run_id, out.rows);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {

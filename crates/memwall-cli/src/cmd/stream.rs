@@ -40,25 +40,8 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
         eprintln!(
             "--array-size: {array} per array is below STREAM's rule (≥ 4 × last-level cache = {rule}): the arrays may be served from cache, so these rates are not stored and no ceiling uses them"
         );
-        let (n, quick) = (
-            a.array_size.expect("below the rule only when given"),
-            a.quick,
-        );
-        let results: Vec<StreamResult> = tokio::task::spawn_blocking(move || {
-            threads
-                .iter()
-                .map(|&t| {
-                    let mut cfg = if quick {
-                        StreamConfig::quick(None, t)
-                    } else {
-                        StreamConfig::standard(None, t)
-                    };
-                    cfg.n_elements = n;
-                    stream::run(&cfg)
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .await??;
+        let n = a.array_size.expect("below the rule only when given");
+        let results = roof::stream_unstored_job(threads, a.quick, n).await?;
         if a.json {
             let out = serde_json::json!({ "stored": false, "results": results });
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -144,49 +127,15 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
         IsaArg::Neon => Some(peak::Isa::Neon),
         IsaArg::Scalar => Some(peak::Isa::Scalar),
     };
-    // With --isa, each kind the path supports is measured; a kind it lacks is
-    // reported as not measured, and a path that supports neither is an error.
-    let (run, lacking): (Vec<_>, Vec<_>) = PeakKind::ALL
-        .into_iter()
-        .map(|k| (k, forced.unwrap_or_else(|| peak::best_path(k))))
-        .partition(|&(k, i)| i.supported(k));
-    if run.is_empty() {
-        let (k, i) = lacking[0];
-        return Err(peak::measure_with(k, i, 1, std::time::Duration::ZERO, 1)
-            .expect_err("unsupported path")
-            .into());
-    }
-    let peaks: Vec<_> = tokio::task::spawn_blocking(move || {
-        run.into_iter()
-            .map(|(k, i)| peak::measure_with(k, i, t, std::time::Duration::from_millis(200), 5))
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .await??;
-    // A forced lower path is not this CPU's roof: the latest stored peak of a kind is
-    // what prefill ceilings use, so only the widest path's peaks are stored.
-    let (roof, lower): (Vec<_>, Vec<_>) = peaks
-        .iter()
-        .cloned()
-        .partition(|p| p.isa == peak::best_path(p.kind).path(p.kind));
-    let stored = if roof.is_empty() {
-        "not stored (a forced lower path is not this CPU's roof)".to_string()
-    } else {
-        let store = open_store(db).await?;
-        let run = memwall_core::store::NewRun {
-            kind: "peak".into(),
-            started_at: memwall_core::util::now_rfc3339(),
-            finished_at: memwall_core::util::now_rfc3339(),
-            command: command_line(),
-            host,
-            notes: String::new(),
-            guard: None,
-        };
-        let id = store.insert_stream_run(&run, &[], &roof).await?.run_id;
-        let mut s = format!("stored: run {id}");
-        if !lower.is_empty() {
-            s.push_str(" (forced lower paths not stored)");
+    let store = open_store(db).await?;
+    let out = roof::peak_job(&store, &host, t, forced, &command_line()).await?;
+    let (peaks, lacking) = (&out.peaks, &out.lacking);
+    let stored = match out.run_id {
+        None => "not stored (a forced lower path is not this CPU's roof)".to_string(),
+        Some(id) if out.lower_not_stored => {
+            format!("stored: run {id} (forced lower paths not stored)")
         }
-        s
+        Some(id) => format!("stored: run {id}"),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&peaks)?);
@@ -194,7 +143,7 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
     }
     println!("| peak | path | threads | measured | bound | bound arithmetic |");
     println!("| ---- | ---- | ------: | -------: | ----: | ---------------- |");
-    for p in &peaks {
+    for p in peaks {
         println!(
             "| {} | {} | {} | {:.1} {unit} | {:.1} {unit} | {} |",
             p.kind.label(),
@@ -206,7 +155,7 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
             unit = p.kind.unit()
         );
     }
-    for (k, i) in &lacking {
+    for (k, i) in lacking {
         println!(
             "| {} | {} | {t} | — | — | not measured: the path needs {} |",
             k.label(),

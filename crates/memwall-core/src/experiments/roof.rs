@@ -104,6 +104,107 @@ pub async fn stream_job_sized(
     })
 }
 
+/// STREAM at `n_elements` per array, measured and validated but not stored: for
+/// arrays below STREAM's sizing rule (≥ 4 × the last-level cache), whose rates may
+/// come from cache and so must never become a ceiling.
+///
+/// # Errors
+/// [`JobError::Stream`] (validation, allocation).
+pub async fn stream_unstored_job(
+    threads: Vec<usize>,
+    quick: bool,
+    n_elements: usize,
+) -> Result<Vec<StreamResult>, JobError> {
+    Ok(blocking(move || {
+        threads
+            .iter()
+            .map(|&t| {
+                let mut cfg = if quick {
+                    StreamConfig::quick(None, t)
+                } else {
+                    StreamConfig::standard(None, t)
+                };
+                cfg.n_elements = n_elements;
+                stream::run(&cfg)
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await??)
+}
+
+/// A `memwall peak` job's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeakOutcome {
+    /// Every peak measured (the forced path's, or this CPU's widest).
+    pub peaks: Vec<Peak>,
+    /// Kinds the forced path does not support: (kind, path), not measured.
+    pub lacking: Vec<(PeakKind, peak::Isa)>,
+    /// The stored `peak` run; `None` when only forced lower paths ran (they are not
+    /// this CPU's roof).
+    pub run_id: Option<i64>,
+    /// Some peaks ran on a forced lower path and were not stored.
+    pub lower_not_stored: bool,
+}
+
+/// Measures the f32 FMA and int8 dot peaks at `threads` on the widest path this CPU
+/// has, or on `forced`; each kind the forced path lacks is listed as not measured.
+/// Only the widest path's peaks are stored (a `peak` run): the latest stored peak of
+/// a kind is what prefill ceilings use, and a forced lower path is not the roof.
+///
+/// # Errors
+/// [`JobError::Peak`] when the path supports neither kind, or a rate is above its
+/// physical bound; [`JobError::Store`].
+pub async fn peak_job(
+    store: &Store,
+    host: &HostInfo,
+    threads: usize,
+    forced: Option<peak::Isa>,
+    command: &str,
+) -> Result<PeakOutcome, JobError> {
+    let (run, lacking): (Vec<_>, Vec<_>) = PeakKind::ALL
+        .into_iter()
+        .map(|k| (k, forced.unwrap_or_else(|| peak::best_path(k))))
+        .partition(|&(k, i)| i.supported(k));
+    if run.is_empty() {
+        let (k, i) = lacking[0];
+        return Err(peak::measure_with(k, i, 1, Duration::ZERO, 1)
+            .expect_err("unsupported path")
+            .into());
+    }
+    let t = threads.max(1);
+    let peaks: Vec<Peak> = blocking(move || {
+        run.into_iter()
+            .map(|(k, i)| peak::measure_with(k, i, t, Duration::from_millis(200), 5))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await??;
+    let (roof, lower): (Vec<_>, Vec<_>) = peaks
+        .iter()
+        .cloned()
+        .partition(|p| p.isa == peak::best_path(p.kind).path(p.kind));
+    let run_id = if roof.is_empty() {
+        None
+    } else {
+        let now = crate::util::now_rfc3339();
+        let run = NewRun {
+            kind: "peak".into(),
+            started_at: now.clone(),
+            finished_at: now,
+            command: command.to_string(),
+            host: host.clone(),
+            notes: String::new(),
+            guard: None,
+        };
+        Some(store.insert_stream_run(&run, &[], &roof).await?.run_id)
+    };
+    Ok(PeakOutcome {
+        peaks,
+        lacking,
+        run_id,
+        lower_not_stored: !lower.is_empty(),
+    })
+}
+
 /// Where the roof came from, for the report line under the table.
 #[derive(Debug, Clone, Serialize, Deserialize, ts_rs::TS)]
 pub struct RoofSource {

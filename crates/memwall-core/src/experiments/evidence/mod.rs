@@ -24,6 +24,86 @@ pub mod threads;
 
 pub use store::store_kv_run;
 
+/// What `memwall kv verify` (and any other adapter) asks of [`kv_verify_job`].
+#[derive(Debug, Clone)]
+pub struct KvVerifyOptions {
+    /// GGUF files to verify.
+    pub models: Vec<std::path::PathBuf>,
+    /// KV cache types to verify each model with.
+    pub caches: Vec<crate::probe::model::CacheType>,
+    /// Tokens per measuring step: the state is read after `n` and `2n` cached tokens
+    /// (at least 16).
+    pub n: u64,
+    /// Engine threads.
+    pub threads: u32,
+    /// Battery and memory overrides.
+    pub guard: crate::measure::guard::GuardOptions,
+    /// The command as typed, for provenance.
+    pub command: String,
+}
+
+/// A finished KV verification: the stored run, its rows and what the guard saw.
+#[derive(Debug, Clone)]
+pub struct KvVerifyOutcome {
+    /// The stored `kv` run.
+    pub run_id: i64,
+    /// One row per (model, cache type).
+    pub rows: Vec<kv::KvVerify>,
+    /// The guard's findings over the whole run.
+    pub guard: crate::measure::guard::GuardReport,
+}
+
+/// The `kv verify` job: checks the options and the guard, runs [`run_kv_verify`] on
+/// tokio's blocking pool, and stores the rows with the run in one transaction.
+/// `progress` gets one line per (model, cache type) as it starts.
+///
+/// # Errors
+/// [`crate::experiments::JobError`]: bad options (`n` below 16, no model or cache
+/// type), the guard's refusal, model or engine errors, the store; on error nothing
+/// is stored.
+#[cfg(feature = "llama")]
+pub async fn kv_verify_job(
+    store: &crate::store::Store,
+    opts: KvVerifyOptions,
+    mut progress: impl FnMut(&str) + Send + 'static,
+) -> Result<KvVerifyOutcome, crate::experiments::JobError> {
+    use crate::experiments::bench::BenchError;
+    if opts.n < 16 {
+        return Err(BenchError::Plan(format!("-n {}: must be at least 16 tokens", opts.n)).into());
+    }
+    if opts.models.is_empty() || opts.caches.is_empty() {
+        return Err(BenchError::Plan(
+            "kv verify needs at least one model and one cache type".into(),
+        )
+        .into());
+    }
+    let started_at = crate::util::now_rfc3339();
+    let mut guard = crate::measure::guard::Guard::begin(opts.guard.clone())?;
+    let (models, caches, n, threads) = (opts.models, opts.caches, opts.n, opts.threads);
+    let (rows, guard) = crate::experiments::blocking(move || {
+        let rows = run_kv_verify(&models, &caches, n, threads, &mut guard, &mut |m| {
+            progress(m)
+        });
+        rows.map(|r| (r, guard.finish()))
+    })
+    .await??;
+    let run = crate::store::NewRun {
+        kind: "kv".into(),
+        started_at,
+        finished_at: crate::util::now_rfc3339(),
+        command: opts.command,
+        host: crate::probe::hw::host_info(),
+        notes: String::new(),
+        guard: Some(guard.clone()),
+    };
+    let run_id = store_kv_run(store, &run, &rows).await?;
+    Ok(KvVerifyOutcome {
+        run_id,
+        rows,
+        guard,
+    })
+}
+
 /// Runs the KV verification for each model and cache type on llama.cpp: a fresh
 /// context per (model, cache type) with room for `2n` tokens; `guard` checks each
 /// model fits before it is loaded.
