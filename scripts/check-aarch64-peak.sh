@@ -28,6 +28,7 @@ publish = false
 [dependencies]
 serde = { version = "1", features = ["derive"] }
 thiserror = "2"
+ts-rs = { version = "12", features = ["no-serde-warnings"] }
 [workspace]
 TOML
 cat > "$work/src/lib.rs" <<RS
@@ -44,5 +45,10 @@ cp "$repo/Cargo.lock" "$work/Cargo.lock"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max"
 cd "$work"
-CARGO_TARGET_DIR="$work/target" cargo test --offline --release --target aarch64-unknown-linux-gnu -- \
-  --skip every_path_is_within_its_bound_and_above_scalar --nocapture 2>&1 | grep -E "^test |paths checked|test result|panicked"
+if ! CARGO_TARGET_DIR="$work/target" cargo test --offline --release --target aarch64-unknown-linux-gnu -- \
+  --skip every_path_is_within_its_bound_and_above_scalar --nocapture >"$work/test.log" 2>&1; then
+  tail -40 "$work/test.log" >&2
+  echo "check-aarch64-peak: FAILED (full log: $work/test.log)" >&2
+  exit 1
+fi
+grep -E "^test |paths checked|test result" "$work/test.log"

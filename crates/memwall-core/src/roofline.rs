@@ -128,36 +128,9 @@ impl Placement {
     }
 }
 
-/// Which arithmetic a compute peak is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PeakKind {
-    /// f32 fused multiply-add (GFLOP/s).
-    F32Fma,
-    /// 8-bit integer dot product (GOP/s, 2 ops per MAC).
-    Int8Dot,
-}
+pub use crate::units::PeakKind;
 
 impl PeakKind {
-    /// Both kinds, in table order.
-    pub const ALL: [PeakKind; 2] = [PeakKind::F32Fma, PeakKind::Int8Dot];
-
-    /// Label for tables.
-    pub fn label(self) -> &'static str {
-        match self {
-            PeakKind::F32Fma => "f32 FMA",
-            PeakKind::Int8Dot => "int8 dot",
-        }
-    }
-
-    /// Unit of the rate: `GFLOP/s` or `GOP/s` (10^9 per second).
-    pub fn unit(self) -> &'static str {
-        match self {
-            PeakKind::F32Fma => "GFLOP/s",
-            PeakKind::Int8Dot => "GOP/s",
-        }
-    }
-
     /// The peak llama.cpp's CPU path runs a model's matmuls at: int8 dot when the
     /// weights are block-quantized (activations are quantized to 8 bits), f32 FMA for
     /// F16/BF16/F32 weights (and when the dominant type is unknown).

@@ -118,6 +118,38 @@ pub fn or_dash(v: Option<f64>, decimals: usize) -> String {
     }
 }
 
+/// Which arithmetic a compute peak is for; it sets the rate's unit (GFLOP/s or
+/// GOP/s). [`crate::roofline`] picks the kind a model's prefill runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakKind {
+    /// f32 fused multiply-add (GFLOP/s).
+    F32Fma,
+    /// 8-bit integer dot product (GOP/s, 2 ops per MAC).
+    Int8Dot,
+}
+
+impl PeakKind {
+    /// Both kinds, in table order.
+    pub const ALL: [PeakKind; 2] = [PeakKind::F32Fma, PeakKind::Int8Dot];
+
+    /// Label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            PeakKind::F32Fma => "f32 FMA",
+            PeakKind::Int8Dot => "int8 dot",
+        }
+    }
+
+    /// Unit of the rate: `GFLOP/s` or `GOP/s` (10^9 per second).
+    pub fn unit(self) -> &'static str {
+        match self {
+            PeakKind::F32Fma => "GFLOP/s",
+            PeakKind::Int8Dot => "GOP/s",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 /// Which arithmetic a peak is for (defined with the roofline, which picks the
 /// prefill roof by it).
-pub use crate::roofline::PeakKind;
+pub use crate::units::PeakKind;
 
 /// An instruction path of the peak kernels. `memwall peak --isa` forces one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
