@@ -178,10 +178,10 @@ try {
   await page.click("#sgate", { force: true }).catch(() => {});
   await page.waitForFunction(() => document.querySelector("#slabel").textContent === "done");
   check(await page.evaluate(() => window.__calls.filter((c) => c === "spec_gate").length) === 1, "a double click starts one gate");
-  const req = await page.evaluate(() => window.__specRequest);
-  check(req.target === "smollm2-135m" && req.draft === "smollm2-135m", "only fetched catalogue models are offered (names, not paths)");
-  check(JSON.stringify(req.options) === JSON.stringify({ ks: [4], drafters: ["draft-model", "ngram"], max_new: 8, limit: 2, sampling_trials: 0 }),
-    `typed fields reach core, empty ones are left to core's defaults: ${JSON.stringify(req.options)}`);
+  const specReq = await page.evaluate(() => window.__specRequest);
+  check(specReq.target === "smollm2-135m" && specReq.draft === "smollm2-135m", "only fetched catalogue models are offered (names, not paths)");
+  check(JSON.stringify(specReq.options) === JSON.stringify({ ks: [4], drafters: ["draft-model", "ngram"], max_new: 8, limit: 2, sampling_trials: 0 }),
+    `typed fields reach core, empty ones are left to core's defaults: ${JSON.stringify(specReq.options)}`);
   check((await page.$$("#gate-rows tbody tr")).length === 2, "one gate row per drafter × k");
   check((await page.textContent("#gate-rows")).includes("prompt code-01, generated position 3"), "the first difference is shown");
   const verdict = await page.textContent("#verdict");
