@@ -289,16 +289,10 @@ fn measure_speed(
         n_depth: vec![0],
         n_seqs: vec![1],
         n_threads: vec![plan.n_threads],
-        n_batch: 2048,
-        n_ubatch: 512,
-        n_gpu_layers: 999,
-        type_k: CacheType::F16,
-        type_v: CacheType::F16,
-        flash_attn: None,
         reps: plan.reps,
-        seed: 42,
         allow_battery: plan.guard.allow_battery,
         skip_capacity_check: plan.guard.skip_capacity_check,
+        ..BenchPlan::llama_bench_defaults()
     };
     let rcx = RunContext {
         plan: &bp,
