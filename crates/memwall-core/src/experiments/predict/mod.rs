@@ -564,20 +564,9 @@ mod tests {
         BenchPlan {
             models: vec![model],
             n_prompt,
-            n_gen: vec![128],
-            n_depth: vec![0],
-            n_seqs: vec![1],
             n_threads,
-            n_batch: 2048,
-            n_ubatch: 512,
             n_gpu_layers: 0,
-            type_k: crate::probe::model::CacheType::F16,
-            type_v: crate::probe::model::CacheType::F16,
-            flash_attn: None,
-            reps: 5,
-            seed: 42,
-            allow_battery: false,
-            skip_capacity_check: false,
+            ..BenchPlan::llama_bench_defaults()
         }
     }
 

@@ -733,29 +733,11 @@ mod tests {
     use crate::experiments::speculative::gate::DrafterKind;
     use crate::experiments::speculative::prompts::{Category, Format};
     use crate::experiments::speculative::run::SpecStats;
-    use crate::probe::hw::HostInfo;
-    use crate::units::Bytes;
 
     fn run(kind: &str) -> NewRun {
         NewRun {
-            kind: kind.into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: "2026-01-01T00:01:00Z".into(),
             command: "memwall spec".into(),
-            host: HostInfo {
-                cpu_model: "cpu".into(),
-                cores_physical: 2,
-                cores_logical: 2,
-                ram: Bytes(1 << 30),
-                os: "os".into(),
-                kernel: "k".into(),
-                arch: "x86_64".into(),
-                llc: None,
-                gpus: vec![],
-                hostname: "h".into(),
-            },
-            notes: String::new(),
-            guard: None,
+            ..crate::testing::new_run(kind)
         }
     }
 
