@@ -261,6 +261,14 @@ pub struct StreamArgs {
     /// run is printed but not stored.
     #[arg(long, value_name = "ELEMENTS")]
     pub array_size: Option<usize>,
+    /// Run STREAM's four kernels on an NVIDIA GPU's memory instead (CUDA driver and
+    /// NVRTC loaded at run time; arrays ≥ 4 × L2 and ≥ 1 GiB). Stored as that
+    /// device's ceiling, never the CPU's.
+    #[arg(long, conflicts_with_all = ["threads", "quick", "peaks"])]
+    pub gpu: bool,
+    /// The CUDA device `--gpu` runs on.
+    #[arg(long, default_value_t = 0, value_name = "ORDINAL", requires = "gpu")]
+    pub gpu_device: usize,
     /// JSON output.
     #[arg(long)]
     pub json: bool,

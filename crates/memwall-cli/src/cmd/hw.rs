@@ -6,10 +6,15 @@ use memwall_core::probe::hw;
 pub(crate) fn hw_cmd(json: bool) -> Result<()> {
     let h = hw::host_info();
     let l = hw::live_state();
+    let cuda = memwall_core::probe::cuda::cuda_devices();
     if json {
+        let cuda = match &cuda {
+            Ok(d) => serde_json::json!({ "devices": d }),
+            Err(e) => serde_json::json!({ "devices": [], "why_none": e.to_string() }),
+        };
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"host": h, "live": l}))?
+            serde_json::to_string_pretty(&serde_json::json!({"host": h, "live": l, "cuda": cuda}))?
         );
         return Ok(());
     }
@@ -33,6 +38,43 @@ pub(crate) fn hw_cmd(json: bool) -> Result<()> {
             h.gpus.join("; ")
         }
     );
+    match &cuda {
+        Ok(devices) if !devices.is_empty() => {
+            let cat = memwall_core::probe::devices::Devices::builtin().ok();
+            for d in devices {
+                let spec = cat.as_ref().and_then(|c| c.find_in(&d.name)).map_or(
+                    "not in catalog/devices.toml".to_string(),
+                    |s| {
+                        format!(
+                            "spec {} GB/s, {} (catalog/devices.toml)",
+                            s.bandwidth_gbps,
+                            s.peak()
+                                .map_or("no compute figure".to_string(), |p| format!(
+                                    "{:.1} TFLOP/s {}",
+                                    p.gflops.0 / 1000.0,
+                                    p.kind
+                                ))
+                        )
+                    },
+                );
+                println!(
+                    "cuda{}      {}: {} memory, compute capability {}, {} SMs, L2 {}, {}-bit bus at {} MHz (interface bound {:.0} GB/s), driver CUDA {}; {spec}",
+                    d.ordinal,
+                    d.name,
+                    d.memory,
+                    d.compute_capability,
+                    d.multiprocessors,
+                    d.l2,
+                    d.memory_bus_bits,
+                    d.memory_clock_khz / 1000,
+                    d.interface_bandwidth().0,
+                    d.driver_cuda_version
+                );
+            }
+        }
+        Ok(_) => println!("cuda       — (the driver lists no device)"),
+        Err(e) => println!("cuda       — ({e})"),
+    }
     println!("os         {} (kernel {})", h.os, h.kernel);
     println!("power      {}", l.power);
     println!("thermal    {}", l.thermal.label());

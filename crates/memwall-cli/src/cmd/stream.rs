@@ -11,6 +11,9 @@ use memwall_core::units::Bytes;
 
 pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
     let host = hw::host_info();
+    if a.gpu {
+        return gpu_stream(db, &host, &a).await;
+    }
     let threads = if a.threads.is_empty() {
         let mut t = vec![1, host.cores_logical];
         t.dedup();
@@ -83,6 +86,50 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
     println!(
         "validated: arrays hold STREAM's expected values. GB/s = 10^9 B/s. stored: run {}",
         out.run_id
+    );
+    Ok(())
+}
+
+async fn gpu_stream(db: &std::path::Path, host: &hw::HostInfo, a: &StreamArgs) -> Result<()> {
+    if a.array_size.is_some_and(|n| n < 2) {
+        bail!("--array-size must be at least 2 elements");
+    }
+    eprintln!(
+        "GPU STREAM on CUDA device {}: 3 device arrays, best of 10 passes…",
+        a.gpu_device
+    );
+    let store = open_store(db).await?;
+    let out = roof::gpu_stream_job(
+        &store,
+        host,
+        a.gpu_device,
+        a.array_size,
+        10,
+        &command_line(),
+    )
+    .await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let d = &out.result.device;
+    println!(
+        "device: {} (CUDA{}, compute capability {}, {} SMs, L2 {}, memory {}, interface bound {:.0} GB/s)",
+        d.name,
+        d.ordinal,
+        d.compute_capability,
+        d.multiprocessors,
+        d.l2,
+        d.memory,
+        d.interface_bandwidth().0
+    );
+    print_table(std::slice::from_ref(&out.result.stream));
+    println!(
+        "kernels: CUDA C compiled by NVRTC, {} doubles per thread, {} threads per block, timed with CUDA events. validated: arrays hold STREAM's expected values. GB/s = 10^9 B/s. stored: run {} as device {:?}",
+        memwall_core::measure::gpu_stream::VECTOR,
+        memwall_core::measure::gpu_stream::BLOCK,
+        out.run_id,
+        out.result.device_label()
     );
     Ok(())
 }

@@ -43,6 +43,9 @@ pub enum JobError {
     /// STREAM failed.
     #[error(transparent)]
     Stream(#[from] stream::StreamError),
+    /// GPU STREAM failed (no driver, no NVRTC, validation, an impossible rate).
+    #[error(transparent)]
+    GpuStream(#[from] crate::measure::gpu_stream::GpuStreamError),
     /// A compute peak failed (or was physically impossible).
     #[error(transparent)]
     Peak(#[from] peak::PeakError),

@@ -104,6 +104,136 @@ pub async fn stream_job_sized(
     })
 }
 
+/// A GPU STREAM job's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GpuStreamOutcome {
+    /// Store id of the run.
+    pub run_id: i64,
+    /// The device and its rates.
+    pub result: crate::measure::gpu_stream::GpuStreamResult,
+    /// Store ids, parallel to `result.stream.kernels`.
+    pub ids: Vec<i64>,
+}
+
+/// STREAM's four kernels on CUDA device `ordinal` (arrays by the rule unless
+/// `n_elements`), stored as a `stream` run whose rows carry the device's label, so
+/// they become that device's ceiling and never the CPU's.
+///
+/// # Errors
+/// [`JobError::GpuStream`], [`JobError::Store`].
+pub async fn gpu_stream_job(
+    store: &Store,
+    host: &HostInfo,
+    ordinal: usize,
+    n_elements: Option<usize>,
+    passes: usize,
+    command: &str,
+) -> Result<GpuStreamOutcome, JobError> {
+    let started = crate::util::now_rfc3339();
+    let result =
+        blocking(move || crate::measure::gpu_stream::run(ordinal, n_elements, passes)).await??;
+    let d = &result.device;
+    let run = NewRun {
+        kind: "stream".into(),
+        started_at: started,
+        finished_at: crate::util::now_rfc3339(),
+        command: command.to_string(),
+        host: host.clone(),
+        notes: format!(
+            "GPU STREAM on CUDA{} {}: compute capability {}, {} SMs, {} MiB L2, {}-bit memory bus at {} MHz (interface bound {:.0} GB/s), driver CUDA {}; kernels compiled by NVRTC, timed with CUDA events",
+            d.ordinal,
+            d.name,
+            d.compute_capability,
+            d.multiprocessors,
+            d.l2.0 >> 20,
+            d.memory_bus_bits,
+            d.memory_clock_khz / 1000,
+            d.interface_bandwidth().0,
+            d.driver_cuda_version
+        ),
+        guard: None,
+    };
+    let stored = store
+        .insert_stream_run_on(
+            &run,
+            &result.device_label(),
+            std::slice::from_ref(&result.stream),
+            &[],
+        )
+        .await?;
+    Ok(GpuStreamOutcome {
+        run_id: stored.run_id,
+        ids: stored.kernel_ids.into_iter().next().unwrap_or_default(),
+        result,
+    })
+}
+
+/// The roof of a bench whose layers are offloaded to CUDA device `ordinal`: that
+/// device's STREAM triad (measured now, or the latest stored when `reuse`), and the
+/// device catalogue's compute figure, labelled spec, as the prefill roof (memwall
+/// does not measure GPU compute peaks yet).
+///
+/// # Errors
+/// [`JobError`]; [`JobError::NoStoredStream`] when `reuse` finds no row.
+pub async fn gpu_roof(
+    store: &Store,
+    host: &HostInfo,
+    ordinal: usize,
+    reuse: bool,
+    command: &str,
+) -> Result<RoofSource, JobError> {
+    let devices = crate::probe::cuda::cuda_devices()
+        .map_err(crate::measure::gpu_stream::GpuStreamError::from)?;
+    let dev = devices.get(ordinal).cloned().ok_or(
+        crate::measure::gpu_stream::GpuStreamError::NoSuchDevice {
+            ordinal,
+            count: devices.len(),
+        },
+    )?;
+    let label = format!("CUDA{} {}", dev.ordinal, dev.name);
+    if !reuse {
+        gpu_stream_job(store, host, ordinal, None, 10, command).await?;
+    }
+    let s = store
+        .latest_device_triad(&host.hostname, &label)
+        .await?
+        .ok_or_else(|| JobError::NoStoredStream(format!("{} ({label})", host.hostname)))?;
+    let cat = crate::probe::devices::Devices::builtin().ok();
+    let spec = cat.as_ref().and_then(|c| c.find_in(&dev.name));
+    let gpu = Some(match spec {
+        Some(d) => GpuPeak {
+            device: d.name.clone(),
+            gflops: d.peak().map(|p| p.gflops),
+            basis: d
+                .peak()
+                .map_or("no compute figure".to_string(), |p| p.kind.to_string()),
+        },
+        None => GpuPeak {
+            device: dev.name.clone(),
+            gflops: None,
+            basis: "not in catalog/devices.toml".to_string(),
+        },
+    });
+    let provenance = format!(
+        "{} STREAM triad #{} ({label}) measured {}",
+        if reuse { "stored GPU" } else { "GPU" },
+        s.id,
+        s.measured_at
+    );
+    Ok(RoofSource {
+        roof: MachineRoof {
+            bandwidth: Gbps(s.best_gbps),
+            stream_id: s.id,
+            read_bandwidth: None,
+            peak_f32: None,
+            peak_int8: None,
+            gpu,
+        },
+        stream: s,
+        provenance,
+    })
+}
+
 /// STREAM at `n_elements` per array, measured and validated but not stored: for
 /// arrays below STREAM's sizing rule (≥ 4 × the last-level cache), whose rates may
 /// come from cache and so must never become a ceiling.
@@ -402,22 +532,8 @@ pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine,
 mod tests {
     use super::*;
     use crate::measure::stream::Kernel;
-    use crate::units::Bytes;
 
-    fn host() -> HostInfo {
-        HostInfo {
-            cpu_model: "cpu".into(),
-            cores_physical: 2,
-            cores_logical: 2,
-            ram: Bytes(1 << 30),
-            os: "os".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-            llc: None,
-            gpus: vec![],
-            hostname: "h".into(),
-        }
-    }
+    use crate::testing::host;
 
     async fn store_run(store: &Store, kernels: Vec<Kernel>) -> StreamResult {
         let cfg = StreamConfig {
@@ -427,15 +543,7 @@ mod tests {
             kernels,
         };
         let res = stream::run(&cfg).unwrap();
-        let run = NewRun {
-            kind: "stream".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: "2026-01-01T00:01:00Z".into(),
-            command: "memwall test".into(),
-            host: host(),
-            notes: String::new(),
-            guard: None,
-        };
+        let run = crate::testing::new_run("stream");
         store
             .insert_stream_run(&run, &[res.clone()], &[])
             .await

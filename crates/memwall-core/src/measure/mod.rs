@@ -3,6 +3,7 @@
 //!
 //! - [`stream`]: STREAM copy/scale/add/triad and the read kernel; [`peak`]: compute
 //!   peaks with their plausibility bounds.
+//! - [`gpu_stream`]: STREAM on an NVIDIA GPU (CUDA events, NVRTC kernels).
 //! - [`engine`]: the `Engine` trait and llama.cpp behind it.
 //! - [`stats`]: `Sample` (mean, std, MAD outliers) and intervals.
 //! - [`evals`]: perplexity, KL divergence and task accuracy, with the code sandbox.
@@ -13,6 +14,7 @@
 
 pub mod engine;
 pub mod evals;
+pub mod gpu_stream;
 pub mod guard;
 pub mod peak;
 pub mod stats;

@@ -839,20 +839,7 @@ pub fn run_on(cfg: &StreamConfig, isa: Isa) -> Result<StreamResult, StreamError>
         .kernels
         .iter()
         .zip(times)
-        .map(|(&k, ts)| {
-            let samples_ns: Vec<u64> = ts[1..].iter().map(|&x| x.max(1)).collect();
-            let bytes = k.bytes_counted(n).0 as f64;
-            let min = *samples_ns.iter().min().expect("passes > 0") as f64;
-            let max = *samples_ns.iter().max().expect("passes > 0") as f64;
-            let avg = samples_ns.iter().sum::<u64>() as f64 / samples_ns.len() as f64;
-            KernelResult {
-                kernel: k,
-                best_gbps: Gbps(bytes / min),
-                avg_gbps: Gbps(bytes / avg),
-                worst_gbps: Gbps(bytes / max),
-                samples_ns,
-            }
-        })
+        .map(|(&k, ts)| kernel_result(k, n, ts[1..].iter().map(|&x| x.max(1)).collect()))
         .collect();
     Ok(StreamResult {
         config: StreamConfig {
@@ -863,6 +850,22 @@ pub fn run_on(cfg: &StreamConfig, isa: Isa) -> Result<StreamResult, StreamError>
         validated: true,
         isa: Some(isa),
     })
+}
+
+/// One kernel's rates from its counted passes' times (`samples_ns`, first pass
+/// already discarded, non-empty): STREAM's best (minimum time), mean and worst.
+pub(crate) fn kernel_result(k: Kernel, n: usize, samples_ns: Vec<u64>) -> KernelResult {
+    let bytes = k.bytes_counted(n).0 as f64;
+    let min = *samples_ns.iter().min().expect("passes > 0") as f64;
+    let max = *samples_ns.iter().max().expect("passes > 0") as f64;
+    let avg = samples_ns.iter().sum::<u64>() as f64 / samples_ns.len() as f64;
+    KernelResult {
+        kernel: k,
+        best_gbps: Gbps(bytes / min),
+        avg_gbps: Gbps(bytes / avg),
+        worst_gbps: Gbps(bytes / max),
+        samples_ns,
+    }
 }
 
 /// The value every element of each STREAM array holds after a run ([`expected_values`]).
@@ -894,7 +897,12 @@ pub fn expected_values(cfg: &StreamConfig) -> ExpectedValues {
     ExpectedValues { a, b, c }
 }
 
-fn validate(cfg: &StreamConfig, a: &[f64], b: &[f64], c: &[f64]) -> Result<(), StreamError> {
+pub(crate) fn validate(
+    cfg: &StreamConfig,
+    a: &[f64],
+    b: &[f64],
+    c: &[f64],
+) -> Result<(), StreamError> {
     let ExpectedValues {
         a: ea,
         b: eb,

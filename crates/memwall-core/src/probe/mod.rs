@@ -2,6 +2,7 @@
 //!
 //! - [`hw`]: CPU, cores, memory, caches, GPUs, power source, thermal state (one `cfg`'d
 //!   module per OS).
+//! - [`cuda`]: NVIDIA GPUs as the CUDA driver lists them (loaded at run time).
 //! - [`gguf`]: the hostile-input GGUF header reader; [`model`]: the facts the roofline
 //!   needs (bytes streamed per decode step, KV bytes per token, FLOPs).
 //! - [`shape`] and [`synth`]: model shapes and shape-exact synthetic GGUF files.
@@ -11,6 +12,7 @@
 //! Imports nothing from a later stage.
 
 pub mod catalog;
+pub mod cuda;
 pub mod datasets;
 pub mod devices;
 pub mod gguf;

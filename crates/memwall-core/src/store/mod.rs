@@ -523,6 +523,21 @@ impl Store {
         results: &[StreamResult],
         peaks: &[Peak],
     ) -> Result<StoredStreamRun, StoreError> {
+        self.insert_stream_run_on(run, "cpu", results, peaks).await
+    }
+
+    /// As [`Store::insert_stream_run`] for the memory of `device`: `cpu`, or a GPU
+    /// label (`CUDA0 NVIDIA H200`) for STREAM measured on that device.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; nothing is stored on error.
+    pub async fn insert_stream_run_on(
+        &self,
+        run: &NewRun,
+        device: &str,
+        results: &[StreamResult],
+        peaks: &[Peak],
+    ) -> Result<StoredStreamRun, StoreError> {
         let mut tx = self.begin().await?;
         let run_id = self.insert_run_tx(&mut tx, run).await?;
         let mut ids = Vec::new();
@@ -530,8 +545,8 @@ impl Store {
             let mut kid = Vec::new();
             for k in &res.kernels {
                 let r = sqlx::query(
-                    "INSERT INTO stream_results (run_id, measured_at, kernel, threads, array_bytes, passes, best_gbps, avg_gbps, worst_gbps, samples_ns, validated, cpu_info, hostname)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO stream_results (run_id, measured_at, kernel, threads, array_bytes, passes, best_gbps, avg_gbps, worst_gbps, samples_ns, validated, cpu_info, hostname, device)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 )
                 .bind(run_id)
                 .bind(&run.finished_at)
@@ -546,6 +561,7 @@ impl Store {
                 .bind(res.validated as i64)
                 .bind(&run.host.cpu_model)
                 .bind(&run.host.hostname)
+                .bind(device)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| self.sql(e))?;
@@ -723,12 +739,35 @@ impl Store {
     ) -> Result<Option<StoredStream>, StoreError> {
         let row = sqlx::query(
             "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
-             WHERE kernel = 'triad' AND hostname = ? AND (? IS NULL OR threads = ?)
+             WHERE kernel = 'triad' AND device = 'cpu' AND hostname = ? AND (? IS NULL OR threads = ?)
              ORDER BY measured_at DESC, threads DESC, id DESC LIMIT 1",
         )
         .bind(hostname)
         .bind(threads)
         .bind(threads)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(row.map(|r| stream_from_row(&r)))
+    }
+
+    /// The most recent STREAM triad row of GPU `device` (its label, `CUDA0 NVIDIA
+    /// H200`) on host `hostname`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn latest_device_triad(
+        &self,
+        hostname: &str,
+        device: &str,
+    ) -> Result<Option<StoredStream>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname FROM stream_results
+             WHERE kernel = 'triad' AND device = ? AND hostname = ?
+             ORDER BY measured_at DESC, id DESC LIMIT 1",
+        )
+        .bind(device)
+        .bind(hostname)
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| self.sql(e))?;
@@ -1010,31 +1049,38 @@ mod tests {
     use crate::store::record::ColumnRole;
     use crate::units::Bytes;
 
-    fn host() -> HostInfo {
-        HostInfo {
-            cpu_model: "cpu".into(),
-            cores_physical: 2,
-            cores_logical: 2,
-            ram: Bytes(1 << 30),
-            os: "os".into(),
-            kernel: "k".into(),
-            arch: "x86_64".into(),
-            llc: None,
-            gpus: vec![],
-            hostname: "h".into(),
-        }
+    use crate::testing::new_run as run;
+
+    /// A store at `path` migrated only up to `version`, holding one `bench` run (id 1).
+    async fn old_store(path: &Path, version: i64) -> SqlitePool {
+        let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .unwrap()
+            .create_if_missing(true);
+        let pool = SqlitePool::connect_with(opts).await.unwrap();
+        sqlx::migrate!("./migrations")
+            .run_to(version, &pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool
     }
 
-    fn run(kind: &str) -> NewRun {
-        NewRun {
-            kind: kind.into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: "2026-01-01T00:01:00Z".into(),
-            command: "memwall test".into(),
-            host: host(),
-            notes: String::new(),
-            guard: None,
+    /// Inserts one `bench_results` row of the named cells.
+    async fn insert_cells(pool: &SqlitePool, fields: Vec<(&str, ColumnRole, ColumnValue)>) {
+        let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
+        let sql = format!(
+            "INSERT INTO bench_results ({}) VALUES ({})",
+            names.join(", "),
+            vec!["?"; names.len()].join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (_, _, c) in fields {
+            q = bind_cell(q, c);
         }
+        q.execute(pool).await.unwrap();
     }
 
     /// The columns `bench_results` has in `pool`'s schema.
@@ -1240,18 +1286,7 @@ mod tests {
         let path = d.path().join("old.db");
         {
             // The schema before migration 13, with rows whose warnings are "; "-joined text.
-            let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-                .unwrap()
-                .create_if_missing(true);
-            let pool = SqlitePool::connect_with(opts).await.unwrap();
-            sqlx::migrate!("./migrations")
-                .run_to(12, &pool)
-                .await
-                .unwrap();
-            sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
-                .execute(&pool)
-                .await
-                .unwrap();
+            let pool = old_store(&path, 12).await;
             let joined = [
                 "",
                 "swapping: 3 pages swapped out during the test (a disk measurement)",
@@ -1267,17 +1302,7 @@ mod tests {
                     })
                     .chain([("warnings", ColumnRole::Measure, ColumnValue::Text(w.into()))])
                     .collect();
-                let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
-                let sql = format!(
-                    "INSERT INTO bench_results ({}) VALUES ({})",
-                    names.join(", "),
-                    vec!["?"; names.len()].join(", ")
-                );
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-                for (_, _, c) in fields {
-                    q = bind_cell(q, c);
-                }
-                q.execute(&pool).await.unwrap();
+                insert_cells(&pool, fields).await;
             }
             pool.close().await;
         }
@@ -1359,6 +1384,44 @@ mod tests {
         assert!(s.latest_triad("other", None).await.unwrap().is_none());
     }
 
+    #[tokio::test]
+    async fn a_gpu_stream_row_is_never_the_cpu_ceiling() {
+        let (_d, s) = store().await;
+        let cfg = crate::measure::stream::StreamConfig {
+            n_elements: 1000,
+            threads: 1,
+            passes: 2,
+            kernels: vec![crate::measure::stream::Kernel::Triad],
+        };
+        let cpu = crate::measure::stream::run(&cfg).unwrap();
+        let cpu_id = s
+            .insert_stream_run(&run("stream"), &[cpu], &[])
+            .await
+            .unwrap()
+            .kernel_ids[0][0];
+        // A later, faster row measured on a GPU of the same host.
+        let mut gpu = crate::measure::stream::run(&cfg).unwrap();
+        gpu.kernels[0].best_gbps = crate::units::Gbps(4000.0);
+        let gpu_id = s
+            .insert_stream_run_on(&run("stream"), "CUDA0 NVIDIA H200", &[gpu], &[])
+            .await
+            .unwrap()
+            .kernel_ids[0][0];
+        assert_eq!(s.latest_triad("h", None).await.unwrap().unwrap().id, cpu_id);
+        let g = s
+            .latest_device_triad("h", "CUDA0 NVIDIA H200")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((g.id, g.best_gbps), (gpu_id, 4000.0));
+        assert!(
+            s.latest_device_triad("h", "CUDA1 NVIDIA H200")
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+
     /// A peak is stored with its bound and read back; a row without a bound (stored
     /// before bounds existed, by kernels the compiler could hoist) is not a roof.
     #[tokio::test]
@@ -1407,18 +1470,7 @@ mod tests {
         let path = d.path().join("old.db");
         {
             // The schema as it was before migration 12 (llama-bench's columns), with one row in it.
-            let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-                .unwrap()
-                .create_if_missing(true);
-            let pool = SqlitePool::connect_with(opts).await.unwrap();
-            sqlx::migrate!("./migrations")
-                .run_to(11, &pool)
-                .await
-                .unwrap();
-            sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('bench', '', '', '', '', '', 2, 0, '', '', '', '{}')")
-                .execute(&pool)
-                .await
-                .unwrap();
+            let pool = old_store(&path, 11).await;
             // Every record column the old table has (the row as memwall stored it
             // then); the columns later migrations re-encode get their old encodings.
             let have = bench_columns(&pool).await;
@@ -1449,17 +1501,7 @@ mod tests {
                 ColumnRole::Key,
                 ColumnValue::Text("GPU A; GPU B".into()),
             ));
-            let names: Vec<&str> = fields.iter().map(|(n, _, _)| *n).collect();
-            let sql = format!(
-                "INSERT INTO bench_results ({}) VALUES ({})",
-                names.join(", "),
-                vec!["?"; names.len()].join(", ")
-            );
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (_, _, c) in fields {
-                q = bind_cell(q, c);
-            }
-            q.execute(&pool).await.unwrap();
+            insert_cells(&pool, fields).await;
             pool.close().await;
         }
         let s = Store::open(&path).await.unwrap();

@@ -61,7 +61,16 @@ pub async fn bench_job(
         guard.check_fit(&[(&facts, plan.max_ctx(mi))], plan.type_k)?;
     }
     let counts: Vec<usize> = plan.n_threads.iter().map(|&t| t as usize).collect();
-    let roof = machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?;
+    // Layers offloaded to an NVIDIA GPU (llama.cpp built with its CUDA back end)
+    // stream from its memory: the roof is that device's STREAM (CUDA0, where
+    // llama.cpp puts a single-GPU model).
+    let roof =
+        if plan.n_gpu_layers > 0 && crate::measure::engine::llama::backends().contains("CUDA") {
+            crate::experiments::roof::gpu_roof(store, &host, 0, opts.reuse_stream, &opts.command)
+                .await?
+        } else {
+            machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?
+        };
     let started = crate::util::now_rfc3339();
     let (h2, r2) = (host.clone(), roof.roof.clone());
     let mut progress = progress;

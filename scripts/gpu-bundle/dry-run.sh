@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The GPU pass's script on this CPU machine, with the CPU back end and tiny settings
+# (scripts/test.sh runs it): every step must run and leave its rows and files, so
+# the bundle and the script cannot rot between GPU sessions. Also packs the source
+# tree and checks the bundle's size limit (without the dynamic-link build, which
+# would compile llama.cpp a second time).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+mw=${MEMWALL_BIN:-$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/memwall}
+[ -x "$mw" ] || { echo "dry-run: $mw not built (cargo build --release -p memwall-cli)" >&2; exit 1; }
+./scripts/gpu-bundle/pack.sh --check
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+lock=/tmp/memwall-engine-tests.lock
+OUT="$tmp/out" MEMWALL_GPU_WORK="$tmp/work" MEMWALL_GPU_DRY_RUN=1 MEMWALL_BIN="$mw" \
+  flock "$lock" ./scripts/gpu-bundle/run.sh >"$tmp/stdout" 2>"$tmp/stderr" || { tail -30 "$tmp/stderr" >&2; exit 1; }
+python3 - "$tmp/out" <<'PY'
+import json, sqlite3, sys, tarfile
+out = sys.argv[1]
+fail = []
+log = open(f"{out}/log.txt").read()
+for step in ("build: dry run", "hw", "stream:", "bench qwen2.5-0.5b:Q4_K_M round 1", "batch:", "verify:", "done"):
+    if step not in log:
+        fail.append(f"log.txt lacks step {step!r}")
+if "no NVIDIA driver" not in log and "CUDA" not in log:
+    fail.append("stream --gpu on a CPU machine did not say why it could not run")
+db = sqlite3.connect(f"{out}/memwall.db")
+n = dict(db.execute("SELECT r.kind, COUNT(*) FROM bench_results b JOIN runs r ON r.id = b.run_id GROUP BY r.kind"))
+rows = db.execute("SELECT n_prompt, n_gen, n_seqs, avg_ts FROM bench_results").fetchall()
+if not any(p == 32 and g == 0 for p, g, _, _ in rows): fail.append("no pp32 row")
+if not any(p == 0 and g == 8 and s == 1 for p, g, s, _ in rows): fail.append("no tg8 row")
+if not any(s == 2 for _, _, s, _ in rows): fail.append("no 2-sequence batch row")
+if not any(p == 2 and g == 0 for p, g, _, _ in rows): fail.append("no verify pp2 row")
+if any(not (t > 0) for *_, t in rows): fail.append("a row without a positive rate")
+names = tarfile.open(f"{out}/results.tgz").getnames()
+for want in ("json/hw.json", "json/mw-qwen2.5-0.5b:Q4_K_M-1.json", "json/batch.json", "json/verify-mw-qwen2.5-0.5b:Q4_K_M.json"):
+    if want not in names: fail.append(f"results.tgz lacks {want}")
+if fail:
+    sys.exit("gpu bundle dry run: " + "; ".join(fail))
+print(f"gpu bundle dry run: {len(rows)} bench rows, {len(names)} files in results.tgz, every step ran")
+PY

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# One pass on a GPU machine, from the bundle scripts/gpu-bundle/pack.sh made:
+#   build  llama.cpp (shared libraries with CUDA, llama-bench) from the bundled tree;
+#   hw     memwall hw (CUDA devices, their spec);
+#   stream memwall stream --gpu, alternating with PyTorch's copy/triad (torch_stream.py);
+#   bench  per model in MODELS (preset:quant): memwall model synth, then memwall bench and
+#          llama-bench alternating, pp512 + tg128, -ngl 99;
+#   batch  parallel sequences on BATCH_MODEL (memwall bench --n-seqs);
+#   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS;
+# everything into one SQLite store and logs under $OUT (the device tool brings back
+# at most 8 files): memwall.db, log.txt, results.tgz (every JSON output).
+#
+# MEMWALL_GPU_DRY_RUN=1 runs the same steps on a CPU machine with the CPU back end and
+# tiny settings (the test suite does, so this script cannot rot): no CUDA build, the
+# memwall binary from MEMWALL_BIN, llama-bench from the llama-tools build if present.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dry=${MEMWALL_GPU_DRY_RUN:-0}
+OUT=${OUT:-$(mktemp -d)}
+work=${MEMWALL_GPU_WORK:-/tmp/memwall-gpu}
+mkdir -p "$work/json" "$work/models" "$OUT"
+log="$OUT/log.txt"
+steps=${STEPS:-build hw stream bench batch verify}
+reps=${REPS:-5}
+rounds=${ROUNDS:-2}
+if [ "$dry" = 1 ]; then
+  mw=${MEMWALL_BIN:?MEMWALL_BIN: the memwall binary to dry-run}
+  lb=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin/llama-bench
+  MODELS=${MODELS:-qwen2.5-0.5b:Q4_K_M}
+  P=${P:-32}; N=${N:-8}; reps=1; rounds=1; ngl=0; fit=
+  BATCH_MODEL=${BATCH_MODEL:-qwen2.5-0.5b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2}
+  VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-0.5b:Q4_K_M}; VERIFY_P=${VERIFY_P:-1,2}
+else
+  mw="$root/.bundle/memwall"
+  lb="$work/build/bin/llama-bench"
+  MODELS=${MODELS:-qwen2.5-0.5b:F16 qwen2.5-7b:Q4_K_M qwen2.5-7b:Q8_0 qwen2.5-7b:F16}
+  P=${P:-512}; N=${N:-128}; ngl=99
+  # The capacity check compares weights + KV with the host's available RAM; with every
+  # layer offloaded they live in GPU memory (and this VM's RAM grows on demand).
+  fit=--skip-capacity-check
+  BATCH_MODEL=${BATCH_MODEL:-qwen2.5-7b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2,4,8,16,32,64}
+  VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-7b:F16}; VERIFY_P=${VERIFY_P:-1,2,3,5,9,17}
+fi
+db="$work/memwall.db"
+# A call has a hard limit (the device tool's 10 minutes): steps that would start with
+# less than MIN_LEFT seconds before DEADLINE are skipped and said so, and the rows so far
+# are still collected.
+start=$(date +%s)
+deadline=${DEADLINE:-540}
+min_left=${MIN_LEFT:-60}
+time_left() { [ $(( start + deadline - $(date +%s) )) -ge "$min_left" ]; }
+say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log" >&2; }
+run() { echo "\$ $*" >>"$log"; "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
+model() { # preset:quant → path (synthesized once)
+  local preset=${1%%:*} quant=${1##*:}
+  local f="$work/models/$preset-$quant.gguf"
+  if [ ! -f "$f" ]; then run "$mw" --db "$db" model synth --preset "$preset" -q "$quant" --out "$f" >&2 || return 1; fi
+  echo "$f"
+}
+finish() {
+  say "collecting"
+  cp "$db" "$OUT/memwall.db" 2>/dev/null
+  tar czf "$OUT/results.tgz" -C "$work" json 2>/dev/null
+  say "done"
+}
+trap finish EXIT
+
+for step in $steps; do
+  if ! time_left; then say "$step: skipped (less than ${min_left} s left of this call's ${deadline} s)"; continue; fi
+  case $step in
+  build)
+    if [ "$dry" = 1 ]; then say "build: dry run, CPU back end of $mw"; continue; fi
+    if [ -f "$work/build/bin/libggml-cuda.so" ] && [ -x "$lb" ]; then say "build: reused (warm machine)"; else
+      say "build: llama.cpp with CUDA from the bundled tree"
+      rm -rf "$work/src" && mkdir -p "$work/src" && tar xzf "$root/.bundle/llama.cpp.tar.gz" -C "$work/src"
+      cmake -S "$work/src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_OPENMP=ON \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF \
+        -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF >"$work/configure.log" 2>&1 \
+        || { tail -30 "$work/configure.log" | tee -a "$log"; exit 1; }
+      cmake --build "$work/build" -j "$(nproc)" --target llama ggml ggml-cuda llama-bench >"$work/build.log" 2>&1 \
+        || { tail -40 "$work/build.log" | tee -a "$log"; exit 1; }
+      say "build: done"
+    fi
+    export LD_LIBRARY_PATH="$work/build/bin:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
+    ;;
+  hw)
+    say "hw"
+    run "$mw" hw
+    run "$mw" hw --json >"$work/json/hw.json"
+    command -v nvidia-smi >/dev/null && run nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory,clocks.max.sm --format=csv
+    ;;
+  stream)
+    say "stream: memwall stream --gpu alternating with torch"
+    for r in $(seq 1 "$rounds"); do
+      run "$mw" --db "$db" stream --gpu --json >"$work/json/stream-gpu-$r.json"
+      if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+        run python3 "$root/scripts/gpu-bundle/torch_stream.py" >"$work/json/torch-$r.json"
+      else say "stream: no CUDA PyTorch here (peer not run)"; fi
+    done
+    ;;
+  bench)
+    for m in $MODELS; do
+      time_left || { say "bench $m: skipped (time)"; continue; }
+      f=$(model "$m") || { say "bench: synth $m failed"; continue; }
+      for r in $(seq 1 "$rounds"); do
+        time_left || { say "bench $m round $r: skipped (time)"; continue; }
+        say "bench $m round $r"
+        reuse=$([ "$r" -gt 1 ] && echo --reuse-stream || true)
+        run "$mw" --db "$db" bench -m "$f" -p "$P" -n "$N" -r "$reps" --ngl "$ngl" $fit --no-results --quiet $reuse -o json >"$work/json/mw-$m-$r.json"
+        if [ -x "$lb" ]; then run "$lb" -m "$f" -p "$P" -n "$N" -r "$reps" -ngl "$ngl" -o json >"$work/json/lb-$m-$r.json"
+        else say "bench: llama-bench not built here (peer not run)"; fi
+      done
+      [ "${KEEP_MODELS:-0}" = 1 ] || case " $BATCH_MODEL $VERIFY_MODELS " in *" $m "*) ;; *) rm -f "$f";; esac
+    done
+    ;;
+  batch)
+    f=$(model "$BATCH_MODEL") || continue
+    say "batch: $BATCH_MODEL, parallel sequences $BATCH_SEQS"
+    run "$mw" --db "$db" bench -m "$f" -p 0 -n "$N" --n-seqs "$BATCH_SEQS" -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/batch.json"
+    ;;
+  verify)
+    for m in $VERIFY_MODELS; do
+      time_left || { say "verify $m: skipped (time)"; continue; }
+      f=$(model "$m") || continue
+      say "verify: $m, n_prompt $VERIFY_P"
+      run "$mw" --db "$db" bench -m "$f" -p "$VERIFY_P" -n 0 -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/verify-mw-$m.json"
+      [ -x "$lb" ] && run "$lb" -m "$f" -p "$VERIFY_P" -n 0 -r "$reps" -ngl "$ngl" -o json >"$work/json/verify-lb-$m.json"
+    done
+    ;;
+  *) say "unknown step $step"; exit 2 ;;
+  esac
+done
