@@ -50,7 +50,7 @@ deadline=${DEADLINE:-540}
 min_left=${MIN_LEFT:-60}
 time_left() { [ $(( start + deadline - $(date +%s) )) -ge "$min_left" ]; }
 say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log" >&2; }
-run() { echo "\$ $*" >>"$log"; "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
+run() { echo "\$ $*" >>"$log"; "$@" 2> >(tee -a "$log" >&2) | tee -a "$log"; return "${PIPESTATUS[0]}"; }
 model() { # preset:quant → path (synthesized once)
   local preset=${1%%:*} quant=${1##*:}
   local f="$work/models/$preset-$quant.gguf"
