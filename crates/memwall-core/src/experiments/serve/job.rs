@@ -272,7 +272,8 @@ pub async fn start(
         let serving = axum::serve(listener, app).with_graceful_shutdown(async move {
             tokio::select! {
                 _ = stop_rx => {}
-                _ = load_fail_rx => {}
+                // A dropped sender means the model loaded: keep serving.
+                Ok(()) = load_fail_rx => {}
             }
             adm.shutdown();
         });
@@ -364,9 +365,15 @@ pub async fn serve_job(
     on_status: impl Fn(ServeStatus) + Send + Sync + 'static,
 ) -> Result<(), ServeError> {
     let mut h = start(opts, on_status).await?;
+    // Without a signal handler (none can be installed) only a failure ends it.
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
     let ended = tokio::select! {
         r = h.wait() => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
+        _ = ctrl_c => None,
     };
     match ended {
         Some(r) => r,
