@@ -27,7 +27,7 @@ use crate::experiments::chat::Utf8Stream;
 use crate::measure::engine::{BatchItem, Engine, EngineError, TokenId, argmax};
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
@@ -166,6 +166,9 @@ pub struct Admission {
     state: Mutex<AdmState>,
     wake: Condvar,
     capacity: usize,
+    /// Slots the scheduler has free (it sets this after every change): a request
+    /// that a free slot will take at the next step does not count against the bound.
+    free_slots: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -181,6 +184,7 @@ impl Admission {
             state: Mutex::new(AdmState::default()),
             wake: Condvar::new(),
             capacity,
+            free_slots: AtomicUsize::new(0),
         }
     }
 
@@ -188,13 +192,14 @@ impl Admission {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends `job`, or hands it back when `capacity` requests already wait.
+    /// Appends `job`, or hands it back when `capacity` requests already wait
+    /// beyond the slots that are free.
     ///
     /// # Errors
     /// [`QueueFull`].
     pub fn submit(&self, job: Job) -> Result<(), QueueFull> {
         let mut st = self.lock();
-        if st.queue.len() >= self.capacity {
+        if st.queue.len() >= self.capacity + self.free_slots.load(Ordering::Relaxed) {
             return Err(QueueFull(job));
         }
         st.queue.push_back(job);
@@ -374,13 +379,16 @@ impl<E: Engine> Scheduler<E> {
             .store(self.busy() as u64, Ordering::Relaxed);
     }
 
-    /// Moves waiting requests into free slots, oldest first.
+    /// Moves waiting requests into free slots, oldest first; then tells `adm` how
+    /// many slots are left free.
     pub fn admit(&mut self, adm: &Admission) {
         while self.slots.iter().any(|s| s.active.is_none()) {
             let Some(job) = adm.pop() else { break };
             self.start(job);
         }
         self.publish();
+        adm.free_slots
+            .store(self.slots.len() - self.busy(), Ordering::Relaxed);
     }
 
     fn start(&mut self, job: Job) {
@@ -899,6 +907,27 @@ mod tests {
         assert_eq!(back.id, 9);
         assert_eq!(adm.waiting(), 2);
         drop(keep);
+    }
+
+    #[test]
+    fn free_slots_take_requests_beyond_the_queue_bound() {
+        // 3 free slots + a queue of 2: 5 requests are taken, the 6th is refused,
+        // and the 5 all start as soon as slots free.
+        let mut s = sched(fake(3), 3, 512);
+        let adm = Admission::new(2);
+        s.admit(&adm);
+        let mut rxs = Vec::new();
+        for i in 0..5 {
+            let (j, rx) = job(i, vec![3 + i as TokenId], 2);
+            adm.submit(j).unwrap();
+            rxs.push(rx);
+        }
+        let (j, _rx) = job(5, vec![3], 2);
+        assert!(adm.submit(j).is_err());
+        drain(&mut s, &adm);
+        for rx in &mut rxs {
+            assert!(matches!(events(rx).last(), Some(Event::Done(_))));
+        }
     }
 
     #[test]
