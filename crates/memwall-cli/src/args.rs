@@ -85,6 +85,8 @@ pub enum Command {
         #[command(subcommand)]
         cmd: PredictCmd,
     },
+    /// Serve a model over an OpenAI-compatible HTTP API (continuous batching, prefix-cache reuse).
+    Serve(ServeArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -942,4 +944,33 @@ pub enum PredictCmd {
         /// Sheet id (omit to list).
         sheet: Option<i64>,
     },
+}
+
+/// `memwall serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Model: a catalogue name (`memwall models list`) or a GGUF path (default: the catalogue's default model).
+    #[arg(short = 'm', long)]
+    pub model: Option<String>,
+    /// Slots: requests decoded together in one batch (llama-server's -np).
+    #[arg(long, short = 'p', default_value_t = 4)]
+    pub parallel: u32,
+    /// Requests that may wait for a slot; more get 429 with Retry-After.
+    #[arg(long, default_value_t = 64)]
+    pub queue: u32,
+    /// KV-cache context of all slots together, tokens (each slot gets ctx-size / parallel, as llama-server's -c).
+    #[arg(long, short = 'c', default_value_t = 8192)]
+    pub ctx_size: u32,
+    /// Threads (default: physical cores).
+    #[arg(long, short = 't')]
+    pub threads: Option<u32>,
+    /// Port.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Address to bind; anything but loopback exposes the server (a warning says so).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: std::net::IpAddr,
+    /// Require `Authorization: Bearer KEY` on the API routes.
+    #[arg(long, env = "MEMWALL_API_KEY")]
+    pub api_key: Option<String>,
 }

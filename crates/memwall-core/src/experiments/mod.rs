@@ -8,6 +8,7 @@
 //! - [`evidence`]: the roofline evidence (KV bytes, batching, depth, threads).
 //! - [`speculative`]: speculative decoding with its gate and cost model.
 //! - [`frontier`]: the quantization frontier (bytes, speed, perplexity, KLD, tasks).
+//! - [`serve`]: an OpenAI-compatible server with continuous batching.
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -21,6 +22,7 @@ pub mod evidence;
 pub mod frontier;
 pub mod predict;
 pub mod roof;
+pub mod serve;
 pub mod speculative;
 
 use crate::measure::{peak, stream};
@@ -52,6 +54,9 @@ pub enum JobError {
     /// A chat turn failed.
     #[error(transparent)]
     Chat(#[from] chat::ChatError),
+    /// The server failed.
+    #[error(transparent)]
+    Serve(#[from] serve::ServeError),
     /// A speculative-decoding job failed.
     #[error(transparent)]
     Spec(#[from] speculative::SpecError),

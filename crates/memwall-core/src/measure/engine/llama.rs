@@ -201,6 +201,77 @@ impl LlamaModelHandle {
         self.model.n_vocab().max(0) as usize
     }
 
+    /// Tokenizes `text` (as [`Engine::tokenize`]) without a context; safe to call
+    /// from any thread while an engine on this model runs.
+    ///
+    /// # Errors
+    /// [`EngineError::Tokenize`].
+    pub fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        let toks = self
+            .model
+            .vocab()
+            .tokenize(text.as_bytes(), add_special, true);
+        if toks.is_empty() && !text.is_empty() {
+            return Err(EngineError::Tokenize(format!(
+                "llama.cpp returned no tokens for {} bytes of text",
+                text.len()
+            )));
+        }
+        Ok(toks.into_iter().map(|t| t.0).collect())
+    }
+
+    /// The BOS token when the model adds one (as [`Engine::bos`]).
+    pub fn bos(&self) -> Option<TokenId> {
+        let v = self.model.vocab();
+        v.should_add_bos().then(|| v.bos().0)
+    }
+
+    /// The text of a token with special tokens rendered (`<|im_end|>`), lossy UTF-8.
+    pub fn token_text(&self, token: TokenId) -> String {
+        String::from_utf8_lossy(
+            &self
+                .model
+                .vocab()
+                .token_to_piece(LlamaToken(token), true, None),
+        )
+        .into_owned()
+    }
+
+    /// The BOS and EOS tokens' ids (whether or not the model adds BOS).
+    pub fn bos_eos(&self) -> (TokenId, TokenId) {
+        let v = self.model.vocab();
+        (v.bos().0, v.eos().0)
+    }
+
+    /// Applies llama.cpp's built-in template matcher (`llama_chat_apply_template`)
+    /// for `template`: the GGUF's own `tokenizer.chat_template` when `None`, else a
+    /// built-in name (`chatml`, `llama3`, …) or template text, ending with the
+    /// assistant's opening tag.
+    ///
+    /// # Errors
+    /// [`EngineError::Tokenize`] when llama.cpp does not recognise the template.
+    pub fn apply_builtin_template(
+        &self,
+        template: Option<&str>,
+        messages: &[ChatMessage],
+    ) -> Result<String, EngineError> {
+        let m = &self.model;
+        let tmpl = match template {
+            None => m
+                .chat_template(None)
+                .map_err(|e| EngineError::Tokenize(format!("model has no chat template: {e}")))?,
+            Some(t) => llama_cpp_2::model::LlamaChatTemplate::new(t)
+                .map_err(|e| EngineError::Tokenize(e.to_string()))?,
+        };
+        let msgs = messages
+            .iter()
+            .map(|c| LlamaChatMessage::new(c.role.clone(), c.content.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| EngineError::Tokenize(e.to_string()))?;
+        m.apply_chat_template(&tmpl, &msgs, true)
+            .map_err(|e| EngineError::Tokenize(e.to_string()))
+    }
+
     /// Creates an engine (a context) on this model.
     ///
     /// # Errors
@@ -369,6 +440,18 @@ impl Engine for LlamaEngine {
                     "cannot remove positions >= {from_pos} of sequence {seq}: {e}"
                 ))
             })
+    }
+
+    fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
+        // Sequences in separate KV streams (llama.cpp's default, `kv_unified = false`)
+        // can only be copied whole: copy, then drop positions >= n_tokens.
+        self.cell
+            .with_dependent_mut(|_, ctx| {
+                let _ = ctx.clear_kv_cache_seq(Some(dst as u32), None, None);
+                ctx.copy_kv_cache_seq(src, dst, None, None)
+            })
+            .map_err(|e| EngineError::Kv(format!("cannot copy sequence {src} into {dst}: {e}")))?;
+        self.kv_truncate(dst, n_tokens)
     }
 
     fn kv_clear(&mut self) {

@@ -204,6 +204,17 @@ pub trait Engine {
     /// # Errors
     /// [`EngineError::Tokenize`] when the model has no template or it fails.
     fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError>;
+    /// Makes sequence `dst`'s cache the first `n_tokens` positions of sequence `src`'s
+    /// (whatever `dst` held before is dropped): a shared prompt prefix is then
+    /// prefilled once and reused by other sequences.
+    ///
+    /// # Errors
+    /// [`EngineError::Unsupported`] by default; [`EngineError::Kv`] when the engine
+    /// refuses.
+    fn kv_copy(&mut self, _src: i32, _dst: i32, _n_tokens: u32) -> Result<(), EngineError> {
+        Err(EngineError::Unsupported("copying a sequence's KV cache"))
+    }
+
     /// Bytes of the serialized state of one sequence (KV cache + bookkeeping).
     ///
     /// # Errors

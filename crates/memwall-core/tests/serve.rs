@@ -1,0 +1,563 @@
+//! `memwall serve` end to end on real models, over loopback HTTP with a raw HTTP/1.1
+//! client (every byte the server sends is seen): the chat template against
+//! llama.cpp's own, streamed == non-streamed text, prefix reuse, batched vs
+//! one-at-a-time greedy outputs, 100 concurrent streaming clients, disconnects, and
+//! the stock `openai` Python client. Serialized with the engine lock; models that
+//! are absent skip loudly.
+#![cfg(feature = "llama")]
+
+use memwall_core::experiments::serve::job::{ServeHandle, ServeOptions, start};
+use memwall_core::experiments::serve::template::ChatTemplate;
+use memwall_core::measure::engine::ChatMessage;
+use memwall_core::measure::engine::llama::LlamaModelHandle;
+use memwall_core::testing;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn msg(role: &str, content: &str) -> ChatMessage {
+    ChatMessage {
+        role: role.into(),
+        content: content.into(),
+    }
+}
+
+#[test]
+fn qwen_template_matches_llama_cpp_and_has_one_bos() {
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = LlamaModelHandle::load(&path, 0).unwrap();
+    let src = ChatTemplate::source_of(&path)
+        .unwrap()
+        .expect("Qwen2.5 carries a template");
+    let (bos, eos) = h.bos_eos();
+    let t = ChatTemplate::new(&src, &h.token_text(bos), &h.token_text(eos)).unwrap();
+    let conv = [
+        msg("system", "You are terse."),
+        msg("user", "2+2?"),
+        msg("assistant", "4"),
+        msg("user", "And 3+3? é ✓"),
+    ];
+    let ours = t.render(&conv).unwrap();
+    let theirs = h.apply_builtin_template(None, &conv).unwrap();
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        h.tokenize(&ours, false).unwrap(),
+        h.tokenize(&theirs, false).unwrap()
+    );
+    // Without a system message Qwen2.5's template adds its default one, which
+    // llama.cpp's pattern matcher (plain chatml) does not: the reason to run the template.
+    let ours = t.render(&conv[1..2]).unwrap();
+    assert!(
+        ours.starts_with("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud."),
+        "{ours}"
+    );
+    assert!(ours.ends_with("<|im_start|>assistant\n"));
+    // Qwen2.5 adds no BOS: the prompt's tokens start with <|im_start|>.
+    assert_eq!(h.bos(), None);
+}
+
+/// One HTTP/1.1 exchange: status, header block, de-chunked body.
+struct Resp {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+fn request(method: &str, path: &str, body: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(i) = b.windows(2).position(|w| w == b"\r\n") else {
+            break;
+        };
+        let n =
+            usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap().trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[i + 2..i + 2 + n]);
+        b = &b[i + 2 + n + 2..];
+    }
+    out
+}
+
+fn parse(raw: &[u8]) -> Resp {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header end");
+    let headers = String::from_utf8(raw[..split].to_vec()).unwrap();
+    let status = headers[9..12].parse().unwrap();
+    let rest = &raw[split + 4..];
+    let body = if headers
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    Resp {
+        status,
+        headers,
+        body: String::from_utf8(body).expect("the server sends UTF-8 only"),
+    }
+}
+
+async fn call(addr: SocketAddr, method: &str, path: &str, body: &str) -> Resp {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request(method, path, body).as_bytes())
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    parse(&raw)
+}
+
+/// Text of an SSE chat stream (concatenated `delta.content`), checking the framing.
+fn stream_text(body: &str) -> (String, serde_json::Value) {
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    let mut text = String::new();
+    let mut last = serde_json::Value::Null;
+    for frame in body.split("\n\n").filter(|f| !f.is_empty()) {
+        let data = frame.strip_prefix("data: ").expect("data frame");
+        if data == "[DONE]" {
+            break;
+        }
+        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert!(v.get("error").is_none(), "{data}");
+        if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
+            text.push_str(c);
+        }
+        if !v["choices"][0]["finish_reason"].is_null() {
+            last = v;
+        }
+    }
+    (text, last)
+}
+
+fn chat_body(messages: &[(&str, &str)], max_tokens: u32, stream: bool) -> String {
+    let m: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|(r, c)| serde_json::json!({"role": r, "content": c}))
+        .collect();
+    serde_json::json!({"messages": m, "max_tokens": max_tokens, "stream": stream}).to_string()
+}
+
+async fn metric(addr: SocketAddr, name: &str) -> f64 {
+    let r = call(addr, "GET", "/metrics", "").await;
+    r.body
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("llamacpp:{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {}", r.body))
+        .parse()
+        .unwrap()
+}
+
+async fn serve(path: std::path::PathBuf, parallel: u32, queue: u32) -> ServeHandle {
+    let mut o = ServeOptions::new(path);
+    o.port = 0;
+    o.parallel = parallel;
+    o.queue = queue;
+    o.ctx_size = 1024 * parallel;
+    o.threads = 2;
+    let h = start(o, |_| {}).await.unwrap();
+    let t0 = Instant::now();
+    loop {
+        let r = call(h.addr, "GET", "/health", "").await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "model never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h
+}
+
+const SYSTEM: &str = "You are a careful assistant for a team of engineers. Answer in one short sentence, without lists, code or preamble. Prefer plain words.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_equals_non_streamed_prefix_is_reused_and_batching_is_measured() {
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = serve(path, 4, 8).await;
+    let a = h.addr;
+
+    // Streamed == non-streamed, byte for byte (a prompt that invites accents).
+    let conv = [
+        ("system", SYSTEM),
+        (
+            "user",
+            "Write the French word for coffee shop, with its accent.",
+        ),
+    ];
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&conv, 12, true),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.headers
+            .to_ascii_lowercase()
+            .contains("content-type: text/event-stream")
+    );
+    let (streamed, last) = stream_text(&r.body);
+    assert!(
+        last["timings"]["predicted_n"].as_u64().unwrap() >= 1,
+        "{last}"
+    );
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&conv, 12, false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let full = v["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(!full.is_empty());
+    assert_eq!(streamed, full);
+    assert!(!full.contains('\u{FFFD}'));
+    // The second request shares the whole prompt but its last token.
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(cached, prompt - 1, "{v}");
+
+    // A new user turn after the same system prompt reuses the system prompt's tokens.
+    let conv2 = [("system", SYSTEM), ("user", "Name one prime number.")];
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&conv2, 4, false),
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(cached >= 20, "the system prompt's tokens are reused: {v}");
+    assert_eq!(v["timings"]["cache_n"].as_u64().unwrap(), cached);
+
+    // Batched vs one at a time: greedy outputs of 4 prompts alone, then together.
+    let users = [
+        "Name a color.",
+        "Name a fruit.",
+        "Name a planet.",
+        "Name a metal.",
+    ];
+    let mut alone = Vec::new();
+    for u in users {
+        let r = call(
+            a,
+            "POST",
+            "/v1/chat/completions",
+            &chat_body(&[("user", u)], 16, false),
+        )
+        .await;
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        alone.push(
+            v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let together = futures_join(users.iter().map(|u| {
+        let body = chat_body(&[("user", u)], 16, false);
+        async move {
+            let r = call(a, "POST", "/v1/chat/completions", &body).await;
+            let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    }))
+    .await;
+    let same = alone.iter().zip(&together).filter(|(x, y)| x == y).count();
+    eprintln!(
+        "batched vs one-at-a-time greedy outputs: {same}/{} identical (llama.cpp's repacked CPU matmul kernels give batch-shape-dependent logits; differences are that, not the scheduler)",
+        users.len()
+    );
+    for (x, y) in alone.iter().zip(&together) {
+        if x != y {
+            eprintln!("  alone:    {x:?}\n  together: {y:?}");
+        }
+    }
+    h.stop().await.unwrap();
+}
+
+async fn futures_join<F: std::future::Future<Output = T> + Send + 'static, T: Send + 'static>(
+    fs: impl Iterator<Item = F>,
+) -> Vec<T> {
+    let hs: Vec<_> = fs.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in hs {
+        out.push(h.await.unwrap());
+    }
+    out
+}
+
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Served,
+    Rejected,
+    Disconnected,
+}
+
+/// One streaming client; `disconnect` drops the connection after the first content chunk.
+async fn client(a: SocketAddr, i: usize, disconnect: bool) -> Outcome {
+    let body = chat_body(&[("user", &format!("Count from {i}."))], 4, true);
+    let mut s = TcpStream::connect(a).await.unwrap();
+    s.write_all(request("POST", "/v1/chat/completions", &body).as_bytes())
+        .await
+        .unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+        // The role chunk and the first content chunk.
+        if disconnect && raw.windows(6).filter(|w| w == b"data: ").count() >= 2 {
+            return Outcome::Disconnected;
+        }
+    }
+    let r = parse(&raw);
+    match r.status {
+        200 => {
+            stream_text(&r.body);
+            Outcome::Served
+        }
+        429 => {
+            assert!(
+                r.headers.to_ascii_lowercase().contains("retry-after: 1"),
+                "{}",
+                r.headers
+            );
+            let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            assert_eq!(v["error"]["code"], "rate_limit_exceeded");
+            Outcome::Rejected
+        }
+        s => panic!("client {i}: status {s}: {}", r.body),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_streaming_clients_are_served_or_told_to_retry_and_disconnects_free_slots() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = serve(path, 4, 32).await;
+    let a = h.addr;
+    // Every 10th client leaves after its first token.
+    let outcomes = futures_join((0..100).map(move |i| client(a, i, i % 10 == 0))).await;
+    let served = outcomes.iter().filter(|o| **o == Outcome::Served).count();
+    let rejected = outcomes.iter().filter(|o| **o == Outcome::Rejected).count();
+    let left = outcomes
+        .iter()
+        .filter(|o| **o == Outcome::Disconnected)
+        .count();
+    eprintln!(
+        "100 streaming clients, 4 slots, queue 32: {served} served, {rejected} got 429, {left} left mid-stream"
+    );
+    assert_eq!(served + rejected + left, 100);
+    assert!(served + left >= 36, "4 slots + 32 queued must be taken");
+    // Slots and queue empty again.
+    let t0 = Instant::now();
+    while metric(a, "requests_processing").await > 0.0 || metric(a, "requests_deferred").await > 0.0
+    {
+        assert!(t0.elapsed() < Duration::from_secs(5), "slots leaked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // Disconnects: 4 long streams, each left after its first token; slots free within a step.
+    let mut socks = Vec::new();
+    for i in 0..4 {
+        let body = chat_body(
+            &[("user", &format!("Write a long story number {i}."))],
+            400,
+            true,
+        );
+        let mut s = TcpStream::connect(a).await.unwrap();
+        s.write_all(request("POST", "/v1/chat/completions", &body).as_bytes())
+            .await
+            .unwrap();
+        socks.push(s);
+    }
+    let mut gaps = Vec::new();
+    for s in &mut socks {
+        let mut buf = [0u8; 4096];
+        let mut seen = 0;
+        let mut t_prev: Option<Instant> = None;
+        while seen < 4 {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            seen += buf[..n].windows(6).filter(|w| w == b"data: ").count();
+            if let Some(p) = t_prev {
+                gaps.push(p.elapsed());
+            }
+            t_prev = Some(Instant::now());
+        }
+    }
+    assert_eq!(metric(a, "requests_processing").await, 4.0);
+    let step = gaps.iter().sum::<Duration>() / gaps.len().max(1) as u32;
+    drop(socks);
+    let t0 = Instant::now();
+    while metric(a, "requests_processing").await > 0.0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "slots leaked after disconnects"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let freed = t0.elapsed();
+    eprintln!(
+        "slots free {freed:?} after 4 clients disconnected (mean gap between chunks {step:?})"
+    );
+    assert!(
+        freed < Duration::from_millis(250).max(step * 2),
+        "slots took {freed:?} to free (a step is ~{step:?})"
+    );
+    // Still healthy (no panic on the engine thread or in a handler).
+    assert_eq!(call(a, "GET", "/health", "").await.status, 200);
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&[("user", "Hi")], 2, false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    h.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_openai_shaped() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = serve(path, 1, 1).await;
+    let a = h.addr;
+    let r = call(a, "POST", "/v1/chat/completions", "{\"messages\": [").await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("invalid_request_error"), "{}", r.body);
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"gpt-9","messages":[{"role":"user","content":"x"}]}"#,
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    assert!(r.body.contains("model_not_found"), "{}", r.body);
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&[("user", "x")], 5000, false),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("context_length_exceeded"), "{}", r.body);
+    let r = call(
+        a,
+        "POST",
+        "/v1/completions",
+        r#"{"prompt":"The sky is","max_tokens":3}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["object"], "text_completion");
+    assert_eq!(v["usage"]["completion_tokens"].as_u64().unwrap(), 3);
+    h.stop().await.unwrap();
+}
+
+/// The stock `openai` Python client streams a chat completion. Its venv comes from
+/// `scripts/openai-venv.sh` (pip install openai); skipped loudly when it cannot be made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_python_client_streams_a_chat_completion() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let made = std::process::Command::new("bash")
+        .arg(root.join("scripts/openai-venv.sh"))
+        .output()
+        .unwrap();
+    if !made.status.success() {
+        eprintln!(
+            "\n!!!!!!!! SKIP: no venv with the openai client (scripts/openai-venv.sh failed; is PyPI reachable?): {} !!!!!!!!\n",
+            String::from_utf8_lossy(&made.stderr).trim()
+        );
+        return;
+    }
+    let python = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    let _lock = testing::engine_lock();
+    let h = serve(path, 2, 4).await;
+    let script = format!(
+        r#"
+import openai
+c = openai.OpenAI(base_url="http://{}/v1", api_key="unused")
+s = c.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", messages=[{{"role": "user", "content": "Say hello."}}], max_tokens=6, stream=True, stream_options={{"include_usage": True}})
+text, finish, usage = "", None, None
+for ch in s:
+    if ch.choices:
+        text += ch.choices[0].delta.content or ""
+        finish = ch.choices[0].finish_reason or finish
+    if ch.usage:
+        usage = ch.usage
+assert text, "no text"
+assert finish in ("stop", "length"), finish
+assert usage.completion_tokens >= 1
+print("OK", repr(text), finish, usage.completion_tokens)
+"#,
+        h.addr
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&python)
+            .arg("-c")
+            .arg(&script)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("openai client: {stdout}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("OK "));
+    h.stop().await.unwrap();
+}
