@@ -405,4 +405,124 @@ mod tests {
         );
         assert!(store.runs().await.unwrap().is_empty());
     }
+
+    /// llama.cpp's own server: `$LLAMA_SERVER`, else the llama-tools folder.
+    fn llama_server() -> Option<PathBuf> {
+        let p = std::env::var_os("LLAMA_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                directories::BaseDirs::new()
+                    .map(|b| {
+                        b.home_dir()
+                            .join(".cache/memwall/llama-tools/bin/llama-server")
+                    })
+                    .unwrap_or_default()
+            });
+        if p.is_file() {
+            return Some(p);
+        }
+        eprintln!(
+            "\n!!!!!!!! SKIP: llama-server not found at {} (set LLAMA_SERVER, or build it from the llama.cpp sources memwall links) !!!!!!!!\n",
+            p.display()
+        );
+        None
+    }
+
+    /// A short real run: llama-server on the default model, 2 slots, closed loop at
+    /// concurrency 1 and 2; the usage counts must equal max_tokens (ignore_eos), the
+    /// bandwidth columns must be filled from the model file, and the server named.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_short_run_against_llama_server() {
+        let Some(bin) = llama_server() else { return };
+        let Some(model) = crate::testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+            return;
+        };
+        let _lock = crate::testing::engine_lock();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(&bin)
+            .args([
+                "-m",
+                &model.display().to_string(),
+                "-t",
+                "2",
+                "-np",
+                "2",
+                "-c",
+                "2048",
+            ])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let up = (0..300).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            ureq::get(&format!("{url}/health"))
+                .call()
+                .is_ok_and(|r| r.status() == 200)
+        });
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let plan = LoadPlan {
+            target: Target {
+                url,
+                model: None,
+                api_key: None,
+                endpoint: Endpoint::Chat,
+                timeout_s: 120.0,
+            },
+            workload: Workload {
+                input_tokens: 32,
+                output_tokens: 8,
+                shared_prefix_tokens: 0,
+                ignore_eos: true,
+                seed: 1,
+            },
+            loads: vec![
+                Load::Closed { concurrency: 1 },
+                Load::Closed { concurrency: 2 },
+            ],
+            num_requests: 4,
+            duration_s: None,
+            warmup: 1,
+            slo: Slo::default(),
+            model_file: Some(model),
+        };
+        let out = if up {
+            Some(loadtest_job(&store, plan, "test", None, Arc::new(|_| {})).await)
+        } else {
+            None
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(up, "llama-server did not answer /health within 60 s");
+        let out = out.unwrap().unwrap();
+        for p in &out.points {
+            assert_eq!(
+                (p.n_completed, p.total_output_tokens),
+                (4, 32),
+                "{:?}",
+                p.first_error
+            );
+            assert_eq!(p.token_source, metrics::TokenSource::Usage);
+            let b = &p.bandwidth;
+            let implied = p.output_throughput_tps * b.bytes_per_token.unwrap() / 1e9;
+            assert!((b.implied_gbps.unwrap() - implied).abs() < 1e-9);
+            assert!(p.ttft.median_ms.unwrap() > 0.0 && p.ttft.median_ms <= p.e2el.median_ms);
+        }
+        assert!(
+            out.prov
+                .server_header
+                .as_deref()
+                .unwrap_or("")
+                .contains("llama"),
+            "{:?}",
+            out.prov
+        );
+    }
 }
