@@ -31,15 +31,24 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mf=(); [ -n "${MODEL_FILE:-}" ] && mf=(--model-file "$MODEL_FILE")
 "$mw" --db "$work/lt.db" loadtest --url "$url" --endpoint completions --concurrency "$conc" \
   --num-requests "$n" --input-tokens "$in" --output-tokens "$out" --warmup 2 --seed 1 "${mf[@]}" --json >"$work/mw.json"
-"$venv/bin/guidellm" benchmark run --target "$url" --profile concurrent --rate "$conc" \
-  --max-requests "$n" --data "prompt_tokens=$in,output_tokens=$out" --processor "$processor" \
-  --request-type text_completions --output-dir "$work" --outputs json >"$work/guidellm.log" 2>&1 \
+# GuideLLM 0.8.1's CLI is `guidellm run --backend --profile --constraint --tokenizer
+# --data --output …` (no `benchmark` group any more). The exact argument forms for a
+# concurrent profile with a request-count constraint are not checked yet: pass them in
+# GUIDELLM_ARGS (the JSON report must land in $work/guidellm.json); without it the
+# script stops here, after memwall's side, rather than compare against a guess.
+if [ -z "${GUIDELLM_ARGS:-}" ]; then
+  echo "vs-guidellm: set GUIDELLM_ARGS to GuideLLM 0.8.1 'run' arguments (see 'guidellm run --help'); memwall's side is in $work/mw.json" >&2
+  cat "$work/mw.json" >&2
+  exit 2
+fi
+# shellcheck disable=SC2086
+WORK=$work eval "\"$venv/bin/guidellm\" run $GUIDELLM_ARGS" >"$work/guidellm.log" 2>&1 \
   || { tail -30 "$work/guidellm.log" >&2; exit 1; }
 python3 - "$work" <<'PY'
 import glob, json, sys
 work = sys.argv[1]
 p = json.load(open(f"{work}/mw.json"))["points"][0]
-g = json.load(open(sorted(glob.glob(f"{work}/*.json"), key=lambda f: f.endswith("mw.json"))[0]))
+g = json.load(open(f"{work}/guidellm.json"))
 b = g["benchmarks"][0]["metrics"]
 def med(name):
     m = b[name]["successful"]
