@@ -87,6 +87,8 @@ pub enum Command {
     },
     /// Serve a model over an OpenAI-compatible HTTP API (continuous batching, prefix-cache reuse).
     Serve(ServeArgs),
+    /// Load-test an OpenAI-compatible server (vLLM's metric definitions), with each load point placed against this machine's STREAM bandwidth.
+    Loadtest(LoadtestArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -414,6 +416,77 @@ pub struct ExportArgs {
     /// Write to this file (atomically) instead of stdout.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+}
+
+/// `memwall loadtest`.
+#[derive(Debug, Args)]
+pub struct LoadtestArgs {
+    /// Base URL of the server (e.g. http://127.0.0.1:8080; a trailing /v1 is accepted).
+    #[arg(long, required_unless_present = "list")]
+    pub url: Option<String>,
+    /// `model` sent in each request (default: the first id of GET /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Bearer token.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// chat (/v1/chat/completions) or completions (/v1/completions).
+    #[arg(long, default_value = "chat")]
+    pub endpoint: String,
+    /// Closed loop: in-flight requests per level (comma-separated).
+    #[arg(long, value_delimiter = ',', conflicts_with = "rate")]
+    pub concurrency: Vec<usize>,
+    /// Open loop: mean request rates per level, req/s (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
+    /// Open loop: gamma shape of the inter-arrival gaps (1 = Poisson; < 1 burstier).
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Synthetic prompt length, words (≈ tokens; the server's counts are recorded).
+    #[arg(long, default_value_t = 128)]
+    pub input_tokens: usize,
+    /// max_tokens of each request.
+    #[arg(long, default_value_t = 128)]
+    pub output_tokens: usize,
+    /// Words of a prefix shared by every prompt (prefix-cache workload).
+    #[arg(long, default_value_t = 0)]
+    pub shared_prefix_tokens: usize,
+    /// Do not send ignore_eos (for servers that reject unknown fields).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+    /// Seed of the prompts and the arrival schedule.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Measured requests per level.
+    #[arg(long, default_value_t = 64)]
+    pub num_requests: usize,
+    /// Stop starting requests at a level after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Warm-up requests before each level (not counted).
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Goodput bounds, e.g. ttft:500,tpot:50 (ms; also e2el:MS).
+    #[arg(long)]
+    pub slo: Option<String>,
+    /// Seconds one request may take.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// The GGUF file the server runs (for the bandwidth columns; default: a fetched catalogue model the server names).
+    #[arg(long)]
+    pub model_file: Option<String>,
+    /// Write loadtest.md and the charts (PNG, SVG) into this folder.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// JSON output (the points, with raw per-request samples).
+    #[arg(long)]
+    pub json: bool,
+    /// List the stored load-test runs instead (with --run N: that run's table).
+    #[arg(long)]
+    pub list: bool,
+    /// With --list: show this run's points.
+    #[arg(long, requires = "list")]
+    pub run: Option<i64>,
 }
 
 /// `memwall history`.

@@ -22,7 +22,8 @@
 //! - [`store`]: the SQLite handle, every SQL statement, and the shared record
 //!   (`BenchRecord` with its column roles).
 //! - [`present`]: exporters, charts, the app's and tray's views.
-//! - [`experiments`]: roof, bench, evidence, speculative, frontier, predict, calc, chat.
+//! - [`experiments`]: roof, bench, evidence, speculative, frontier, loadtest, predict, calc,
+//!   chat.
 //!
 //! The decode ceiling is `achieved bandwidth ÷ bytes streamed per token`
 //! ([`roofline::decode_ceiling_tps`]); prefill has a compute roof

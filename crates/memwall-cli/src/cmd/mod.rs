@@ -6,6 +6,7 @@ mod calc;
 mod evidence;
 mod frontier;
 mod hw;
+mod loadtest;
 mod model;
 mod models;
 mod predict;
@@ -58,6 +59,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Spec { cmd } => speculative::spec(&db, cmd).await,
         Command::Serve(a) => serve::serve(a).await,
+        Command::Loadtest(a) => loadtest::loadtest(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,

@@ -9,6 +9,8 @@
 //! - [`speculative`]: speculative decoding with its gate and cost model.
 //! - [`frontier`]: the quantization frontier (bytes, speed, perplexity, KLD, tasks).
 //! - [`serve`]: an OpenAI-compatible server with continuous batching.
+//! - [`loadtest`]: a load tester for OpenAI-compatible servers, placed on the
+//!   measured bandwidth.
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -20,6 +22,7 @@ pub mod calc;
 pub mod chat;
 pub mod evidence;
 pub mod frontier;
+pub mod loadtest;
 pub mod predict;
 pub mod roof;
 pub mod serve;
@@ -60,6 +63,9 @@ pub enum JobError {
     /// A speculative-decoding job failed.
     #[error(transparent)]
     Spec(#[from] speculative::SpecError),
+    /// A load test failed.
+    #[error(transparent)]
+    Loadtest(#[from] loadtest::LoadtestError),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {

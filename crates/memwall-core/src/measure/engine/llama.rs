@@ -124,6 +124,39 @@ pub struct LlamaModelHandle {
     n_gpu_layers: u32,
 }
 
+/// A model's tokenizer alone (llama.cpp `vocab_only` load: no weights are read),
+/// for counting tokens of text produced elsewhere (a server's streamed output).
+pub struct VocabOnly {
+    model: LlamaModel,
+}
+
+impl VocabOnly {
+    /// Loads the vocabulary of the GGUF file at `path`.
+    ///
+    /// # Errors
+    /// [`EngineError::Model`] when the file fails memwall's GGUF checks,
+    /// [`EngineError::Load`] naming the file when llama.cpp refuses it.
+    pub fn load(path: &Path) -> Result<VocabOnly, EngineError> {
+        check_model(path)?;
+        let backend = backend()?;
+        let params = LlamaModelParams::default().with_vocab_only(true);
+        let model =
+            LlamaModel::load_from_file(backend, path, &params).map_err(|e| EngineError::Load {
+                path: path.display().to_string(),
+                reason: format!("{e} (loading its vocabulary only)"),
+            })?;
+        Ok(VocabOnly { model })
+    }
+
+    /// Tokens of `text` without BOS/EOS (special-token text is parsed as such).
+    pub fn count(&self, text: &str) -> usize {
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), false, true)
+            .len()
+    }
+}
+
 impl LlamaModelHandle {
     /// Loads the model at `path` (memory-mapped) with `n_gpu_layers` offloaded,
     /// after [`check_model`] has read its header.

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Serving: memwall serve vs llama.cpp's own llama-server, same model, threads, slots,
+# context and prompts, measured by the same client (memwall loadtest, closed loop).
+# The two servers alternate (A, B, A, B, … one at a time: they share the cores), and
+# each repetition runs every concurrency. Prints per concurrency the medians over
+# repetitions of aggregate output tok/s and TTFT p50, and the ratios memwall ÷
+# llama-server (goals: tok/s ≥ 1.0, TTFT ≤ 1.05).
+#
+# llama-server: $LLAMA_SERVER, else ~/.cache/memwall/llama-tools/bin/llama-server (built
+# from the sources memwall links). When `memwall serve` does not exist in this build,
+# llama-server runs on both sides and the script says so (a check of the script and of
+# the client's run-to-run spread, not a comparison).
+#
+# usage: bench/vs-llama-server.sh [MODEL|catalogue-name]
+#   env THREADS, SLOTS (16), CTX (per-slot 512 × SLOTS), CONC (1,4,8,16), REPS (3),
+#       N (requests per level, 32), IN (128), OUT (128), PORT (18080)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+cargo build --release --locked -q -p memwall-cli
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+mw="$target/release/memwall"
+ls_bin=${LLAMA_SERVER:-${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin/llama-server}
+[ -x "$ls_bin" ] || { echo "llama-server not found at $ls_bin (set LLAMA_SERVER)" >&2; exit 1; }
+model_arg=${1:-qwen2.5-coder-0.5b-q4_k_m}
+if [ -f "$model_arg" ]; then model=$model_arg; else model=$("$mw" models list --json | python3 -c "
+import json,sys
+for m in json.load(sys.stdin):
+    if m['name']=='$model_arg': print(m['path'])"); fi
+[ -f "$model" ] || { echo "model $model_arg not found (memwall models fetch $model_arg)" >&2; exit 1; }
+threads=${THREADS:-$(lscpu -p=Core,Socket | grep -v '^#' | sort -u | wc -l)}
+slots=${SLOTS:-16}; ctx=${CTX:-$((512 * slots))}; conc=${CONC:-1,4,8,16}; reps=${REPS:-3}
+n=${N:-32}; in=${IN:-128}; out=${OUT:-128}; port=${PORT:-18080}
+work=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+if "$mw" serve --help >/dev/null 2>&1; then
+  a_name="memwall serve"
+  a_cmd=("$mw" serve --model "$model" --parallel "$slots" --ctx-size "$ctx" --threads "$threads" --port "$port")
+else
+  a_name="llama-server (memwall serve absent in this build)"
+  a_cmd=("$ls_bin" -m "$model" -np "$slots" -c "$ctx" -t "$threads" --port "$port" --host 127.0.0.1)
+  echo "NOTE: memwall serve is not in this build: llama-server runs on both sides (no comparison)" >&2
+fi
+b_cmd=("$ls_bin" -m "$model" -np "$slots" -c "$ctx" -t "$threads" --port "$port" --host 127.0.0.1)
+echo "model $model, threads $threads, slots $slots, ctx $ctx, concurrency $conc, reps $reps, $n requests × ($in in, $out out)" >&2
+
+run_side() { # side rep cmd...
+  local side=$1 rep=$2; shift 2
+  "$@" >"$work/$side-$rep.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || { tail -20 "$work/$side-$rep.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  "$mw" --db "$work/lt.db" loadtest --url "http://127.0.0.1:$port" --endpoint completions \
+    --concurrency "$conc" --num-requests "$n" --input-tokens "$in" --output-tokens "$out" \
+    --warmup 2 --seed 1 --model-file "$model" --json >"$work/$side-$rep.json"
+  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+}
+lock=/tmp/memwall-engine-tests.lock
+exec 9>"$lock"; flock 9
+for r in $(seq 1 "$reps"); do
+  run_side a "$r" "${a_cmd[@]}"
+  run_side b "$r" "${b_cmd[@]}"
+done
+python3 - "$work" "$reps" "$a_name" <<'PY'
+import json, sys, statistics as st
+work, reps, a_name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def load(side):
+    cells = {}
+    for r in range(1, reps + 1):
+        for p in json.load(open(f"{work}/{side}-{r}.json"))["points"]:
+            c = p["load"]["concurrency"]
+            cells.setdefault(c, []).append((p["output_throughput_tps"], p["ttft"]["median_ms"], p["n_completed"], p["n_sent"]))
+    return cells
+a, b = load("a"), load("b")
+print(f"A = {a_name}; B = llama-server. Medians over {reps} alternating repetitions.")
+print("| concurrency | A out tok/s | B out tok/s | tok/s A÷B | A TTFT p50 ms | B TTFT p50 ms | TTFT A÷B | A done/sent | B done/sent |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for c in sorted(a):
+    at, bt = st.median(x[0] for x in a[c]), st.median(x[0] for x in b[c])
+    af, bf = st.median(x[1] for x in a[c]), st.median(x[1] for x in b[c])
+    ad = f"{sum(x[2] for x in a[c])}/{sum(x[3] for x in a[c])}"
+    bd = f"{sum(x[2] for x in b[c])}/{sum(x[3] for x in b[c])}"
+    print(f"| {c} | {at:.1f} | {bt:.1f} | {at/bt:.3f} | {af:.1f} | {bf:.1f} | {af/bf:.3f} | {ad} | {bd} |")
+PY

@@ -1,0 +1,528 @@
+//! The load-test jobs: [`loadtest_job`] (`memwall loadtest --url …`: probe the
+//! server, run every load level, add the bandwidth columns, store one `loadtest` run,
+//! draw the charts) and [`history_job`] (`memwall loadtest --list`).
+
+use super::metrics::{self, LoadPoint};
+use super::plan::LoadPlan;
+use super::run::{self, ServerInfo};
+use super::store::{self as lstore, LoadProvenance, StoredPoint};
+use super::{LoadtestError, chart, report};
+use crate::experiments::{JobError, blocking};
+use crate::probe::catalog::Catalog;
+use crate::probe::hw;
+use crate::probe::model::ModelFacts;
+use crate::store::{NewRun, Store};
+use crate::util::now_rfc3339;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// What the job reports while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum LoadProgress {
+    /// The server answered `GET /v1/models`.
+    Server {
+        /// Models it lists.
+        model_ids: Vec<String>,
+    },
+    /// A load level starts (0-based `index` of `total`), after its warm-up.
+    Level {
+        /// `concurrency 4`, `rate 2/s (burstiness 1)`.
+        label: String,
+        /// 0-based level index.
+        index: usize,
+        /// Levels.
+        total: usize,
+        /// Measured requests it will send at most.
+        n_requests: usize,
+    },
+    /// `done` of the level's measured requests have ended.
+    Request {
+        /// Ended so far.
+        done: usize,
+        /// At most.
+        total: usize,
+    },
+}
+
+/// What [`loadtest_job`] produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadOutcome {
+    /// The stored run.
+    pub run_id: i64,
+    /// Target and workload.
+    pub prov: LoadProvenance,
+    /// One per level, in order.
+    pub points: Vec<LoadPoint>,
+    /// Charts written (PNG and SVG).
+    pub charts: Vec<PathBuf>,
+    /// The Markdown report: provenance, the table, the definitions.
+    pub report: String,
+}
+
+/// The model file for the bandwidth columns: `--model-file`, else a catalogue model
+/// (fetched) whose name or file name is a model id the server lists; with the reason
+/// when none.
+fn model_file(plan: &LoadPlan, info: &ServerInfo) -> Result<PathBuf, String> {
+    if let Some(p) = &plan.model_file {
+        return Ok(p.clone());
+    }
+    let cat = Catalog::builtin()
+        .map_err(|e| format!("no --model-file, and the catalogue did not load: {e}"))?;
+    for id in &info.model_ids {
+        let base = Path::new(id)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or(id);
+        for name in [id.as_str(), base, base.trim_end_matches(".gguf")] {
+            if let Ok(e) = cat.get(name) {
+                let p = e.path();
+                if p.exists() {
+                    return Ok(p);
+                }
+            }
+        }
+    }
+    Err(format!(
+        "no --model-file, and the server's model ids {:?} name no fetched catalogue model",
+        info.model_ids
+    ))
+}
+
+/// Runs a load test and stores it as one `loadtest` run.
+///
+/// # Errors
+/// [`LoadtestError`] (options, unreachable or non-OpenAI server, a level whose
+/// requests all failed, impossible times, an unreadable model file), the store's
+/// errors; nothing is stored unless every level produced a point.
+pub async fn loadtest_job(
+    store: &Store,
+    plan: LoadPlan,
+    command: &str,
+    results_dir: Option<&Path>,
+    progress: Arc<dyn Fn(LoadProgress) + Send + Sync>,
+) -> Result<LoadOutcome, JobError> {
+    plan.validate()?;
+    let started_at = now_rfc3339();
+    let target = plan.target.clone();
+    let mut info = blocking(move || run::probe_server(&target)).await??;
+    progress(LoadProgress::Server {
+        model_ids: info.model_ids.clone(),
+    });
+    let model = match (&plan.target.model, info.model_ids.first()) {
+        (Some(m), _) => m.clone(),
+        (None, Some(m)) => m.clone(),
+        (None, None) => {
+            return Err(LoadtestError::NotOpenAi {
+                url: format!("{}/v1/models", plan.target.base()),
+                problem: "it lists no model; pass --model NAME".into(),
+            }
+            .into());
+        }
+    };
+    let (facts, file, model_missing) = match model_file(&plan, &info) {
+        Ok(p) => (
+            Some(ModelFacts::open(&p).map_err(LoadtestError::Model)?),
+            Some(p),
+            String::new(),
+        ),
+        Err(why) => (None, None, why),
+    };
+    let host = hw::host_info();
+    let stream = store.latest_triad(&host.hostname, None).await?;
+    let stream_missing = format!(
+        "no STREAM triad stored for host {} (run `memwall stream`)",
+        host.hostname
+    );
+    let counter = token_counter(file.as_deref());
+    let n_prompts = plan.num_requests + plan.warmup;
+    let w = plan.workload.clone();
+    let prompts = Arc::new(super::plan::synthetic_prompts(
+        n_prompts.max(1),
+        w.input_tokens,
+        w.shared_prefix_tokens,
+        w.seed,
+    ));
+    let shared = Arc::new(Mutex::new(info.clone()));
+    let plan = Arc::new(plan);
+    let mut points = Vec::new();
+    for (index, &load) in plan.loads.iter().enumerate() {
+        progress(LoadProgress::Level {
+            label: load.label(),
+            index,
+            total: plan.loads.len(),
+            n_requests: plan.num_requests,
+        });
+        let (plan2, model2, prompts2, shared2, prog2) = (
+            plan.clone(),
+            model.clone(),
+            prompts.clone(),
+            shared.clone(),
+            progress.clone(),
+        );
+        let lr = blocking(move || {
+            run::run_level(
+                &plan2,
+                &model2,
+                load,
+                &prompts2,
+                &shared2,
+                &|done, total| prog2(LoadProgress::Request { done, total }),
+            )
+        })
+        .await?;
+        let cref = counter
+            .as_ref()
+            .map(|c| c.as_ref() as metrics::TokenCounter);
+        let mut p = metrics::summarize(load, lr.samples, lr.duration_s, &plan.slo, cref)?;
+        metrics::add_bandwidth(
+            &mut p,
+            facts.as_ref(),
+            &model_missing,
+            (w.input_tokens + w.shared_prefix_tokens) as u64,
+            stream.as_ref().map(|s| s.best_gbps),
+            &stream_missing,
+        );
+        points.push(p);
+    }
+    let got = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    info.server_header = got.server_header;
+    info.system_fingerprint = got.system_fingerprint;
+    info.reported_model = got.reported_model;
+    let prov = LoadProvenance {
+        url: plan.target.base(),
+        endpoint: plan.target.endpoint,
+        request_model: model,
+        server_model: info.reported_model.clone(),
+        server_header: info.server_header.clone(),
+        system_fingerprint: info.system_fingerprint.clone(),
+        model_file: file.map(|p| p.display().to_string()),
+        workload: plan.workload.clone(),
+        slo: plan.slo,
+    };
+    let run = NewRun {
+        kind: "loadtest".into(),
+        started_at,
+        finished_at: now_rfc3339(),
+        command: command.to_string(),
+        host,
+        notes: String::new(),
+        guard: None,
+    };
+    let run_id = lstore::insert_loadtest_run(store, &run, &prov, &points).await?;
+    let report = format!(
+        "{}\n{}\n{}",
+        report::header(&prov),
+        report::table(&points),
+        report::definitions()
+    );
+    let mut charts = Vec::new();
+    if let Some(dir) = results_dir {
+        let werr = |path: &Path, e: String| JobError::Results {
+            path: path.display().to_string(),
+            msg: e,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| werr(dir, e.to_string()))?;
+        let md = dir.join("loadtest.md");
+        std::fs::write(&md, &report).map_err(|e| werr(&md, e.to_string()))?;
+        charts = chart::write_charts(dir, &points).map_err(|e| werr(dir, e.to_string()))?;
+    }
+    Ok(LoadOutcome {
+        run_id,
+        prov,
+        points,
+        charts,
+        report,
+    })
+}
+
+type Counter = Box<dyn Fn(&str) -> Option<u64> + Sync + Send>;
+
+/// The model's tokenizer as a counter (llama.cpp vocab-only load), when a model
+/// file is known and the llama engine is built in.
+fn token_counter(file: Option<&Path>) -> Option<Counter> {
+    #[cfg(feature = "llama")]
+    if let Some(f) = file
+        && let Ok(v) = crate::measure::engine::llama::VocabOnly::load(f)
+    {
+        let v = Arc::new(v);
+        return Some(Box::new(move |t: &str| Some(v.count(t) as u64)));
+    }
+    let _ = file;
+    None
+}
+
+/// Every stored load-test point (one run's when `run_id` is given), oldest first.
+///
+/// # Errors
+/// The store's errors.
+pub async fn history_job(store: &Store, run_id: Option<i64>) -> Result<Vec<StoredPoint>, JobError> {
+    Ok(lstore::points(store, run_id).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::{self, Fake};
+    use super::super::plan::{Endpoint, Load, Slo, Target, Workload};
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_job_stores_its_points_writes_charts_and_says_why_bandwidth_is_missing() {
+        let url = fake::start(Fake {
+            ttft_ms: 20,
+            gap_ms: 5,
+            ..Fake::default()
+        });
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let plan = LoadPlan {
+            target: Target {
+                url: url.clone(),
+                model: None,
+                api_key: None,
+                endpoint: Endpoint::Chat,
+                timeout_s: 10.0,
+            },
+            workload: Workload {
+                input_tokens: 4,
+                output_tokens: 5,
+                shared_prefix_tokens: 2,
+                ignore_eos: true,
+                seed: 3,
+            },
+            loads: vec![
+                Load::Closed { concurrency: 1 },
+                Load::Closed { concurrency: 2 },
+                Load::Open {
+                    rate_rps: 50.0,
+                    burstiness: 1.0,
+                },
+            ],
+            num_requests: 4,
+            duration_s: None,
+            warmup: 1,
+            slo: Slo::parse("ttft:1000").unwrap(),
+            model_file: None,
+        };
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let ev2 = events.clone();
+        let out = loadtest_job(
+            &store,
+            plan,
+            "memwall loadtest",
+            Some(d.path()),
+            Arc::new(move |e| ev2.lock().unwrap().push(e)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.points.len(), 3);
+        for p in &out.points {
+            assert_eq!((p.n_sent, p.n_completed), (4, 4), "warm-up not counted");
+            assert_eq!(
+                p.goodput_rps,
+                Some(p.request_throughput_rps),
+                "all meet ttft ≤ 1 s"
+            );
+            let note = p.bandwidth.note.as_deref().unwrap();
+            assert!(
+                note.contains("no --model-file") && note.contains("no STREAM triad stored"),
+                "{note}"
+            );
+            assert_eq!(
+                (p.bandwidth.implied_gbps, p.bandwidth.pct_of_stream),
+                (None, None)
+            );
+        }
+        assert_eq!(out.prov.server_model.as_deref(), Some("fake-model"));
+        assert!(out.report.contains("| TTFT | time to first token"));
+        let stored = history_job(&store, Some(out.run_id)).await.unwrap();
+        // Statistics are REAL columns (exact); raw samples go through JSON text, whose
+        // float parsing may move the last bit.
+        let strip = |p: &LoadPoint| LoadPoint {
+            samples: Vec::new(),
+            ..p.clone()
+        };
+        for (s, p) in stored.iter().zip(&out.points) {
+            assert_eq!(strip(&s.point), strip(p));
+            assert_eq!(s.point.samples.len(), p.samples.len());
+            for (a, b) in s.point.samples.iter().zip(&p.samples) {
+                assert!(
+                    a.chunk_ms
+                        .iter()
+                        .zip(&b.chunk_ms)
+                        .all(|(x, y)| (x - y).abs() < 1e-9)
+                );
+            }
+        }
+        // Latency vs throughput, percentiles vs concurrency, goodput vs rate: PNG + SVG each.
+        assert_eq!(out.charts.len(), 6, "{:?}", out.charts);
+        assert!(out.charts.iter().all(|c| c.exists()));
+        assert!(d.path().join("loadtest.md").exists());
+        let ev = events.lock().unwrap();
+        assert!(matches!(ev[0], LoadProgress::Server { .. }));
+        assert_eq!(
+            ev.iter()
+                .filter(|e| matches!(e, LoadProgress::Request { .. }))
+                .count(),
+            12
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn bad_options_fail_before_anything_is_sent() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let plan = LoadPlan {
+            target: Target {
+                url: "localhost:8080".into(),
+                model: None,
+                api_key: None,
+                endpoint: Endpoint::Chat,
+                timeout_s: 10.0,
+            },
+            workload: Workload {
+                input_tokens: 4,
+                output_tokens: 5,
+                shared_prefix_tokens: 0,
+                ignore_eos: true,
+                seed: 3,
+            },
+            loads: vec![Load::Closed { concurrency: 1 }],
+            num_requests: 1,
+            duration_s: None,
+            warmup: 0,
+            slo: Slo::default(),
+            model_file: None,
+        };
+        let e = loadtest_job(&store, plan, "x", None, Arc::new(|_| {}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--url \"localhost:8080\"") && e.contains("http://"),
+            "{e}"
+        );
+        assert!(store.runs().await.unwrap().is_empty());
+    }
+
+    /// llama.cpp's own server: `$LLAMA_SERVER`, else the llama-tools folder.
+    fn llama_server() -> Option<PathBuf> {
+        let p = std::env::var_os("LLAMA_SERVER")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                directories::BaseDirs::new()
+                    .map(|b| {
+                        b.home_dir()
+                            .join(".cache/memwall/llama-tools/bin/llama-server")
+                    })
+                    .unwrap_or_default()
+            });
+        if p.is_file() {
+            return Some(p);
+        }
+        eprintln!(
+            "\n!!!!!!!! SKIP: llama-server not found at {} (set LLAMA_SERVER, or build it from the llama.cpp sources memwall links) !!!!!!!!\n",
+            p.display()
+        );
+        None
+    }
+
+    /// A short real run: llama-server on the default model, 2 slots, closed loop at
+    /// concurrency 1 and 2; the usage counts must equal max_tokens (ignore_eos), the
+    /// bandwidth columns must be filled from the model file, and the server named.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_short_run_against_llama_server() {
+        let Some(bin) = llama_server() else { return };
+        let Some(model) = crate::testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+            return;
+        };
+        let _lock = crate::testing::engine_lock();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = std::process::Command::new(&bin)
+            .args([
+                "-m",
+                &model.display().to_string(),
+                "-t",
+                "2",
+                "-np",
+                "2",
+                "-c",
+                "2048",
+            ])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let up = (0..300).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            ureq::get(&format!("{url}/health"))
+                .call()
+                .is_ok_and(|r| r.status() == 200)
+        });
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let plan = LoadPlan {
+            target: Target {
+                url,
+                model: None,
+                api_key: None,
+                endpoint: Endpoint::Chat,
+                timeout_s: 120.0,
+            },
+            workload: Workload {
+                input_tokens: 32,
+                output_tokens: 8,
+                shared_prefix_tokens: 0,
+                ignore_eos: true,
+                seed: 1,
+            },
+            loads: vec![
+                Load::Closed { concurrency: 1 },
+                Load::Closed { concurrency: 2 },
+            ],
+            num_requests: 4,
+            duration_s: None,
+            warmup: 1,
+            slo: Slo::default(),
+            model_file: Some(model),
+        };
+        let out = if up {
+            Some(loadtest_job(&store, plan, "test", None, Arc::new(|_| {})).await)
+        } else {
+            None
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(up, "llama-server did not answer /health within 60 s");
+        let out = out.unwrap().unwrap();
+        for p in &out.points {
+            assert_eq!(
+                (p.n_completed, p.total_output_tokens),
+                (4, 32),
+                "{:?}",
+                p.first_error
+            );
+            assert_eq!(p.token_source, metrics::TokenSource::Usage);
+            let b = &p.bandwidth;
+            let implied = p.output_throughput_tps * b.bytes_per_token.unwrap() / 1e9;
+            assert!((b.implied_gbps.unwrap() - implied).abs() < 1e-9);
+            assert!(p.ttft.median_ms.unwrap() > 0.0 && p.ttft.median_ms <= p.e2el.median_ms);
+        }
+        assert!(
+            out.prov
+                .server_header
+                .as_deref()
+                .unwrap_or("")
+                .contains("llama"),
+            "{:?}",
+            out.prov
+        );
+    }
+}

@@ -1,0 +1,196 @@
+//! The printed tables: the metric definitions, the load points, and the stored runs.
+//! Printers only format; every number comes computed in [`LoadPoint`].
+
+use super::metrics::{Dist, LoadPoint};
+use super::plan::Load;
+use super::store::{LoadProvenance, StoredPoint};
+
+/// The definitions table printed with every report (vLLM's names and meanings).
+pub fn definitions() -> String {
+    let rows = [
+        (
+            "TTFT",
+            "time to first token: send → first chunk with output text (reasoning text counts), ms",
+        ),
+        (
+            "TPOT",
+            "time per output token, per request: (E2EL − TTFT) ÷ (output tokens − 1), ms; requests of 1 token have none",
+        ),
+        (
+            "ITL",
+            "inter-token latency: every gap between consecutive output chunks, all requests pooled, ms",
+        ),
+        ("E2EL", "end-to-end latency: send → end of the stream, ms"),
+        (
+            "req/s",
+            "completed requests ÷ duration (level start → last request's end)",
+        ),
+        (
+            "out tok/s",
+            "output tokens of all completed requests ÷ duration",
+        ),
+        (
+            "goodput",
+            "requests meeting every --slo bound ÷ duration, req/s",
+        ),
+        (
+            "p50/p90/p99",
+            "percentiles with linear interpolation between closest ranks (numpy's default, as vLLM)",
+        ),
+        (
+            "B/token",
+            "bytes one token's decode reads alone: weights + its KV (F16) at the mean depth",
+        ),
+        (
+            "implied GB/s",
+            "out tok/s × B/token: the bandwidth needed if every token read the weights once",
+        ),
+        (
+            "% STREAM",
+            "implied ÷ this host's latest stored STREAM triad; > 100 % proves weight reads are shared (batching)",
+        ),
+    ];
+    let mut s = String::from("| metric | definition |\n| --- | --- |\n");
+    for (m, d) in rows {
+        s.push_str(&format!("| {m} | {d} |\n"));
+    }
+    s
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or("—".into(), |v| format!("{v:.1}"))
+}
+
+fn level(l: &Load) -> String {
+    match l {
+        Load::Closed { concurrency } => format!("c={concurrency}"),
+        Load::Open {
+            rate_rps,
+            burstiness,
+        } if *burstiness == 1.0 => format!("{rate_rps}/s"),
+        Load::Open {
+            rate_rps,
+            burstiness,
+        } => format!("{rate_rps}/s b={burstiness}"),
+    }
+}
+
+fn dist3(d: &Dist) -> [String; 3] {
+    [ms(d.median_ms), ms(d.p90_ms), ms(d.p99_ms)]
+}
+
+/// The provenance lines above a table.
+pub fn header(prov: &LoadProvenance) -> String {
+    let w = &prov.workload;
+    format!(
+        "target {} {} (model sent {:?}, server reports {}; Server: {}; fingerprint {})\nworkload: {} input words{} + {} output tokens (max_tokens{}), seed {}{}\n",
+        prov.url,
+        prov.endpoint.path(),
+        prov.request_model,
+        prov.server_model.as_deref().unwrap_or("—"),
+        prov.server_header.as_deref().unwrap_or("—"),
+        prov.system_fingerprint.as_deref().unwrap_or("—"),
+        w.input_tokens,
+        if w.shared_prefix_tokens > 0 {
+            format!(" after a shared {}-word prefix", w.shared_prefix_tokens)
+        } else {
+            String::new()
+        },
+        w.output_tokens,
+        if w.ignore_eos { ", ignore_eos" } else { "" },
+        w.seed,
+        if prov.slo.is_empty() {
+            String::new()
+        } else {
+            format!(", SLO {}", prov.slo.label())
+        },
+    )
+}
+
+/// The points as a Markdown table: counts, throughput, latency percentiles, goodput,
+/// and the bandwidth columns; notes below for `—` and the token source.
+pub fn table(points: &[LoadPoint]) -> String {
+    let mut s = String::from(
+        "| load | done/sent | 429 | fail | req/s | out tok/s | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2EL p50 | goodput | cached | B/token | implied GB/s | STREAM GB/s | % STREAM |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut notes: Vec<String> = Vec::new();
+    for p in points {
+        let [t50, t90, t99] = dist3(&p.ttft);
+        let [o50, o90, o99] = dist3(&p.tpot);
+        let [i50, i90, i99] = dist3(&p.itl);
+        let b = &p.bandwidth;
+        let f = |x: Option<f64>, d: usize| x.map_or("—".to_string(), |v| format!("{v:.d$}"));
+        s.push_str(&format!(
+            "| {} | {}/{} | {} | {} | {:.2} | {:.1} | {t50} | {t90} | {t99} | {o50} | {o90} | {o99} | {i50} | {i90} | {i99} | {} | {} | {} | {} | {} | {} | {} |\n",
+            level(&p.load),
+            p.n_completed,
+            p.n_sent,
+            p.n_rejected,
+            p.n_failed,
+            p.request_throughput_rps,
+            p.output_throughput_tps,
+            ms(p.e2el.median_ms),
+            f(p.goodput_rps, 2),
+            f(p.mean_cached_tokens, 0),
+            b.bytes_per_token.map_or("—".into(), |v| format!("{:.1} MB", v / 1e6)),
+            f(b.implied_gbps, 1),
+            f(b.stream_gbps, 1),
+            f(b.pct_of_stream, 0),
+        ));
+        let mut n = format!(
+            "{}: output tokens counted by {}",
+            level(&p.load),
+            p.token_source.name()
+        );
+        if let Some(r) = p.retry_after_max_s {
+            n.push_str(&format!(
+                "; 429s carried Retry-After up to {r} s (honoured before the client's next request)"
+            ));
+        }
+        if let Some(note) = &b.note {
+            n.push_str(&format!("; bandwidth —: {note}"));
+        }
+        if let Some(e) = &p.first_error {
+            n.push_str(&format!("; first error: {e}"));
+        }
+        notes.push(n);
+    }
+    for n in notes {
+        s.push_str(&format!("- {n}\n"));
+    }
+    s
+}
+
+/// One line per stored run: id, time, target, levels, best output tok/s.
+pub fn runs_table(points: &[StoredPoint]) -> String {
+    let mut s = String::from(
+        "| run | measured | url | model | levels | best out tok/s | memwall |\n|---:|---|---|---|---|---:|---|\n",
+    );
+    let mut i = 0;
+    while i < points.len() {
+        let run = points[i].run_id;
+        let group: Vec<&StoredPoint> = points[i..].iter().take_while(|p| p.run_id == run).collect();
+        i += group.len();
+        let p0 = group[0];
+        let best = group
+            .iter()
+            .map(|p| p.point.output_throughput_tps)
+            .fold(0.0, f64::max);
+        s.push_str(&format!(
+            "| {run} | {} | {} | {} | {} | {best:.1} | {} |\n",
+            p0.measured_at,
+            p0.prov.url,
+            p0.prov
+                .server_model
+                .as_deref()
+                .unwrap_or(&p0.prov.request_model),
+            group
+                .iter()
+                .map(|p| level(&p.point.load))
+                .collect::<Vec<_>>()
+                .join(" "),
+            p0.build_commit,
+        ));
+    }
+    s
+}
