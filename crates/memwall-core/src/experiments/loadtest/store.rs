@@ -1,4 +1,4 @@
-//! The `loadtest_points` table (migration `0014_loadtest_points.sql`): one row per
+//! The `loadtest_points` table (migration `0016_loadtest_points.sql`): one row per
 //! load level, written with its `runs` row (kind `loadtest`) in one transaction.
 
 use super::metrics::{Bandwidth, Dist, LoadPoint, TokenSource};
