@@ -10,6 +10,7 @@ mod model;
 mod models;
 mod predict;
 mod quant;
+mod report;
 mod roofline;
 mod speculative;
 mod store;
@@ -56,6 +57,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Frontier(a) => frontier::frontier(&db, a).await,
         Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Spec { cmd } => speculative::spec(&db, cmd).await,
+        Command::Report(a) => report::report(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,

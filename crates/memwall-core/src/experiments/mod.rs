@@ -8,6 +8,8 @@
 //! - [`evidence`]: the roofline evidence (KV bytes, batching, depth, threads).
 //! - [`speculative`]: speculative decoding with its gate and cost model.
 //! - [`frontier`]: the quantization frontier (bytes, speed, perplexity, KLD, tasks).
+//! - [`report`]: the report regenerated from the store, checked by the independent
+//!   verifier (`tools/verify/verify.py`).
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -20,6 +22,7 @@ pub mod chat;
 pub mod evidence;
 pub mod frontier;
 pub mod predict;
+pub mod report;
 pub mod roof;
 pub mod speculative;
 
