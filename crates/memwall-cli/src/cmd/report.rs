@@ -24,7 +24,10 @@ pub(crate) async fn report(db: &std::path::Path, a: ReportArgs) -> Result<()> {
         |m| eprintln!("{m}"),
     )
     .await?;
-    println!("{}", memwall_core::experiments::report::render::contents(&out.report));
+    println!(
+        "{}",
+        memwall_core::experiments::report::render::contents(&out.report)
+    );
     if let Some(v) = &out.verify {
         print!("{v}");
     }

@@ -251,7 +251,13 @@ fn bench(rows: &ReportRows) -> Section {
                         num(opt(r.stddev_ts), 1.0, 2, "stddev_ts", NULL),
                         num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
                         num(opt(r.achieved), 100.0, 1, "achieved", NULL),
-                        num(r.decode_ceiling_ts_read, 1.0, 2, "decode_ceiling_ts_read", decode_only),
+                        num(
+                            r.decode_ceiling_ts_read,
+                            1.0,
+                            2,
+                            "decode_ceiling_ts_read",
+                            decode_only,
+                        ),
                         num(r.achieved_read, 100.0, 1, "achieved_read", decode_only),
                         num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
                         num(opt(r.bytes_per_step), 1e-6, 2, "bytes_per_step", NULL),
@@ -293,17 +299,41 @@ fn sweeps<'a, K: Ord>(
 fn evidence(rows: &ReportRows) -> Section {
     let batch = sweeps(
         &rows.bench,
-        |r| (r.hostname.clone(), r.model_type.clone(), r.n_depth, r.n_threads, r.n_gen),
+        |r| {
+            (
+                r.hostname.clone(),
+                r.model_type.clone(),
+                r.n_depth,
+                r.n_threads,
+                r.n_gen,
+            )
+        },
         |r| r.n_seqs,
     );
     let depth = sweeps(
         &rows.bench,
-        |r| (r.hostname.clone(), r.model_type.clone(), r.n_seqs, r.n_threads, r.n_gen),
+        |r| {
+            (
+                r.hostname.clone(),
+                r.model_type.clone(),
+                r.n_seqs,
+                r.n_threads,
+                r.n_gen,
+            )
+        },
         |r| r.n_depth,
     );
     let threads = sweeps(
         &rows.bench,
-        |r| (r.hostname.clone(), r.model_type.clone(), r.n_seqs, r.n_depth, r.n_gen),
+        |r| {
+            (
+                r.hostname.clone(),
+                r.model_type.clone(),
+                r.n_seqs,
+                r.n_depth,
+                r.n_gen,
+            )
+        },
         |r| r.n_threads,
     );
     let ids: BTreeSet<i64> = batch
@@ -350,7 +380,13 @@ fn evidence(rows: &ReportRows) -> Section {
                         text(r.n_threads.to_string()),
                         text(r.n_seqs.to_string()),
                         num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
-                        num(r.implied_bandwidth_gbps, 1.0, 2, "implied_bandwidth_gbps", NULL),
+                        num(
+                            r.implied_bandwidth_gbps,
+                            1.0,
+                            2,
+                            "implied_bandwidth_gbps",
+                            NULL,
+                        ),
                         num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
                         match (r.implied_bandwidth_gbps, opt(r.bandwidth_gbps)) {
                             (Some(i), Some(b)) => claim("amortized", i > b),
@@ -422,7 +458,13 @@ fn evidence(rows: &ReportRows) -> Section {
                         text(r.n_depth.to_string()),
                         text(r.n_threads.to_string()),
                         num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
-                        num(r.implied_bandwidth_gbps, 1.0, 2, "implied_bandwidth_gbps", NULL),
+                        num(
+                            r.implied_bandwidth_gbps,
+                            1.0,
+                            2,
+                            "implied_bandwidth_gbps",
+                            NULL,
+                        ),
                         num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
                     ]);
                     Row {
@@ -471,7 +513,13 @@ fn evidence(rows: &ReportRows) -> Section {
                             "formula_bytes_per_token",
                             NULL,
                         ),
-                        num(Some(r.predicted_bytes_per_token), 1.0, 1, "predicted_bytes_per_token", NULL),
+                        num(
+                            Some(r.predicted_bytes_per_token),
+                            1.0,
+                            1,
+                            "predicted_bytes_per_token",
+                            NULL,
+                        ),
                         num(
                             Some(r.measured_kv_bytes_per_token),
                             1.0,
@@ -508,13 +556,20 @@ fn frontier(rows: &ReportRows) -> Section {
     }
     let mut v: Vec<_> = rows.frontier.iter().collect();
     v.sort_by(|a, b| {
-        (&a.hostname, &a.source_file, &a.measure, -a.arm_streamed_bytes, a.id).cmp(&(
-            &b.hostname,
-            &b.source_file,
-            &b.measure,
-            -b.arm_streamed_bytes,
-            b.id,
-        ))
+        (
+            &a.hostname,
+            &a.source_file,
+            &a.measure,
+            -a.arm_streamed_bytes,
+            a.id,
+        )
+            .cmp(&(
+                &b.hostname,
+                &b.source_file,
+                &b.measure,
+                -b.arm_streamed_bytes,
+                b.id,
+            ))
     });
     s.tables.push(Table {
         caption: "Frontier cells (speed: decode tok/s; ppl: perplexity; task: accuracy 0..1)"
@@ -543,9 +598,21 @@ fn frontier(rows: &ReportRows) -> Section {
                     text(base(&r.source_file)),
                     text(&r.arm_quant),
                     text(&r.measure),
-                    num(Some(r.arm_streamed_bytes as f64), 1e-6, 2, "arm_streamed_bytes", NULL),
+                    num(
+                        Some(r.arm_streamed_bytes as f64),
+                        1e-6,
+                        2,
+                        "arm_streamed_bytes",
+                        NULL,
+                    ),
                     num(r.value, 1.0, 4, "value", NULL),
-                    num(r.value_unc, 1.0, 4, "value_unc", "no uncertainty for this measure"),
+                    num(
+                        r.value_unc,
+                        1.0,
+                        4,
+                        "value_unc",
+                        "no uncertainty for this measure",
+                    ),
                 ],
             })
             .collect(),
@@ -554,7 +621,11 @@ fn frontier(rows: &ReportRows) -> Section {
     for r in rows.frontier.iter().filter(|r| r.measure == "speed") {
         if let Some(v) = r.value {
             groups
-                .entry((r.hostname.clone(), r.source_file.clone(), r.config_key.clone()))
+                .entry((
+                    r.hostname.clone(),
+                    r.source_file.clone(),
+                    r.config_key.clone(),
+                ))
                 .or_default()
                 .push((r.arm_streamed_bytes, v));
         }
@@ -748,8 +819,20 @@ fn predictions(scores: &[ScoreRow]) -> Result<Section, super::ReportError> {
                     text(base(&t.model_filename)),
                     text(&t.test),
                     text(t.n_threads.to_string()),
-                    num(t.predicted_tps, 1.0, 2, &col("predicted_tps"), "the sheet had no ceiling for this test"),
-                    num(t.measured_tps, 1.0, 2, &col("measured_tps"), "the run has no such row"),
+                    num(
+                        t.predicted_tps,
+                        1.0,
+                        2,
+                        &col("predicted_tps"),
+                        "the sheet had no ceiling for this test",
+                    ),
+                    num(
+                        t.measured_tps,
+                        1.0,
+                        2,
+                        &col("measured_tps"),
+                        "the run has no such row",
+                    ),
                     num(t.error_pct, 1.0, 1, &col("error_pct"), "needs both figures"),
                 ],
             });
@@ -800,4 +883,118 @@ fn base(p: &str) -> String {
     std::path::Path::new(p)
         .file_name()
         .map_or_else(|| p.to_string(), |f| f.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::report::render::{figures, markdown};
+    use crate::experiments::report::store::{RunRow, StreamRow};
+
+    fn rows() -> ReportRows {
+        let tg = BenchRecord {
+            id: 7,
+            run_id: 3,
+            n_prompt: 0,
+            n_gen: 128,
+            avg_ts: 20.0,
+            bandwidth_gbps: 40.0,
+            bytes_per_step: 1.6e9,
+            ceiling_ts: 25.0,
+            achieved: 0.8,
+            peak_gflops: 400.0,
+            intensity: 1.0,
+            decode_ceiling_ts_read: None,
+            achieved_read: None,
+            ..BenchRecord::example()
+        };
+        ReportRows {
+            runs: vec![RunRow {
+                id: 3,
+                kind: "bench".into(),
+                started_at: "2026-01-01T00:00:00Z".into(),
+                hostname: "h".into(),
+                cpu_info: "cpu".into(),
+            }],
+            stream: vec![StreamRow {
+                id: 1,
+                run_id: 2,
+                hostname: "h".into(),
+                kernel: "triad".into(),
+                threads: 2,
+                best_gbps: 40.0,
+            }],
+            bench: vec![tg],
+            ..ReportRows::default()
+        }
+    }
+
+    #[test]
+    fn a_changed_row_changes_the_report_and_every_figure_names_its_row() {
+        let a = build("m.db", &rows()).unwrap();
+        let mut r = rows();
+        r.bench[0].avg_ts = 21.5;
+        let b = build("m.db", &r).unwrap();
+        let (ma, mb) = (markdown(&a), markdown(&b));
+        assert_ne!(ma, mb);
+        assert!(ma.contains("| 20.00 |") && mb.contains("| 21.50 |"), "{mb}");
+        // The same rows give the same bytes.
+        assert_eq!(ma, markdown(&build("m.db", &rows()).unwrap()));
+        // avg_ts = 20 tok/s, printed in two tables (bench; no sweep → no evidence table).
+        let f = figures(&a);
+        let avg: Vec<_> = f
+            .iter()
+            .filter(|f| matches!(&f.cell, Cell::Num { column, .. } if column == "avg_ts"))
+            .collect();
+        assert_eq!(avg.len(), 1);
+        assert_eq!(
+            avg[0].src,
+            Some(Src {
+                table: "bench_results",
+                row_id: 7,
+                run_id: 3
+            })
+        );
+        // Ridge 400 GFLOP/s ÷ 40 GB/s = 10 FLOP/B (hand); intensity 1 < 10: memory-bound.
+        let ridge = f
+            .iter()
+            .find(|f| matches!(&f.cell, Cell::Num { column, .. } if column == "derived:ridge"))
+            .unwrap();
+        assert_eq!(ridge.cell.text(), "10.000");
+        assert!(f.iter().any(|f| matches!(&f.cell,
+            Cell::Claim { claim, value: true, .. } if claim == "memory_bound")));
+        assert!(ma.contains("[^bench_results-7]: bench_results row 7, run 3"));
+    }
+
+    #[test]
+    fn a_value_not_measured_prints_a_dash_with_its_reason_never_nan() {
+        let mut r = rows();
+        r.bench[0].ceiling_ts = f64::NAN;
+        r.bench[0].achieved = f64::NAN;
+        r.bench[0].peak_gflops = f64::NAN;
+        let md = markdown(&build("m.db", &r).unwrap());
+        for bad in ["NaN", "inf", "undefined", "| |"] {
+            assert!(!md.contains(bad), "{bad} in\n{md}");
+        }
+        assert!(md.contains("—: not measured (NULL in the store)."), "{md}");
+        assert!(
+            md.contains("—: no compute peak stored for this row's roof."),
+            "{md}"
+        );
+        assert!(
+            md.contains("**Not measured:** memwall's store has no serving or load-test table yet")
+        );
+        assert!(md.contains("**Not measured:** no frontier cells"));
+    }
+
+    #[test]
+    fn speed_monotone_holds_only_when_fewer_bytes_are_never_slower() {
+        // (streamed bytes, tok/s): F16 2 GB 10 t/s, Q8_0 1 GB 18 t/s, Q4_K 0.6 GB 25 t/s.
+        assert!(speed_monotone(&[(2_000, 10.0), (600, 25.0), (1_000, 18.0)]));
+        assert!(!speed_monotone(&[
+            (2_000, 10.0),
+            (600, 17.0),
+            (1_000, 18.0)
+        ]));
+    }
 }

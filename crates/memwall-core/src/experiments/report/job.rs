@@ -76,7 +76,11 @@ pub async fn report_job(
     if let Some((manifest, exe)) = &opts.rerun {
         let m = super::manifest::Manifest::load(manifest)?;
         for e in &m.experiment {
-            progress(&format!("re-running {}: memwall {}", e.name, e.args.join(" ")));
+            progress(&format!(
+                "re-running {}: memwall {}",
+                e.name,
+                e.args.join(" ")
+            ));
             let (m, exe, db, e2) = (
                 manifest.clone(),
                 exe.clone(),

@@ -154,13 +154,19 @@ mod tests {
         assert_eq!(m.experiment.len(), 2);
         assert_eq!(m.experiment[1].args, ["bench", "-p", "32"]);
         assert!(err("").contains("no [[experiment]]"));
-        assert!(err("[[experiment]]\nname = \"a\"\nargs = [\"report\"]\n").contains("not a measuring command"));
+        assert!(
+            err("[[experiment]]\nname = \"a\"\nargs = [\"report\"]\n")
+                .contains("not a measuring command")
+        );
         assert!(err("[[experiment]]\nname = \"a\"\nargs = []\n").contains("args is empty"));
         assert!(
             err("[[experiment]]\nname = \"a\"\nargs = [\"stream\"]\n[[experiment]]\nname = \"a\"\nargs = [\"peak\"]\n")
                 .contains("appears twice")
         );
-        assert!(err("[[experiment]]\nname = \"a\"\nargs = [\"stream\", \"--db\", \"x\"]\n").contains("remove --db"));
+        assert!(
+            err("[[experiment]]\nname = \"a\"\nargs = [\"stream\", \"--db\", \"x\"]\n")
+                .contains("remove --db")
+        );
         assert!(err("[[experiment]]\nname = \"a\"\nargz = [\"stream\"]\n").contains("m.toml"));
     }
 }

@@ -129,10 +129,7 @@ pub fn markdown(r: &Report) -> String {
             ));
             out.push_str(&format!(
                 "|{}---|\n",
-                t.headers
-                    .iter()
-                    .map(|_| " --- |")
-                    .collect::<String>()
+                t.headers.iter().map(|_| " --- |").collect::<String>()
             ));
             let mut reasons = BTreeSet::new();
             for row in &t.rows {
@@ -182,7 +179,10 @@ pub fn markdown(r: &Report) -> String {
 }
 
 fn join(v: &[i64]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn esc(s: &str) -> String {
@@ -239,7 +239,10 @@ pub fn html(r: &Report, svg: &BTreeMap<String, String>) -> String {
             out.push_str(&format!("<p>{}</p>\n", esc(p)));
         }
         for t in &s.tables {
-            out.push_str(&format!("<table><caption>{}</caption><tr>", esc(&t.caption)));
+            out.push_str(&format!(
+                "<table><caption>{}</caption><tr>",
+                esc(&t.caption)
+            ));
             for h in &t.headers {
                 out.push_str(&format!("<th>{}</th>", esc(h)));
             }
@@ -251,13 +254,15 @@ pub fn html(r: &Report, svg: &BTreeMap<String, String>) -> String {
                         (Cell::Text(_), _) => ("t", String::new()),
                         (Cell::Num { column, .. }, Some(src)) => (
                             "n",
-                            format!("{}.{} · row {} · run {}", src.table, column, src.row_id, src.run_id),
+                            format!(
+                                "{}.{} · row {} · run {}",
+                                src.table, column, src.row_id, src.run_id
+                            ),
                         ),
                         (Cell::Num { column, .. }, None) => ("n", column.clone()),
-                        (Cell::Claim { claim, .. }, Some(src)) => (
-                            "t",
-                            format!("{claim}, computed from {}", src.describe()),
-                        ),
+                        (Cell::Claim { claim, .. }, Some(src)) => {
+                            ("t", format!("{claim}, computed from {}", src.describe()))
+                        }
                         (Cell::Claim { claim, .. }, None) => {
                             ("t", format!("{claim}, computed from the rows above"))
                         }
@@ -282,7 +287,10 @@ pub fn html(r: &Report, svg: &BTreeMap<String, String>) -> String {
             out.push_str("</table>\n");
         }
         for c in &s.charts {
-            let data = svg.get(&c.stem).map(|s| base64(s.as_bytes())).unwrap_or_default();
+            let data = svg
+                .get(&c.stem)
+                .map(|s| base64(s.as_bytes()))
+                .unwrap_or_default();
             out.push_str(&format!(
                 "<figure><img data-chart=\"{stem}\" alt=\"{t}\" title=\"{t} (runs {runs})\" src=\"data:image/svg+xml;base64,{data}\"><figcaption>{t} (runs {runs})</figcaption></figure>\n",
                 stem = esc(&c.stem),
@@ -296,16 +304,38 @@ pub fn html(r: &Report, svg: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// The text of `<dir>/report.html`, as [`super::report_job`] wrote it.
+///
+/// # Errors
+/// [`super::ReportError::Io`] naming the file.
+pub fn html_of(dir: &std::path::Path) -> Result<String, super::ReportError> {
+    let p = dir.join("report.html");
+    std::fs::read_to_string(&p).map_err(|e| super::ReportError::Io {
+        path: p.display().to_string(),
+        msg: e.to_string(),
+    })
+}
+
 /// Standard base64 (RFC 4648, with padding).
 pub fn base64(b: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::with_capacity(b.len().div_ceil(3) * 4);
     for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         s.push(A[(n >> 18) as usize & 63] as char);
         s.push(A[(n >> 12) as usize & 63] as char);
-        s.push(if c.len() > 1 { A[(n >> 6) as usize & 63] as char } else { '=' });
-        s.push(if c.len() > 2 { A[n as usize & 63] as char } else { '=' });
+        s.push(if c.len() > 1 {
+            A[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        s.push(if c.len() > 2 {
+            A[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     s
 }

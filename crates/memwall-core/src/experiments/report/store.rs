@@ -237,7 +237,12 @@ fn get<'r, T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>>(
 pub async fn report_rows(store: &Store) -> Result<ReportRows, StoreError> {
     let mut out = ReportRows::default();
     let t = "runs";
-    for r in all(store, "SELECT id, kind, started_at, hostname, cpu_info FROM runs ORDER BY id").await? {
+    for r in all(
+        store,
+        "SELECT id, kind, started_at, hostname, cpu_info FROM runs ORDER BY id",
+    )
+    .await?
+    {
         out.runs.push(RunRow {
             id: get(store, t, &r, "id")?,
             kind: get(store, t, &r, "kind")?,
