@@ -272,7 +272,59 @@ fn bench(rows: &ReportRows) -> Section {
             })
             .collect(),
     });
+    if let Some(t) = across_hosts(rows) {
+        s.tables.push(t);
+    }
     s
+}
+
+/// The same model and test measured on more than one host, side by side: each host's
+/// row with its tok/s, ceiling and achieved %, so machines compare at their own roofs.
+fn across_hosts(rows: &ReportRows) -> Option<Table> {
+    let mut groups: BTreeMap<(String, String, i64), Vec<&BenchRecord>> = BTreeMap::new();
+    for r in &rows.bench {
+        groups
+            .entry((r.model_type.clone(), r.test_label(), r.n_threads))
+            .or_default()
+            .push(r);
+    }
+    let mut out = Vec::new();
+    for ((model, test, threads), mut v) in groups {
+        let hosts: BTreeSet<&str> = v.iter().map(|r| r.hostname.as_str()).collect();
+        if hosts.len() < 2 {
+            continue;
+        }
+        v.sort_by(|a, b| (&a.hostname, a.id).cmp(&(&b.hostname, b.id)));
+        for r in v {
+            out.push(Row {
+                src: bench_src(r),
+                cells: vec![
+                    text(&model),
+                    text(&test),
+                    text(threads.to_string()),
+                    text(&r.hostname),
+                    num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
+                    num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
+                    num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                ],
+            });
+        }
+    }
+    (!out.is_empty()).then(|| Table {
+        caption: "The same model and test across hosts, each under its own roof".into(),
+        headers: [
+            "model",
+            "test",
+            "threads",
+            "host",
+            "tok/s",
+            "ceiling tok/s",
+            "achieved %",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: out,
+    })
 }
 
 /// Decode rows grouped by `key`, keeping the groups where `vary` takes more than one value.
@@ -985,6 +1037,36 @@ mod tests {
             md.contains("**Not measured:** memwall's store has no serving or load-test table yet")
         );
         assert!(md.contains("**Not measured:** no frontier cells"));
+    }
+
+    #[test]
+    fn the_same_test_on_two_hosts_sits_side_by_side() {
+        let mut r = rows();
+        assert!(!markdown(&build("m.db", &r).unwrap()).contains("across hosts"));
+        r.bench.push(BenchRecord {
+            id: 8,
+            run_id: 4,
+            hostname: "g".into(),
+            avg_ts: 30.0,
+            ceiling_ts: 40.0,
+            achieved: 0.75,
+            ..r.bench[0].clone()
+        });
+        let md = markdown(&build("m.db", &r).unwrap());
+        assert!(md.contains("**The same model and test across hosts, each under its own roof**"));
+        let label = r.bench[0].test_label();
+        assert!(
+            md.contains(&format!(
+                "| {label} | 2 | g | 30.00 | 40.00 | 75.0 | [^bench_results-8] |"
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!(
+                "| {label} | 2 | h | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
+            )),
+            "{md}"
+        );
     }
 
     #[test]

@@ -87,9 +87,14 @@ pub async fn report_job(
                 store.path().to_path_buf(),
                 e.clone(),
             );
+            let name = e.name.clone();
             tokio::task::spawn_blocking(move || super::manifest::run_one(&m, &exe, &db, &e2))
                 .await
-                .map_err(|e| ReportError::Verify(e.to_string()))??;
+                .map_err(|err| ReportError::Rerun {
+                    path: manifest.display().to_string(),
+                    name,
+                    msg: err.to_string(),
+                })??;
             rerun.push(e.name.clone());
         }
     }
