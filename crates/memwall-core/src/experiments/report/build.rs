@@ -1063,7 +1063,7 @@ mod tests {
         );
         assert!(
             md.contains(&format!(
-                "| {label} | 2 | h | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
+                "| {label} | 2 | host | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
             )),
             "{md}"
         );
