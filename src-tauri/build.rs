@@ -20,6 +20,7 @@ const COMMANDS: &[&str] = &[
     "chart_svg",
     "export_chart",
     "export_rows",
+    "export_report",
     "spec_gate",
     "spec_bench",
 ];

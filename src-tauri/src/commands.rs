@@ -7,7 +7,9 @@ use crate::error::AppError;
 use crate::events::{self, ChatEvent, FetchProgress, Progress};
 use crate::job::JobKind;
 use crate::speculative::{SpecBenchRequest, SpecGateRequest};
-use crate::state::{AppState, BenchRequest, ChatRequest, Exported, MachineView, ModelItem};
+use crate::state::{
+    AppState, BenchRequest, ChatRequest, Exported, MachineView, ModelItem, ReportExport,
+};
 use memwall_core::experiments::bench::job::BenchOutcome;
 use memwall_core::experiments::chat::ChatStats;
 use memwall_core::experiments::roof::StreamOutcome;
@@ -186,6 +188,13 @@ pub async fn chart_svg(
     run_id: Option<i64>,
 ) -> R<String> {
     state.chart_svg(chart, run_id).await
+}
+
+/// Writes the report (report.md, report.html, charts) into the exports folder and
+/// returns its HTML for the History page to show.
+#[tauri::command]
+pub async fn export_report(state: State<'_, AppState>) -> R<ReportExport> {
+    state.export_report().await
 }
 
 /// Exports a chart (PNG/SVG by extension) into the exports folder.

@@ -28,6 +28,9 @@ pub enum AppError {
     /// The device catalogue (`catalog/devices.toml`) failed to parse.
     #[error(transparent)]
     Devices(#[from] memwall_core::probe::devices::DeviceError),
+    /// The report failed.
+    #[error(transparent)]
+    Report(#[from] memwall_core::experiments::report::ReportError),
     /// Bad input from the UI.
     #[error("{0}")]
     Invalid(String),

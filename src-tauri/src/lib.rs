@@ -46,6 +46,7 @@ pub fn run() {
             commands::chart_svg,
             commands::export_chart,
             commands::export_rows,
+            commands::export_report,
             commands::spec_gate,
             commands::spec_bench,
         ])

@@ -107,6 +107,17 @@ pub struct ChatRequest {
     pub max_tokens: u32,
 }
 
+/// A report written by "Export report" / "Open report" (`memwall report`'s folder).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct ReportExport {
+    /// The folder written (report.md, report.html, figures.json, charts/).
+    pub dir: PathBuf,
+    /// report.html's text (self-contained: charts embedded), for the app to show.
+    pub html: String,
+    /// Files written.
+    pub files: u64,
+}
+
 /// A file written by an export.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Exported {
@@ -507,6 +518,29 @@ impl AppState {
             }
         }
         exported(&path)
+    }
+
+    /// Writes the report into `<exports>/report` ([`memwall_core::experiments::report::report_job`]).
+    ///
+    /// # Errors
+    /// [`AppError::Report`].
+    pub async fn export_report(&self) -> Result<ReportExport, AppError> {
+        use memwall_core::experiments::report::{ReportOptions, report_job};
+        let out = report_job(
+            self.store().await?,
+            ReportOptions {
+                out: self.exports.join("report"),
+                rerun: None,
+                verify: false,
+            },
+            |_| {},
+        )
+        .await?;
+        Ok(ReportExport {
+            html: memwall_core::experiments::report::render::html_of(&out.dir)?,
+            dir: out.dir,
+            files: out.files.len() as u64,
+        })
     }
 
     /// Exports the rows behind a chart/table as CSV or JSON (by extension).

@@ -53,6 +53,7 @@ fn generate() -> String {
     c.visit::<state::BenchRequest>();
     c.visit::<state::ChatRequest>();
     c.visit::<state::Exported>();
+    c.visit::<state::ReportExport>();
     c.visit::<job::JobKind>();
     c.visit::<events::Progress>();
     c.visit::<events::ChatEvent>();

@@ -46,6 +46,7 @@ export const api = {
   exportChart: (chart: T.AppChart, runId: number | null, name: string) =>
     invoke<T.Exported>("export_chart", { chart, runId, name }),
   exportRows: (runId: number | null, name: string) => invoke<T.Exported>("export_rows", { runId, name }),
+  exportReport: () => invoke<T.ReportExport>("export_report"),
   onStoreChanged: (f: () => void) => listen(STORE_CHANGED, f),
 };
 

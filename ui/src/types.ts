@@ -1448,6 +1448,23 @@ n_prompt_tokens: number,
 rendered?: string, };
 
 /**
+ * A report written by "Export report" / "Open report" (`memwall report`'s folder).
+ */
+export type ReportExport = { 
+/**
+ * The folder written (report.md, report.html, figures.json, charts/).
+ */
+dir: string, 
+/**
+ * report.html's text (self-contained: charts embedded), for the app to show.
+ */
+html: string, 
+/**
+ * Files written.
+ */
+files: number, };
+
+/**
  * Where the roof came from, for the report line under the table.
  */
 export type RoofSource = { 

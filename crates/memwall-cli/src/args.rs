@@ -89,6 +89,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Load-test an OpenAI-compatible server (vLLM's metric definitions), with each load point placed against this machine's STREAM bandwidth.
     Loadtest(LoadtestArgs),
+    /// One report regenerated from the store: report.md, a self-contained report.html, every chart as PNG + SVG, and figures.json for the independent verifier.
+    Report(ReportArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -487,6 +489,20 @@ pub struct LoadtestArgs {
     /// With --list: show this run's points.
     #[arg(long, requires = "list")]
     pub run: Option<i64>,
+}
+
+/// `memwall report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The folder to write.
+    #[arg(long, default_value = "results/report")]
+    pub out: PathBuf,
+    /// Re-run the experiments this TOML manifest lists (each a memwall command line) before generating.
+    #[arg(long, value_name = "MANIFEST")]
+    pub rerun: Option<PathBuf>,
+    /// Run the independent verifier (tools/verify/verify.py, Python standard library only) on the report: every printed figure against its row, every conclusion recomputed.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 /// `memwall history`.

@@ -11,10 +11,13 @@ export async function historyPage(root: HTMLElement) {
       <label>engine <input id="fengine" placeholder="llama.cpp"></label>
       <label>since <input id="fsince" placeholder="2026-11-30"></label>
       <button id="filter">Filter</button><button id="compare" disabled>Compare 2 selected</button>
+      <button id="report-open">Open report</button><button id="report-export">Export report</button>
     </div>
     <p id="herr" class="error"></p>
     <table id="runs"><thead><tr><th></th><th>run</th><th>kind</th><th>started (UTC)</th><th>models</th><th>rows</th><th>host</th><th>command</th><th></th></tr></thead><tbody></tbody></table>
-    <div id="cmp"></div>`;
+    <p id="report-status" class="muted"></p>
+    <div id="cmp"></div>
+    <iframe id="report" title="memwall report" hidden style="width:100%;height:80vh;border:1px solid #ccc"></iframe>`;
   const $ = <T extends HTMLElement>(s: string) => root.querySelector(s) as T;
   let picked: number[] = [];
   let runs: RunSummary[] = [];
@@ -45,6 +48,17 @@ export async function historyPage(root: HTMLElement) {
       });
     }));
   };
+  // The report is written by core's report job; the page only shows where, or its HTML.
+  const report = async (show: boolean) => {
+    $("#report-status").textContent = "Writing the report…";
+    try {
+      const r = await api.exportReport();
+      $("#report-status").textContent = `Wrote ${r.files} files to ${r.dir}`;
+      if (show) { const f = $<HTMLIFrameElement>("#report"); f.srcdoc = r.html; f.hidden = false; }
+    } catch (e) { $("#report-status").textContent = ""; $("#herr").textContent = errText(e); }
+  };
+  $("#report-open").addEventListener("click", () => report(true));
+  $("#report-export").addEventListener("click", () => report(false));
   $("#filter").addEventListener("click", () => load().catch((e) => ($("#herr").textContent = errText(e))));
   $("#compare").addEventListener("click", async () => {
     const [a, b] = picked;

@@ -11,6 +11,7 @@ mod model;
 mod models;
 mod predict;
 mod quant;
+mod report;
 mod roofline;
 mod serve;
 mod speculative;
@@ -60,6 +61,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Spec { cmd } => speculative::spec(&db, cmd).await,
         Command::Serve(a) => serve::serve(a).await,
         Command::Loadtest(a) => loadtest::loadtest(&db, a).await,
+        Command::Report(a) => report::report(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,

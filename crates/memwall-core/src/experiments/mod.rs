@@ -11,6 +11,8 @@
 //! - [`serve`]: an OpenAI-compatible server with continuous batching.
 //! - [`loadtest`]: a load tester for OpenAI-compatible servers, placed on the
 //!   measured bandwidth.
+//! - [`report`]: the report regenerated from the store, checked by the independent
+//!   verifier (`tools/verify/verify.py`).
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -24,6 +26,7 @@ pub mod evidence;
 pub mod frontier;
 pub mod loadtest;
 pub mod predict;
+pub mod report;
 pub mod roof;
 pub mod serve;
 pub mod speculative;

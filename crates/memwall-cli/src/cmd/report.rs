@@ -1,0 +1,40 @@
+//! `memwall report`.
+
+use super::open_store;
+use crate::args::ReportArgs;
+use anyhow::{Context, Result};
+use memwall_core::experiments::report::{ReportOptions, report_job};
+
+pub(crate) async fn report(db: &std::path::Path, a: ReportArgs) -> Result<()> {
+    let store = open_store(db).await?;
+    let rerun = match a.rerun {
+        Some(m) => Some((
+            m,
+            std::env::current_exe().context("finding the memwall executable to re-run")?,
+        )),
+        None => None,
+    };
+    let out = report_job(
+        &store,
+        ReportOptions {
+            out: a.out,
+            rerun,
+            verify: a.verify,
+        },
+        |m| eprintln!("{m}"),
+    )
+    .await?;
+    println!(
+        "{}",
+        memwall_core::experiments::report::render::contents(&out.report)
+    );
+    if let Some(v) = &out.verify {
+        print!("{v}");
+    }
+    eprintln!(
+        "wrote {} files to {} (report.md, report.html, figures.json, charts/)",
+        out.files.len(),
+        out.dir.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,1082 @@
+//! Rows → sections (pure). Each section's rows are sorted by their labels and then by
+//! row id, so the same store always gives the same report.
+
+use super::store::{ReportRows, ScoreRow};
+use super::{Cell, Report, Row, Section, Src, Table, claim, num};
+use crate::store::record::BenchRecord;
+use std::collections::{BTreeMap, BTreeSet};
+
+const NULL: &str = "not measured (NULL in the store)";
+
+fn text(s: impl Into<String>) -> Cell {
+    Cell::Text(s.into())
+}
+
+fn missing(reason: &str) -> Cell {
+    Cell::Missing {
+        reason: reason.into(),
+    }
+}
+
+fn opt(x: f64) -> Option<f64> {
+    Some(x).filter(|v| v.is_finite())
+}
+
+/// Builds the report's sections from `rows`; `db` names the store in the heading.
+///
+/// # Errors
+/// [`super::ReportError::BadRow`] when a scorecard's JSON does not parse.
+pub fn build(db: &str, rows: &ReportRows) -> Result<Report, super::ReportError> {
+    let sections = vec![
+        machines(rows),
+        bench(rows),
+        evidence(rows),
+        frontier(rows),
+        speculative(rows),
+        predictions(&rows.scores)?,
+        serving(),
+        power(),
+    ];
+    Ok(Report {
+        db: db.to_string(),
+        sections,
+    })
+}
+
+fn section(id: &'static str, title: &str, n_rows: usize, none: &str) -> Section {
+    Section {
+        id,
+        title: title.into(),
+        n_rows,
+        text: vec![],
+        tables: vec![],
+        charts: vec![],
+        not_measured: (n_rows == 0).then(|| none.to_string()),
+    }
+}
+
+fn machines(rows: &ReportRows) -> Section {
+    let mut s = section(
+        "machines",
+        "Machines and their measured roofs",
+        rows.stream.len() + rows.peaks.len(),
+        "no STREAM or compute-peak rows: run `memwall stream` and `memwall peak`",
+    );
+    let hosts: BTreeMap<&str, &str> = rows
+        .runs
+        .iter()
+        .map(|r| (r.hostname.as_str(), r.cpu_info.as_str()))
+        .collect();
+    for (h, cpu) in &hosts {
+        s.text.push(format!("Host `{h}`: {cpu}."));
+    }
+    // The most recent row of each (host, kernel, threads).
+    let mut latest = BTreeMap::new();
+    for r in &rows.stream {
+        latest.insert((r.hostname.clone(), r.kernel.clone(), r.threads), r);
+    }
+    if !latest.is_empty() {
+        s.tables.push(Table {
+            caption: "STREAM bandwidth (best rate of the latest run per kernel and thread count)"
+                .into(),
+            headers: vec![
+                "host".into(),
+                "kernel".into(),
+                "threads".into(),
+                "best GB/s".into(),
+                "spec GB/s".into(),
+            ],
+            rows: latest
+                .values()
+                .map(|r| Row {
+                    src: Some(Src {
+                        table: "stream_results",
+                        row_id: r.id,
+                        run_id: r.run_id,
+                    }),
+                    cells: vec![
+                        text(&r.hostname),
+                        text(&r.kernel),
+                        text(r.threads.to_string()),
+                        num(Some(r.best_gbps), 1.0, 2, "best_gbps", NULL),
+                        missing(
+                            "no spec bandwidth stored: memwall does not probe the memory's rated speed",
+                        ),
+                    ],
+                })
+                .collect(),
+        });
+    }
+    let mut latest = BTreeMap::new();
+    for r in &rows.peaks {
+        latest.insert((r.hostname.clone(), r.kind.clone(), r.threads), r);
+    }
+    if !latest.is_empty() {
+        let old = "stored before peaks carried their bound";
+        s.tables.push(Table {
+            caption: "Compute peaks against their plausibility bound (cores × clock × lanes × ops × ports)"
+                .into(),
+            headers: vec![
+                "host".into(),
+                "kind".into(),
+                "threads".into(),
+                "measured GFLOP/s".into(),
+                "bound GFLOP/s".into(),
+                "measured ÷ bound %".into(),
+            ],
+            rows: latest
+                .values()
+                .map(|r| Row {
+                    src: Some(Src {
+                        table: "peak_results",
+                        row_id: r.id,
+                        run_id: r.run_id,
+                    }),
+                    cells: vec![
+                        text(&r.hostname),
+                        text(&r.kind),
+                        text(r.threads.to_string()),
+                        num(Some(r.gflops), 1.0, 1, "gflops", NULL),
+                        num(r.bound_gflops, 1.0, 1, "bound_gflops", old),
+                        num(
+                            r.bound_gflops.map(|b| r.gflops / b),
+                            100.0,
+                            1,
+                            "derived:peak_of_bound",
+                            old,
+                        ),
+                    ],
+                })
+                .collect(),
+        });
+    }
+    s
+}
+
+fn bench_src(r: &BenchRecord) -> Option<Src> {
+    Some(Src {
+        table: "bench_results",
+        row_id: r.id,
+        run_id: r.run_id,
+    })
+}
+
+fn sorted_bench(rows: &[BenchRecord]) -> Vec<&BenchRecord> {
+    let mut v: Vec<&BenchRecord> = rows.iter().collect();
+    v.sort_by(|a, b| {
+        (
+            &a.hostname,
+            &a.model_type,
+            a.n_prompt,
+            a.n_gen,
+            a.n_depth,
+            a.n_seqs,
+            a.n_threads,
+            a.id,
+        )
+            .cmp(&(
+                &b.hostname,
+                &b.model_type,
+                b.n_prompt,
+                b.n_gen,
+                b.n_depth,
+                b.n_seqs,
+                b.n_threads,
+                b.id,
+            ))
+    });
+    v
+}
+
+/// Ridge point of a bench row's roof, FLOP per byte: peak ÷ bandwidth.
+pub fn ridge(r: &BenchRecord) -> Option<f64> {
+    opt(r.peak_gflops / r.bandwidth_gbps).filter(|x| *x > 0.0)
+}
+
+fn bench(rows: &ReportRows) -> Section {
+    let mut s = section(
+        "bench",
+        "Bench: pp/tg rates under their ceilings",
+        rows.bench.len(),
+        "no bench rows: run `memwall bench`",
+    );
+    if rows.bench.is_empty() {
+        return s;
+    }
+    s.text.push(
+        "Decode ceiling = n_seqs × STREAM triad bandwidth ÷ mean bytes read per step; prefill \
+         ceiling = the slower of the compute peak and the bandwidth. Achieved = tok/s ÷ ceiling. \
+         Memory-bound: the test's arithmetic intensity lies below the ridge (peak ÷ bandwidth)."
+            .into(),
+    );
+    let no_peak = "no compute peak stored for this row's roof";
+    s.tables.push(Table {
+        caption: "Every bench row".into(),
+        headers: [
+            "host",
+            "model",
+            "test",
+            "threads",
+            "tok/s",
+            "± tok/s",
+            "ceiling tok/s",
+            "achieved %",
+            "read ceiling tok/s",
+            "achieved (read) %",
+            "triad GB/s",
+            "MB per step",
+            "FLOP/B",
+            "ridge FLOP/B",
+            "memory-bound",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: sorted_bench(&rows.bench)
+            .into_iter()
+            .map(|r| {
+                let ridge = ridge(r);
+                let decode_only = if r.is_decode() {
+                    NULL
+                } else {
+                    "prefill: no read-kernel ceiling"
+                };
+                Row {
+                    src: bench_src(r),
+                    cells: vec![
+                        text(&r.hostname),
+                        text(&r.model_type),
+                        text(r.test_label()),
+                        text(r.n_threads.to_string()),
+                        num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
+                        num(opt(r.stddev_ts), 1.0, 2, "stddev_ts", NULL),
+                        num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
+                        num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                        num(
+                            r.decode_ceiling_ts_read,
+                            1.0,
+                            2,
+                            "decode_ceiling_ts_read",
+                            decode_only,
+                        ),
+                        num(r.achieved_read, 100.0, 1, "achieved_read", decode_only),
+                        num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
+                        num(opt(r.bytes_per_step), 1e-6, 2, "bytes_per_step", NULL),
+                        num(opt(r.intensity), 1.0, 3, "intensity", NULL),
+                        num(ridge, 1.0, 3, "derived:ridge", no_peak),
+                        match (ridge, opt(r.intensity)) {
+                            (Some(ri), Some(i)) => claim("memory_bound", i < ri),
+                            _ => missing(no_peak),
+                        },
+                    ],
+                }
+            })
+            .collect(),
+    });
+    if let Some(t) = across_hosts(rows) {
+        s.tables.push(t);
+    }
+    s
+}
+
+/// The same model and test measured on more than one host, side by side: each host's
+/// row with its tok/s, ceiling and achieved %, so machines compare at their own roofs.
+fn across_hosts(rows: &ReportRows) -> Option<Table> {
+    let mut groups: BTreeMap<(String, String, i64), Vec<&BenchRecord>> = BTreeMap::new();
+    for r in &rows.bench {
+        groups
+            .entry((r.model_type.clone(), r.test_label(), r.n_threads))
+            .or_default()
+            .push(r);
+    }
+    let mut out = Vec::new();
+    for ((model, test, threads), mut v) in groups {
+        let hosts: BTreeSet<&str> = v.iter().map(|r| r.hostname.as_str()).collect();
+        if hosts.len() < 2 {
+            continue;
+        }
+        v.sort_by(|a, b| (&a.hostname, a.id).cmp(&(&b.hostname, b.id)));
+        for r in v {
+            out.push(Row {
+                src: bench_src(r),
+                cells: vec![
+                    text(&model),
+                    text(&test),
+                    text(threads.to_string()),
+                    text(&r.hostname),
+                    num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
+                    num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
+                    num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                ],
+            });
+        }
+    }
+    (!out.is_empty()).then(|| Table {
+        caption: "The same model and test across hosts, each under its own roof".into(),
+        headers: [
+            "model",
+            "test",
+            "threads",
+            "host",
+            "tok/s",
+            "ceiling tok/s",
+            "achieved %",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: out,
+    })
+}
+
+/// Decode rows grouped by `key`, keeping the groups where `vary` takes more than one value.
+fn sweeps<'a, K: Ord>(
+    rows: &'a [BenchRecord],
+    key: impl Fn(&BenchRecord) -> K,
+    vary: impl Fn(&BenchRecord) -> i64,
+) -> Vec<&'a BenchRecord> {
+    let mut groups: BTreeMap<K, Vec<&BenchRecord>> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.is_decode()) {
+        groups.entry(key(r)).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for (_, mut g) in groups {
+        let distinct: BTreeSet<i64> = g.iter().map(|r| vary(r)).collect();
+        if distinct.len() > 1 {
+            g.sort_by_key(|r| (vary(r), r.id));
+            out.extend(g);
+        }
+    }
+    out
+}
+
+fn evidence(rows: &ReportRows) -> Section {
+    let batch = sweeps(
+        &rows.bench,
+        |r| {
+            (
+                r.hostname.clone(),
+                r.model_type.clone(),
+                r.n_depth,
+                r.n_threads,
+                r.n_gen,
+            )
+        },
+        |r| r.n_seqs,
+    );
+    let depth = sweeps(
+        &rows.bench,
+        |r| {
+            (
+                r.hostname.clone(),
+                r.model_type.clone(),
+                r.n_seqs,
+                r.n_threads,
+                r.n_gen,
+            )
+        },
+        |r| r.n_depth,
+    );
+    let threads = sweeps(
+        &rows.bench,
+        |r| {
+            (
+                r.hostname.clone(),
+                r.model_type.clone(),
+                r.n_seqs,
+                r.n_depth,
+                r.n_gen,
+            )
+        },
+        |r| r.n_threads,
+    );
+    let ids: BTreeSet<i64> = batch
+        .iter()
+        .chain(&depth)
+        .chain(&threads)
+        .map(|r| r.id)
+        .collect();
+    let mut s = section(
+        "evidence",
+        "Evidence: depth, batching, threads and KV bytes",
+        ids.len() + rows.kv.len(),
+        "no sweep of depth, parallel sequences or threads, and no KV verification: run `memwall bench -d 0,512,2048`, `--n-seqs 1,2,4`, `-t 1,2`, and `memwall kv verify`",
+    );
+    let common = |r: &BenchRecord| vec![text(&r.hostname), text(&r.model_type)];
+    if !batch.is_empty() {
+        s.text.push(
+            "Batching: per-token-read bandwidth = aggregate tok/s × the bytes one token reads \
+             alone (weights + its KV). Above STREAM, the weights were read once per step and \
+             shared across the batch (amortized)."
+                .into(),
+        );
+        s.tables.push(Table {
+            caption: "Batching amortizes the weight read".into(),
+            headers: [
+                "host",
+                "model",
+                "depth",
+                "threads",
+                "n_seqs",
+                "aggregate tok/s",
+                "per-token-read GB/s",
+                "STREAM GB/s",
+                "amortized",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: batch
+                .iter()
+                .map(|r| {
+                    let mut c = common(r);
+                    c.extend([
+                        text(r.n_depth.to_string()),
+                        text(r.n_threads.to_string()),
+                        text(r.n_seqs.to_string()),
+                        num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
+                        num(
+                            r.implied_bandwidth_gbps,
+                            1.0,
+                            2,
+                            "implied_bandwidth_gbps",
+                            NULL,
+                        ),
+                        num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
+                        match (r.implied_bandwidth_gbps, opt(r.bandwidth_gbps)) {
+                            (Some(i), Some(b)) => claim("amortized", i > b),
+                            _ => missing(NULL),
+                        },
+                    ]);
+                    Row {
+                        src: bench_src(r),
+                        cells: c,
+                    }
+                })
+                .collect(),
+        });
+    }
+    if !depth.is_empty() {
+        s.tables.push(Table {
+            caption: "Decode rate against depth (tokens already in the KV cache)".into(),
+            headers: [
+                "host",
+                "model",
+                "threads",
+                "n_seqs",
+                "depth",
+                "tok/s",
+                "ceiling tok/s",
+                "achieved %",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: depth
+                .iter()
+                .map(|r| {
+                    let mut c = common(r);
+                    c.extend([
+                        text(r.n_threads.to_string()),
+                        text(r.n_seqs.to_string()),
+                        text(r.n_depth.to_string()),
+                        num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
+                        num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
+                        num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                    ]);
+                    Row {
+                        src: bench_src(r),
+                        cells: c,
+                    }
+                })
+                .collect(),
+        });
+    }
+    if !threads.is_empty() {
+        s.tables.push(Table {
+            caption: "Implied bandwidth by thread count (tok/s × bytes per token)".into(),
+            headers: [
+                "host",
+                "model",
+                "depth",
+                "threads",
+                "tok/s",
+                "implied GB/s",
+                "STREAM GB/s of the roof",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: threads
+                .iter()
+                .map(|r| {
+                    let mut c = common(r);
+                    c.extend([
+                        text(r.n_depth.to_string()),
+                        text(r.n_threads.to_string()),
+                        num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
+                        num(
+                            r.implied_bandwidth_gbps,
+                            1.0,
+                            2,
+                            "implied_bandwidth_gbps",
+                            NULL,
+                        ),
+                        num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
+                    ]);
+                    Row {
+                        src: bench_src(r),
+                        cells: c,
+                    }
+                })
+                .collect(),
+        });
+    }
+    if !rows.kv.is_empty() {
+        let mut kv: Vec<_> = rows.kv.iter().collect();
+        kv.sort_by(|a, b| {
+            (&a.model_filename, &a.cache_type, a.id).cmp(&(&b.model_filename, &b.cache_type, b.id))
+        });
+        s.tables.push(Table {
+            caption: "KV-cache bytes per token: the engine's own state size against the formula"
+                .into(),
+            headers: [
+                "model",
+                "cache",
+                "n",
+                "formula B/token",
+                "predicted B/token",
+                "measured KV B/token",
+                "measured ÷ predicted",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: kv
+                .iter()
+                .map(|r| Row {
+                    src: Some(Src {
+                        table: "kv_verify_results",
+                        row_id: r.id,
+                        run_id: r.run_id,
+                    }),
+                    cells: vec![
+                        text(base(&r.model_filename)),
+                        text(&r.cache_type),
+                        text(r.n.to_string()),
+                        num(
+                            Some(r.formula_bytes_per_token as f64),
+                            1.0,
+                            0,
+                            "formula_bytes_per_token",
+                            NULL,
+                        ),
+                        num(
+                            Some(r.predicted_bytes_per_token),
+                            1.0,
+                            1,
+                            "predicted_bytes_per_token",
+                            NULL,
+                        ),
+                        num(
+                            Some(r.measured_kv_bytes_per_token),
+                            1.0,
+                            1,
+                            "measured_kv_bytes_per_token",
+                            NULL,
+                        ),
+                        num(Some(r.ratio), 1.0, 4, "ratio", NULL),
+                    ],
+                })
+                .collect(),
+        });
+    }
+    s
+}
+
+/// Whether the speed of each arm rises as its streamed bytes fall, per (host, source,
+/// settings): arms sorted by streamed bytes, largest first, have non-decreasing tok/s.
+pub fn speed_monotone(vals: &[(i64, f64)]) -> bool {
+    let mut v = vals.to_vec();
+    v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.total_cmp(&b.1)));
+    v.windows(2).all(|w| w[1].1 >= w[0].1)
+}
+
+fn frontier(rows: &ReportRows) -> Section {
+    let mut s = section(
+        "frontier",
+        "The quantization frontier",
+        rows.frontier.len(),
+        "no frontier cells: run `memwall frontier`",
+    );
+    if rows.frontier.is_empty() {
+        return s;
+    }
+    let mut v: Vec<_> = rows.frontier.iter().collect();
+    v.sort_by(|a, b| {
+        (
+            &a.hostname,
+            &a.source_file,
+            &a.measure,
+            -a.arm_streamed_bytes,
+            a.id,
+        )
+            .cmp(&(
+                &b.hostname,
+                &b.source_file,
+                &b.measure,
+                -b.arm_streamed_bytes,
+                b.id,
+            ))
+    });
+    s.tables.push(Table {
+        caption: "Frontier cells (speed: decode tok/s; ppl: perplexity; task: accuracy 0..1)"
+            .into(),
+        headers: [
+            "host",
+            "source",
+            "arm",
+            "measure",
+            "streamed MB",
+            "value",
+            "±",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: v
+            .iter()
+            .map(|r| Row {
+                src: Some(Src {
+                    table: "frontier_cells",
+                    row_id: r.id,
+                    run_id: r.run_id,
+                }),
+                cells: vec![
+                    text(&r.hostname),
+                    text(base(&r.source_file)),
+                    text(&r.arm_quant),
+                    text(&r.measure),
+                    num(
+                        Some(r.arm_streamed_bytes as f64),
+                        1e-6,
+                        2,
+                        "arm_streamed_bytes",
+                        NULL,
+                    ),
+                    num(r.value, 1.0, 4, "value", NULL),
+                    num(
+                        r.value_unc,
+                        1.0,
+                        4,
+                        "value_unc",
+                        "no uncertainty for this measure",
+                    ),
+                ],
+            })
+            .collect(),
+    });
+    let mut groups: BTreeMap<(String, String, String), Vec<(i64, f64)>> = BTreeMap::new();
+    for r in rows.frontier.iter().filter(|r| r.measure == "speed") {
+        if let Some(v) = r.value {
+            groups
+                .entry((
+                    r.hostname.clone(),
+                    r.source_file.clone(),
+                    r.config_key.clone(),
+                ))
+                .or_default()
+                .push((r.arm_streamed_bytes, v));
+        }
+    }
+    let groups: Vec<_> = groups.into_iter().filter(|(_, v)| v.len() > 1).collect();
+    if !groups.is_empty() {
+        s.tables.push(Table {
+            caption: "Claim: decode speed rises as the bytes streamed per token fall".into(),
+            headers: ["host", "source", "settings", "arms", "holds"]
+                .map(String::from)
+                .to_vec(),
+            rows: groups
+                .iter()
+                .map(|((h, src, key), v)| Row {
+                    src: None,
+                    cells: vec![
+                        text(h),
+                        text(base(src)),
+                        text(key),
+                        text(v.len().to_string()),
+                        claim("frontier_speed_monotone", speed_monotone(v)),
+                    ],
+                })
+                .collect(),
+        });
+    }
+    s
+}
+
+fn speculative(rows: &ReportRows) -> Section {
+    let mut s = section(
+        "speculative",
+        "Speculative decoding: gate, bench and cost model",
+        rows.gates.len() + rows.spec.len(),
+        "no speculative gate or bench rows: run `memwall spec gate` then `memwall spec bench`",
+    );
+    if !rows.gates.is_empty() {
+        s.tables.push(Table {
+            caption: "Correctness gates (greedy: N/N identical outputs)".into(),
+            headers: [
+                "gate",
+                "mode",
+                "target",
+                "drafter",
+                "k",
+                "identical",
+                "prompts",
+                "passed",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: rows
+                .gates
+                .iter()
+                .map(|g| Row {
+                    src: Some(Src {
+                        table: "spec_gates",
+                        row_id: g.id,
+                        run_id: g.run_id,
+                    }),
+                    cells: vec![
+                        text(g.id.to_string()),
+                        text(&g.mode),
+                        text(base(&g.target_file)),
+                        text(&g.drafter_key),
+                        text(g.k.to_string()),
+                        text(g.n_identical.to_string()),
+                        text(g.n_prompts.to_string()),
+                        claim("gate_passed", g.passed),
+                    ],
+                })
+                .collect(),
+        });
+    }
+    if !rows.spec.is_empty() {
+        let mut v: Vec<_> = rows.spec.iter().collect();
+        v.sort_by(|a, b| {
+            (a.run_id, &a.category, &a.drafter_kind, a.k, a.id).cmp(&(
+                b.run_id,
+                &b.category,
+                &b.drafter_kind,
+                b.k,
+                b.id,
+            ))
+        });
+        s.text.push(
+            "Speedup = speculative tok/s ÷ target-only tok/s of the same repetition (mean over \
+             repetitions); a speedup is stored only with the passed greedy gate that unlocks it. \
+             Cost-model error = (measured − predicted) ÷ predicted."
+                .into(),
+        );
+        let target_only = "target-only decoding (the baseline)";
+        s.tables.push(Table {
+            caption: "Speculative bench cells".into(),
+            headers: [
+                "run",
+                "target",
+                "category",
+                "drafter",
+                "k",
+                "tok/s",
+                "speedup ×",
+                "predicted ×",
+                "cost-model error %",
+                "acceptance %",
+                "gate",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: v
+                .iter()
+                .map(|r| {
+                    let baseline = r.k == 0 && r.decision.is_none();
+                    let why = match (&r.decision, baseline) {
+                        (Some(d), _) => format!("decision, not a measurement: {d}"),
+                        (None, true) => target_only.to_string(),
+                        _ => NULL.to_string(),
+                    };
+                    let k = match (&r.decision, r.k_auto, r.k) {
+                        (Some(d), _, _) => format!("auto→{d}"),
+                        (None, true, k) => format!("auto→{k}"),
+                        (None, false, k) => k.to_string(),
+                    };
+                    Row {
+                        src: Some(Src {
+                            table: "spec_bench",
+                            row_id: r.id,
+                            run_id: r.run_id,
+                        }),
+                        cells: vec![
+                            text(r.run_id.to_string()),
+                            text(base(&r.target_file)),
+                            text(&r.category),
+                            text(&r.drafter_key),
+                            text(k),
+                            num(r.tps_mean, 1.0, 2, "tps_mean", &why),
+                            num(r.speedup_mean, 1.0, 3, "speedup_mean", &why),
+                            num(r.predicted_speedup, 1.0, 3, "predicted_speedup", &why),
+                            num(
+                                r.speedup_mean
+                                    .zip(r.predicted_speedup)
+                                    .map(|(m, p)| (m - p) / p),
+                                100.0,
+                                1,
+                                "derived:cost_model_error",
+                                &why,
+                            ),
+                            num(r.acceptance_rate, 100.0, 1, "acceptance_rate", &why),
+                            match r.gate_id {
+                                Some(g) => text(g.to_string()),
+                                None => missing(&why),
+                            },
+                        ],
+                    }
+                })
+                .collect(),
+        });
+    }
+    s
+}
+
+fn predictions(scores: &[ScoreRow]) -> Result<Section, super::ReportError> {
+    let mut s = section(
+        "predictions",
+        "Predictions scored",
+        scores.len(),
+        "no scored prediction sheet: run `memwall predict record`, the bench, then `memwall predict score`",
+    );
+    let mut out = Vec::new();
+    for sc in scores {
+        let card: crate::experiments::predict::Scorecard = serde_json::from_str(&sc.result_json)
+            .map_err(|e| super::ReportError::BadRow {
+                table: "prediction_scores",
+                row_id: sc.sheet_id,
+                problem: format!(
+                    "result_json does not parse ({e}): re-score the sheet with `memwall predict score`"
+                ),
+            })?;
+        let src = Src {
+            table: "prediction_scores",
+            row_id: sc.sheet_id,
+            run_id: sc.run_id,
+        };
+        for (i, t) in card.tests.iter().enumerate() {
+            let col = |f: &str| format!("result_json:tests.{i}.{f}");
+            out.push(Row {
+                src: Some(src.clone()),
+                cells: vec![
+                    text(sc.sheet_id.to_string()),
+                    text(sc.run_id.to_string()),
+                    text(base(&t.model_filename)),
+                    text(&t.test),
+                    text(t.n_threads.to_string()),
+                    num(
+                        t.predicted_tps,
+                        1.0,
+                        2,
+                        &col("predicted_tps"),
+                        "the sheet had no ceiling for this test",
+                    ),
+                    num(
+                        t.measured_tps,
+                        1.0,
+                        2,
+                        &col("measured_tps"),
+                        "the run has no such row",
+                    ),
+                    num(t.error_pct, 1.0, 1, &col("error_pct"), "needs both figures"),
+                ],
+            });
+        }
+    }
+    if !out.is_empty() {
+        s.tables.push(Table {
+            caption: "Predicted against measured (error = (measured − predicted) ÷ predicted)"
+                .into(),
+            headers: [
+                "sheet",
+                "run",
+                "model",
+                "test",
+                "threads",
+                "predicted tok/s",
+                "measured tok/s",
+                "error %",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: out,
+        });
+    }
+    Ok(s)
+}
+
+fn serving() -> Section {
+    section(
+        "serving",
+        "Serving and load tests (TTFT, TPOT, ITL, E2EL)",
+        0,
+        "memwall's store has no serving or load-test table yet: nothing was measured",
+    )
+}
+
+fn power() -> Section {
+    section(
+        "power",
+        "Live power",
+        0,
+        "memwall's store has no live power samples yet: nothing was measured",
+    )
+}
+
+/// The file name of a stored path (`/x/y/m.gguf` → `m.gguf`).
+fn base(p: &str) -> String {
+    std::path::Path::new(p)
+        .file_name()
+        .map_or_else(|| p.to_string(), |f| f.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::report::render::{figures, markdown};
+    use crate::experiments::report::store::{RunRow, StreamRow};
+
+    fn rows() -> ReportRows {
+        let tg = BenchRecord {
+            id: 7,
+            run_id: 3,
+            n_prompt: 0,
+            n_gen: 128,
+            avg_ts: 20.0,
+            bandwidth_gbps: 40.0,
+            bytes_per_step: 1.6e9,
+            ceiling_ts: 25.0,
+            achieved: 0.8,
+            peak_gflops: 400.0,
+            intensity: 1.0,
+            decode_ceiling_ts_read: None,
+            achieved_read: None,
+            ..BenchRecord::example()
+        };
+        ReportRows {
+            runs: vec![RunRow {
+                id: 3,
+                kind: "bench".into(),
+                started_at: "2026-01-01T00:00:00Z".into(),
+                hostname: "h".into(),
+                cpu_info: "cpu".into(),
+            }],
+            stream: vec![StreamRow {
+                id: 1,
+                run_id: 2,
+                hostname: "h".into(),
+                kernel: "triad".into(),
+                threads: 2,
+                best_gbps: 40.0,
+            }],
+            bench: vec![tg],
+            ..ReportRows::default()
+        }
+    }
+
+    #[test]
+    fn a_changed_row_changes_the_report_and_every_figure_names_its_row() {
+        let a = build("m.db", &rows()).unwrap();
+        let mut r = rows();
+        r.bench[0].avg_ts = 21.5;
+        let b = build("m.db", &r).unwrap();
+        let (ma, mb) = (markdown(&a), markdown(&b));
+        assert_ne!(ma, mb);
+        assert!(ma.contains("| 20.00 |") && mb.contains("| 21.50 |"), "{mb}");
+        // The same rows give the same bytes.
+        assert_eq!(ma, markdown(&build("m.db", &rows()).unwrap()));
+        // avg_ts = 20 tok/s, printed in two tables (bench; no sweep → no evidence table).
+        let f = figures(&a);
+        let avg: Vec<_> = f
+            .iter()
+            .filter(|f| matches!(&f.cell, Cell::Num { column, .. } if column == "avg_ts"))
+            .collect();
+        assert_eq!(avg.len(), 1);
+        assert_eq!(
+            avg[0].src,
+            Some(Src {
+                table: "bench_results",
+                row_id: 7,
+                run_id: 3
+            })
+        );
+        // Ridge 400 GFLOP/s ÷ 40 GB/s = 10 FLOP/B (hand); intensity 1 < 10: memory-bound.
+        let ridge = f
+            .iter()
+            .find(|f| matches!(&f.cell, Cell::Num { column, .. } if column == "derived:ridge"))
+            .unwrap();
+        assert_eq!(ridge.cell.text(), "10.000");
+        assert!(f.iter().any(|f| matches!(&f.cell,
+            Cell::Claim { claim, value: true, .. } if claim == "memory_bound")));
+        assert!(ma.contains("[^bench_results-7]: bench_results row 7, run 3"));
+    }
+
+    #[test]
+    fn a_value_not_measured_prints_a_dash_with_its_reason_never_nan() {
+        let mut r = rows();
+        r.bench[0].ceiling_ts = f64::NAN;
+        r.bench[0].achieved = f64::NAN;
+        r.bench[0].peak_gflops = f64::NAN;
+        let md = markdown(&build("m.db", &r).unwrap());
+        for bad in ["NaN", "inf", "undefined", "| |"] {
+            assert!(!md.contains(bad), "{bad} in\n{md}");
+        }
+        assert!(md.contains("—: not measured (NULL in the store)."), "{md}");
+        assert!(
+            md.contains("—: no compute peak stored for this row's roof."),
+            "{md}"
+        );
+        assert!(
+            md.contains("**Not measured:** memwall's store has no serving or load-test table yet")
+        );
+        assert!(md.contains("**Not measured:** no frontier cells"));
+    }
+
+    #[test]
+    fn the_same_test_on_two_hosts_sits_side_by_side() {
+        let mut r = rows();
+        assert!(!markdown(&build("m.db", &r).unwrap()).contains("across hosts"));
+        r.bench.push(BenchRecord {
+            id: 8,
+            run_id: 4,
+            hostname: "g".into(),
+            avg_ts: 30.0,
+            ceiling_ts: 40.0,
+            achieved: 0.75,
+            ..r.bench[0].clone()
+        });
+        let md = markdown(&build("m.db", &r).unwrap());
+        assert!(md.contains("**The same model and test across hosts, each under its own roof**"));
+        let label = r.bench[0].test_label();
+        assert!(
+            md.contains(&format!(
+                "| {label} | 2 | g | 30.00 | 40.00 | 75.0 | [^bench_results-8] |"
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!(
+                "| {label} | 2 | host | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
+            )),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn speed_monotone_holds_only_when_fewer_bytes_are_never_slower() {
+        // (streamed bytes, tok/s): F16 2 GB 10 t/s, Q8_0 1 GB 18 t/s, Q4_K 0.6 GB 25 t/s.
+        assert!(speed_monotone(&[(2_000, 10.0), (600, 25.0), (1_000, 18.0)]));
+        assert!(!speed_monotone(&[
+            (2_000, 10.0),
+            (600, 17.0),
+            (1_000, 18.0)
+        ]));
+    }
+}

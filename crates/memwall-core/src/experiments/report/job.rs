@@ -1,0 +1,359 @@
+//! [`report_job`]: read the store, draw the charts, write `report.md`, `report.html`,
+//! `figures.json` and `charts/*.{png,svg}`; optionally re-run a manifest first and
+//! run the independent verifier after.
+
+use super::build::build;
+use super::render::{figures_json, html, markdown};
+use super::store::{KvRow, ReportRows, report_rows};
+use super::{ChartRef, Report, ReportError};
+use crate::experiments::evidence::analyses::{Analyses, EvidenceChart};
+use crate::experiments::evidence::chart as ev;
+use crate::present::chart::ChartFiles;
+use crate::store::Store;
+use crate::store::record::BenchRecord;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The independent verifier's source, written next to the report and run with
+/// `python3` (it imports nothing of memwall's: see `tools/verify/verify.py`).
+pub const VERIFY_PY: &str = include_str!("../../../../../tools/verify/verify.py");
+
+/// What `memwall report` (and the app's "Export report") asks of [`report_job`].
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// The folder to write (`results/report` by default).
+    pub out: PathBuf,
+    /// Re-run the experiments of this manifest before generating (`--rerun`), with
+    /// this `memwall` executable.
+    pub rerun: Option<(PathBuf, PathBuf)>,
+    /// Run the independent verifier on the written report (`--verify`).
+    pub verify: bool,
+}
+
+/// A written report.
+#[derive(Debug, Clone)]
+pub struct ReportOutcome {
+    /// The report as built (sections, tables, charts).
+    pub report: Report,
+    /// The folder written.
+    pub dir: PathBuf,
+    /// Every file written, in order.
+    pub files: Vec<PathBuf>,
+    /// The experiments re-run first (manifest names), when `--rerun` was given.
+    pub rerun: Vec<String>,
+    /// The verifier's output, when `verify` was asked; the job fails when it fails.
+    pub verify: Option<String>,
+}
+
+fn io(p: &Path, e: impl std::fmt::Display) -> ReportError {
+    ReportError::Io {
+        path: p.display().to_string(),
+        msg: e.to_string(),
+    }
+}
+
+fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
+    ReportError::Chart {
+        stem: stem.to_string(),
+        msg: e.to_string(),
+    }
+}
+
+/// The report job: optionally re-runs a manifest ([`super::manifest`]), reads every
+/// table, builds the report, draws its charts (PNG + SVG) and writes the folder;
+/// with `verify`, runs the independent verifier on it and fails when a figure does
+/// not match its row. `progress` gets one line per step.
+///
+/// # Errors
+/// [`ReportError`] naming the file, table or row; a failed verification is
+/// [`ReportError::Verify`] with the verifier's output.
+pub async fn report_job(
+    store: &Store,
+    opts: ReportOptions,
+    mut progress: impl FnMut(&str) + Send,
+) -> Result<ReportOutcome, ReportError> {
+    let mut rerun = Vec::new();
+    if let Some((manifest, exe)) = &opts.rerun {
+        let m = super::manifest::Manifest::load(manifest)?;
+        for e in &m.experiment {
+            progress(&format!(
+                "re-running {}: memwall {}",
+                e.name,
+                e.args.join(" ")
+            ));
+            let (m, exe, db, e2) = (
+                manifest.clone(),
+                exe.clone(),
+                store.path().to_path_buf(),
+                e.clone(),
+            );
+            let name = e.name.clone();
+            tokio::task::spawn_blocking(move || super::manifest::run_one(&m, &exe, &db, &e2))
+                .await
+                .map_err(|err| ReportError::Rerun {
+                    path: manifest.display().to_string(),
+                    name,
+                    msg: err.to_string(),
+                })??;
+            rerun.push(e.name.clone());
+        }
+    }
+    progress("reading the store");
+    let rows = report_rows(store).await?;
+    let mut report = build(&store.path().display().to_string(), &rows)?;
+    let dir = opts.out.clone();
+    let charts_dir = dir.join("charts");
+    std::fs::create_dir_all(&charts_dir).map_err(|e| io(&charts_dir, e))?;
+    progress("drawing the charts");
+    let mut files = Vec::new();
+    let drawn = draw_charts(store, &rows, &charts_dir).await?;
+    let mut svg = BTreeMap::new();
+    for (section, chart, f) in drawn {
+        let text = std::fs::read_to_string(&f.svg).map_err(|e| io(&f.svg, e))?;
+        svg.insert(chart.stem.clone(), text);
+        files.push(f.png);
+        files.push(f.svg);
+        if let Some(s) = report.sections.iter_mut().find(|s| s.id == section) {
+            s.charts.push(chart);
+        }
+    }
+    for (name, text) in [
+        ("report.md", markdown(&report)),
+        ("report.html", html(&report, &svg)),
+        ("figures.json", figures_json(&report)),
+    ] {
+        let p = dir.join(name);
+        crate::util::write_atomic(&p, text.as_bytes()).map_err(|e| io(&p, e))?;
+        files.push(p);
+    }
+    let verify = if opts.verify {
+        progress("running the independent verifier");
+        Some(verify_job(store.path(), &dir).await?)
+    } else {
+        None
+    };
+    Ok(ReportOutcome {
+        report,
+        dir,
+        files,
+        rerun,
+        verify,
+    })
+}
+
+/// Runs the independent verifier (`python3 verify.py --db DB --report DIR`) on a
+/// written report folder; returns its output when every check passed.
+///
+/// # Errors
+/// [`ReportError::Verify`] with the verifier's output when a check failed, or when
+/// `python3` cannot be started.
+pub async fn verify_job(db: &Path, dir: &Path) -> Result<String, ReportError> {
+    let script = dir.join("verify.py");
+    crate::util::write_atomic(&script, VERIFY_PY.as_bytes()).map_err(|e| io(&script, e))?;
+    let (db, dir) = (db.to_path_buf(), dir.to_path_buf());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg("--db")
+            .arg(&db)
+            .arg("--report")
+            .arg(&dir)
+            .output()
+    })
+    .await
+    .map_err(|e| ReportError::Verify(e.to_string()))?
+    .map_err(|e| {
+        ReportError::Verify(format!(
+            "cannot start python3 ({e}): install Python 3 (the verifier needs only its standard library)"
+        ))
+    })?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(ReportError::Verify(format!(
+            "checks failed ({}):\n{text}",
+            out.status
+        )))
+    }
+}
+
+fn kv_verify(r: &KvRow) -> crate::experiments::evidence::kv::KvVerify {
+    crate::experiments::evidence::kv::KvVerify {
+        model: r.model_filename.clone(),
+        cache_type: r.cache_type.clone(),
+        n: r.n as u64,
+        predicted_bytes_per_token: r.predicted_bytes_per_token,
+        formula_bytes_per_token: r.formula_bytes_per_token as u64,
+        state_n: r.state_n as u64,
+        state_2n: r.state_2n as u64,
+        measured_state_bytes_per_token: r.measured_state_bytes_per_token,
+        metadata_bytes_per_token: r.metadata_bytes_per_token,
+        measured_kv_bytes_per_token: r.measured_kv_bytes_per_token,
+        ratio: r.ratio,
+        rss_bytes_per_token: r.rss_bytes_per_token,
+        rss_ratio: r.rss_ratio,
+    }
+}
+
+/// A host name as a file-name part.
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+type Drawn = (&'static str, ChartRef, ChartFiles);
+
+async fn draw_charts(
+    store: &Store,
+    rows: &ReportRows,
+    dir: &Path,
+) -> Result<Vec<Drawn>, ReportError> {
+    use crate::present::chart::app::{self, AppChart};
+    let mut out: Vec<Drawn> = Vec::new();
+    // One roofline per host, over the rows that have a place on it.
+    let mut by_host: BTreeMap<&str, Vec<BenchRecord>> = BTreeMap::new();
+    for r in &rows.bench {
+        if r.intensity.is_finite() && r.achieved_gflops.is_finite() && r.bandwidth_gbps.is_finite()
+        {
+            by_host.entry(&r.hostname).or_default().push(r.clone());
+        }
+    }
+    for (host, v) in &by_host {
+        let stem = format!("roofline-{}", slug(host));
+        let png = dir.join(format!("{stem}.png"));
+        let svg = dir.join(format!("{stem}.svg"));
+        app::png(&png, AppChart::Roofline, v).map_err(|e| chart_err(&stem, e))?;
+        app::svg_file(&svg, AppChart::Roofline, v).map_err(|e| chart_err(&stem, e))?;
+        let mut runs: Vec<i64> = v.iter().map(|r| r.run_id).collect();
+        runs.dedup();
+        runs.sort();
+        runs.dedup();
+        out.push((
+            "bench",
+            ChartRef {
+                stem,
+                title: format!("Roofline of {host}: every bench row at (FLOP/B, GFLOP/s)"),
+                runs,
+            },
+            ChartFiles { png, svg },
+        ));
+    }
+    // The evidence charts of each bench run, as `memwall bench` draws them.
+    let mut by_run: BTreeMap<i64, Vec<BenchRecord>> = BTreeMap::new();
+    for r in &rows.bench {
+        by_run.entry(r.run_id).or_default().push(r.clone());
+    }
+    for (run, v) in &by_run {
+        let streams = match v.iter().map(|r| r.stream_id).find(|id| *id > 0) {
+            Some(id) => store.stream_siblings(id).await?,
+            None => vec![],
+        };
+        let at = |t: i64| {
+            streams
+                .iter()
+                .find(|x| x.threads == t && x.kernel == "triad")
+                .map(|x| x.best_gbps)
+        };
+        let a = Analyses::for_rows(v, &at);
+        for chart in &a.charts {
+            let stem = format!("{}-run{run}", chart.stem());
+            let path = dir.join(&stem);
+            let drawn = match chart {
+                EvidenceChart::DecodeVsDepth => crate::present::chart::decode_vs_depth(&path, v),
+                EvidenceChart::DepthDecomposed => match &a.depth {
+                    Some(d) => ev::depth(&path, d),
+                    None => continue,
+                },
+                EvidenceChart::Batch => match &a.batch {
+                    Some(b) => ev::batch(&path, b),
+                    None => continue,
+                },
+                EvidenceChart::BatchRoofline {
+                    peak_gflops,
+                    peak_kind,
+                } => match &a.batch {
+                    Some(b) => ev::batch_roofline(&path, b, *peak_gflops, peak_kind),
+                    None => continue,
+                },
+                EvidenceChart::Threads => match &a.threads {
+                    Some(t) => ev::threads(&path, t),
+                    None => continue,
+                },
+            }
+            .map_err(|e| chart_err(&stem, e))?;
+            let title = match chart {
+                EvidenceChart::DecodeVsDepth => "Decode rate against depth, with its ceilings",
+                EvidenceChart::DepthDecomposed => "Depth falloff: the KV-bytes part and the rest",
+                EvidenceChart::Batch => "Per-token-read bandwidth against parallel sequences",
+                EvidenceChart::BatchRoofline { .. } => "Batching on the roofline",
+                EvidenceChart::Threads => "Implied bandwidth against threads, beside STREAM",
+            };
+            out.push((
+                "evidence",
+                ChartRef {
+                    stem,
+                    title: format!("{title} (bench run {run})"),
+                    runs: vec![*run],
+                },
+                drawn,
+            ));
+        }
+    }
+    if !rows.kv.is_empty() {
+        let kv: Vec<_> = rows.kv.iter().map(kv_verify).collect();
+        let stem = "kv".to_string();
+        let f = ev::kv(&dir.join(&stem), &kv).map_err(|e| chart_err(&stem, e))?;
+        let mut runs: Vec<i64> = rows.kv.iter().map(|r| r.run_id).collect();
+        runs.sort();
+        runs.dedup();
+        out.push((
+            "evidence",
+            ChartRef {
+                stem,
+                title: "KV bytes per token: measured against the formula".into(),
+                runs,
+            },
+            f,
+        ));
+    }
+    // The speculative charts, over every stored cell.
+    let spec = crate::experiments::speculative::store::bench_rows(store, None).await?;
+    if spec.iter().any(|r| r.k > 0 && !r.k_auto) {
+        let files = crate::experiments::speculative::chart::write_charts(dir, &spec)
+            .map_err(|e| chart_err("speculative", e))?;
+        let mut runs: Vec<i64> = spec.iter().map(|r| r.run_id).collect();
+        runs.sort();
+        runs.dedup();
+        for pair in files.chunks(2) {
+            let (png, svg) = (pair[0].clone(), pair[1].clone());
+            let stem = png
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let title = if stem == "acceptance" {
+                "Acceptance rate by drafter, k and category".to_string()
+            } else {
+                format!(
+                    "Measured against predicted speedup ({})",
+                    stem.trim_start_matches("speedup-")
+                )
+            };
+            out.push((
+                "speculative",
+                ChartRef {
+                    stem,
+                    title,
+                    runs: runs.clone(),
+                },
+                ChartFiles { png, svg },
+            ));
+        }
+    }
+    Ok(out)
+}
