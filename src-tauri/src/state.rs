@@ -354,6 +354,7 @@ impl AppState {
             reuse_stream: r.reuse_stream,
             results_dir: Some(self.exports.join("results")),
             command,
+            sampler: true,
         };
         Ok(bench_job::bench_job(store, plan, opts, progress, g.cancel.clone()).await?)
     }

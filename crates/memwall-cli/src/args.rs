@@ -85,6 +85,8 @@ pub enum Command {
         #[command(subcommand)]
         cmd: PredictCmd,
     },
+    /// Live machine state: power, energy, temperatures, clocks, memory, swap and DRAM bandwidth, with the list of counters this machine has and why the others are missing.
+    Sample(SampleArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -178,6 +180,10 @@ pub struct BenchArgs {
     /// Do not write results/<run>/.
     #[arg(long)]
     pub no_results: bool,
+    /// Run without the live sampler (no power, energy per token or time series);
+    /// for measuring the sampler's own overhead.
+    #[arg(long)]
+    pub no_sampler: bool,
     /// Output format of the table on stdout.
     #[arg(short = 'o', long, default_value = "md")]
     pub output: String,
@@ -934,4 +940,18 @@ pub enum PredictCmd {
         /// Sheet id (omit to list).
         sheet: Option<i64>,
     },
+}
+
+/// `memwall sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// How long to sample, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Reads per second.
+    #[arg(long, default_value_t = 10.0)]
+    pub hz: f64,
+    /// Print the recording and summary as JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -11,6 +11,7 @@ mod models;
 mod predict;
 mod quant;
 mod roofline;
+mod sample;
 mod speculative;
 mod store;
 mod stream;
@@ -57,6 +58,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Spec { cmd } => speculative::spec(&db, cmd).await,
         Command::Hw { json } => hw::hw_cmd(json),
+        Command::Sample(a) => sample::sample(a).await,
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,
     }

@@ -8,6 +8,8 @@
 //! - [`evidence`]: the roofline evidence (KV bytes, batching, depth, threads).
 //! - [`speculative`]: speculative decoding with its gate and cost model.
 //! - [`frontier`]: the quantization frontier (bytes, speed, perplexity, KLD, tasks).
+//! - [`live`]: the sampler beside runs (energy per token), `memwall sample`, the
+//!   tray's live lines.
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -19,6 +21,7 @@ pub mod calc;
 pub mod chat;
 pub mod evidence;
 pub mod frontier;
+pub mod live;
 pub mod predict;
 pub mod roof;
 pub mod speculative;

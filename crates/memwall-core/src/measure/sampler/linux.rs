@@ -95,8 +95,21 @@ pub struct RaplZone {
 pub fn rapl_zones(root: &Path) -> Result<Vec<RaplZone>, String> {
     let base = root.join("sys/class/powercap");
     if !base.is_dir() {
+        let pmu = root.join("sys/bus/event_source/devices/power/events");
+        let listed: Vec<String> = sorted_dir(&pmu)
+            .iter()
+            .map(|p| file_name(p))
+            .filter(|n| n.starts_with("energy-") && !n.contains('.'))
+            .collect();
+        let also = match listed.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; the perf `power` PMU lists {} (memwall reads RAPL through powercap only)",
+                listed.join(", ")
+            ),
+        };
         return Err(format!(
-            "RAPL not readable here: {} absent (no powercap driver; usual in a VM)",
+            "RAPL not readable here: {} absent (no powercap driver; usual in a VM){also}",
             base.display()
         ));
     }
@@ -858,6 +871,16 @@ mod tests {
         let r = d.path();
         put(r, "proc/cpuinfo", "processor: 0\ncpu MHz\t\t: 2599.998\n");
         put(r, "sys/bus/event_source/devices/amd_df/type", "11\n");
+        put(
+            r,
+            "sys/bus/event_source/devices/power/events/energy-psys",
+            "event=0x05\n",
+        );
+        put(
+            r,
+            "sys/bus/event_source/devices/power/events/energy-psys.scale",
+            "2.3e-10\n",
+        );
         let s = LinuxSampler::new(r);
         let c = s.counters();
         let by = |n: &str| c.iter().find(|c| c.name == n).unwrap().clone();

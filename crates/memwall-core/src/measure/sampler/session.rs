@@ -87,6 +87,44 @@ struct Shared {
     latest: Option<Sample>,
 }
 
+/// Marks phases of a running [`SamplerSession`]; cheap to clone and `Send`.
+#[derive(Clone)]
+pub struct PhaseMarker {
+    shared: Arc<Mutex<Shared>>,
+    t0: Instant,
+}
+
+impl PhaseMarker {
+    /// Begins phase `name` now (ending the open one).
+    pub fn mark(&self, name: &str) {
+        let t = self.t0.elapsed().as_nanos() as u64;
+        if let Ok(mut g) = self.shared.lock() {
+            if let Some((n, s)) = g.open.take() {
+                g.phases.push(Phase {
+                    name: n,
+                    start_ns: s,
+                    end_ns: t,
+                });
+            }
+            g.open = Some((name.to_string(), t));
+        }
+    }
+
+    /// Ends the open phase now.
+    pub fn end_phase(&self) {
+        let t = self.t0.elapsed().as_nanos() as u64;
+        if let Ok(mut g) = self.shared.lock() {
+            if let Some((n, s)) = g.open.take() {
+                g.phases.push(Phase {
+                    name: n,
+                    start_ns: s,
+                    end_ns: t,
+                });
+            }
+        }
+    }
+}
+
 /// A sampler running on a thread.
 pub struct SamplerSession {
     stop: Arc<AtomicBool>,
@@ -154,36 +192,21 @@ impl SamplerSession {
         }
     }
 
-    fn now_ns(&self) -> u64 {
-        self.t0.elapsed().as_nanos() as u64
-    }
-
     /// Begins phase `name` now (ending the open one).
     pub fn mark(&self, name: &str) {
-        let t = self.now_ns();
-        if let Ok(mut g) = self.shared.lock() {
-            if let Some((n, s)) = g.open.take() {
-                g.phases.push(Phase {
-                    name: n,
-                    start_ns: s,
-                    end_ns: t,
-                });
-            }
-            g.open = Some((name.to_string(), t));
-        }
+        self.marker().mark(name)
     }
 
     /// Ends the open phase now.
     pub fn end_phase(&self) {
-        let t = self.now_ns();
-        if let Ok(mut g) = self.shared.lock() {
-            if let Some((n, s)) = g.open.take() {
-                g.phases.push(Phase {
-                    name: n,
-                    start_ns: s,
-                    end_ns: t,
-                });
-            }
+        self.marker().end_phase()
+    }
+
+    /// A handle that marks phases from another thread (a job's progress callback).
+    pub fn marker(&self) -> PhaseMarker {
+        PhaseMarker {
+            shared: self.shared.clone(),
+            t0: self.t0,
         }
     }
 
