@@ -199,6 +199,27 @@ pub fn series(stem: &Path, rec: &Recording) -> Result<ChartFiles, ChartError> {
     render_both(stem, |r| draw_series(r, rec), |r| draw_series(r, rec))
 }
 
+/// The time series of `rec` as an SVG string of `w` × `h` pixels (the app's
+/// Machine page); an empty string when there are no reads.
+///
+/// # Errors
+/// [`ChartError::Draw`].
+pub fn series_svg(rec: &Recording, w: u32, h: u32) -> Result<String, ChartError> {
+    if rec.samples.is_empty() {
+        return Ok(String::new());
+    }
+    crate::present::chart::ensure_font();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (w, h)).into_drawing_area();
+        draw_series(&root, rec).map_err(|e| ChartError::Draw {
+            path: "live series (SVG string)".into(),
+            msg: e.to_string(),
+        })?;
+    }
+    Ok(s)
+}
+
 /// Draws tokens per joule per arm (bars); arms without energy are named "not
 /// measured"; with none measured, the whole chart says so.
 pub fn draw_tokens_per_joule<DB: DrawingBackend>(
