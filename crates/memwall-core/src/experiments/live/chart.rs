@@ -35,7 +35,12 @@ fn reason_of(rec: &Recording, names: &[&str]) -> String {
         .iter()
         .filter(|c| names.contains(&c.name.as_str()))
         .filter_map(|c| c.reason.clone())
-        .collect();
+        .fold(Vec::new(), |mut v, r| {
+            if !v.contains(&r) {
+                v.push(r);
+            }
+            v
+        });
     if r.is_empty() {
         "no reads".into()
     } else {
@@ -127,9 +132,11 @@ where
             [(a, 0.0), (b, y_max)],
             c.filled(),
         )))?;
+        // Staggered, so labels of adjacent short phases do not overprint.
+        let y = y_max * (0.97 - 0.07 * (i % 3) as f64);
         chart.draw_series(std::iter::once(Text::new(
             p.name.clone(),
-            (a, y_max * 0.97),
+            (a, y),
             ("sans-serif", 12),
         )))?;
     }
