@@ -251,3 +251,77 @@ pub async fn tokens_per_joule_by_quant(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::hw::host_info;
+    use crate::store::NewRun;
+    use crate::store::record::BenchRecord;
+
+    #[tokio::test]
+    async fn a_recording_and_row_energy_round_trip_with_their_nulls() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let run = NewRun {
+            kind: "bench".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall test".into(),
+            host: host_info(),
+            notes: String::new(),
+            guard: None,
+        };
+        let mut rows = [BenchRecord::example()];
+        let rec = Recording {
+            hz: 10.0,
+            samples: vec![
+                Sample {
+                    t_ns: 0,
+                    cpu_energy_j: Some(0.0),
+                    cpu_mhz: Some(2600.0),
+                    mem_used_bytes: Some(5 << 30),
+                    ..Sample::default()
+                },
+                Sample {
+                    t_ns: 100_000_000,
+                    cpu_energy_j: Some(3.5),
+                    cpu_power_w: Some(35.0),
+                    swap_out_pages: Some(2),
+                    thermal_state: Some("nominal".into()),
+                    ..Sample::default()
+                },
+            ],
+            phases: vec![Phase {
+                name: "#0 tg128".into(),
+                start_ns: 0,
+                end_ns: 100_000_000,
+            }],
+            counters: vec![
+                Counter::available("cpu_package_energy", "fixture"),
+                Counter::unavailable("dram_bandwidth", "x", "no PMU"),
+            ],
+        };
+        let mut tx = store.begin().await.unwrap();
+        let run_id = store.insert_run_tx(&mut tx, &run).await.unwrap();
+        store
+            .insert_bench_rows_tx(&mut tx, run_id, &mut rows)
+            .await
+            .unwrap();
+        let energy = super::super::row_energies(&rec, &rows, &["#0 tg128".into()]);
+        insert_tx(&store, &mut tx, run_id, &rec, &energy)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let back = recording(&store, run_id).await.unwrap().unwrap();
+        assert_eq!(back, rec);
+        let e = row_energy(&store, run_id).await.unwrap();
+        assert_eq!(e, energy);
+        // 3.5 J in 0.1 s = 35 W; energy over the row's own timed reps.
+        assert!((e[0].energy.mean_power_w.unwrap() - 35.0).abs() < 1e-9);
+        assert_eq!(e[0].energy.live_dram_gbps, None);
+        assert!(recording(&store, run_id + 1).await.unwrap().is_none());
+        // No frontier run: no arms.
+        assert!(tokens_per_joule_by_quant(&store).await.unwrap().is_empty());
+    }
+}
