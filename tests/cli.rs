@@ -364,9 +364,26 @@ fn bench_stores_exports_and_charts_a_real_run() {
         "bench.md",
         "decode_vs_depth.png",
         "decode_vs_depth.svg",
+        "sampler.png",
+        "sampler.svg",
     ] {
         assert!(run_dir.join(f).is_file(), "missing {f}");
     }
+    // The live sampler ran beside it: one energy line per row (— with the reason
+    // where this machine has no power counter).
+    let e = text(&o.stderr);
+    let table = e
+        .split("energy and machine state")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no energy table: {e}"));
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.starts_with("| pp") || l.starts_with("| tg"))
+            .count(),
+        4,
+        "{table}"
+    );
     let png = std::fs::read(run_dir.join("decode_vs_depth.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
     // The store: export with llama-bench's column names, history lists the runs.
@@ -402,6 +419,70 @@ fn bench_stores_exports_and_charts_a_real_run() {
     assert!(o.status.success());
     let o = memwall(&db, &["export", "--format", "jsonl"]);
     assert_eq!(text(&o.stdout).lines().count(), 0);
+}
+
+#[test]
+fn sample_lists_every_counter_with_a_source_or_a_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let o = memwall(&db, &["sample", "--seconds", "1.2", "--hz", "20"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    let names = [
+        "cpu_package_energy",
+        "dram_energy",
+        "cpu_temperature",
+        "cpu_frequency",
+        "memory",
+        "swap",
+        "dram_bandwidth",
+        "gpu_power",
+        "gpu_energy",
+        "gpu_temperature",
+        "gpu_clocks",
+        "gpu_memory_utilisation",
+    ];
+    for n in names {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(n))
+            .unwrap_or_else(|| panic!("no {n} line:\n{out}"));
+        // Available: `yes` and its source; unavailable: `—`, the reason, [where looked].
+        assert!(
+            line.contains(" yes ") || (line.contains(" — ") && line.ends_with(']')),
+            "{line}"
+        );
+    }
+    #[cfg(target_os = "linux")]
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("memory") && l.contains("yes  /proc/meminfo")),
+        "{out}"
+    );
+    // About one line per second of reads, and the summary with its read count
+    // (≈ 24 at 20 Hz over 1.2 s; a loaded machine may lose some).
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("t ") && l.contains(" s | CPU ")),
+        "{out}"
+    );
+    let reads: usize = out
+        .lines()
+        .find_map(|l| {
+            l.split(" reads at 20 Hz")
+                .next()
+                .filter(|_| l.contains(" reads at 20 Hz"))?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no summary:\n{out}"));
+    assert!((5..=26).contains(&reads), "{reads}");
+    // A bad rate is a clear error, not a panic.
+    let o = memwall(&db, &["sample", "--hz", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = text(&o.stderr);
+    assert!(e.contains("--hz 0: must be in 0.2…100"), "{e}");
 }
 
 #[test]

@@ -12,20 +12,27 @@ use memwall_core::experiments::bench::{BenchPlan, Progress};
 use memwall_core::experiments::chat::{
     self, ChatConfig, ChatEvent, ChatMessage, ChatSession, ChatStats,
 };
+use memwall_core::experiments::live::job::LiveProbe;
+use memwall_core::experiments::live::{Counter, Sample};
 use memwall_core::experiments::roof::{self, StreamOutcome};
 use memwall_core::present::chart::app::{self as charts, AppChart};
 use memwall_core::present::export::Format;
 use memwall_core::present::views::{
-    self, BenchRow, CompareRow, FrontierView, RooflineView, TrayStatus,
+    self, BenchRow, CompareRow, DecodeNow, FrontierView, RooflineView, TrayStatus,
 };
 use memwall_core::probe::catalog::{Catalog, Status};
 use memwall_core::probe::hw::{self, HostInfo, LiveState};
 use memwall_core::store::record::BenchRecord;
 use memwall_core::store::{RowFilter, RunFilter, RunSummary, Store, StoredPeak, StoredStream};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::OnceCell;
+
+/// Live reads kept for the Machine page's chart (at the tray's 2–10 s interval:
+/// 2–10 minutes).
+pub const LIVE_KEEP: usize = 60;
 
 /// The app's state, registered once with `.manage()`.
 pub struct AppState {
@@ -36,6 +43,12 @@ pub struct AppState {
     host: OnceCell<HostInfo>,
     /// The chat model core loaded, kept between turns.
     chat: Mutex<Option<ChatSession>>,
+    /// The live sampler the tray and the Machine page read (opened on first use).
+    probe: OnceLock<LiveProbe>,
+    /// The latest live reads, oldest first.
+    live_series: Mutex<VecDeque<Sample>>,
+    /// The running bench's latest finished decode, for the tray's verdict.
+    decode_now: Arc<Mutex<Option<DecodeNow>>>,
 }
 
 /// The Machine page.
@@ -53,6 +66,13 @@ pub struct MachineView {
     pub peaks: Vec<StoredPeak>,
     /// The catalogue's spec bandwidth for this machine, GB/s (`None`: no catalogue entry).
     pub spec_gbps: Option<f64>,
+    /// The live sampler's counters, available or not, with reasons.
+    pub counters: Vec<Counter>,
+    /// The latest live reads, oldest first.
+    pub live_series: Vec<Sample>,
+    /// Those reads drawn (power above, temperature or clock below) as SVG; empty
+    /// before the first read.
+    pub live_chart_svg: String,
     /// The catalogue entry (`catalog/devices.toml`) the spec figure comes from.
     pub spec_device: Option<String>,
     /// Source URL of the spec figure.
@@ -137,6 +157,9 @@ impl AppState {
             jobs: JobSlot::default(),
             host: OnceCell::new(),
             chat: Mutex::new(None),
+            probe: OnceLock::new(),
+            live_series: Mutex::new(VecDeque::new()),
+            decode_now: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -194,7 +217,38 @@ impl AppState {
             .latest_triad(&host.hostname, None)
             .await?;
         let live = hw::live_state();
-        Ok(TrayStatus::new(last.as_ref(), &live, chrono_now()))
+        let sample = self.live_read().await;
+        let decode = match self.running() {
+            Some(_) => self.decode_now.lock().ok().and_then(|d| d.clone()),
+            None => None,
+        };
+        Ok(
+            TrayStatus::new(last.as_ref(), &live, chrono_now()).with_live(
+                last.as_ref(),
+                sample.as_ref(),
+                self.live_counters(),
+                decode.as_ref(),
+                chrono_now(),
+            ),
+        )
+    }
+
+    /// Reads the live sampler now (its rates cover the time since the previous
+    /// read) and keeps the read for the Machine page's chart.
+    async fn live_read(&self) -> Option<Sample> {
+        let probe = self.probe.get_or_init(LiveProbe::start);
+        let x = probe.read()?;
+        if let Ok(mut q) = self.live_series.lock() {
+            q.push_back(x.clone());
+            while q.len() > LIVE_KEEP {
+                q.pop_front();
+            }
+        }
+        Some(x)
+    }
+
+    fn live_counters(&self) -> &[Counter] {
+        self.probe.get_or_init(LiveProbe::start).counters()
     }
 
     /// The Machine page.
@@ -218,8 +272,32 @@ impl AppState {
         let live = hw::live_state();
         let devices = memwall_core::probe::devices::Devices::builtin()?;
         let spec = devices.for_host(&host);
+        let sample = self.live_read().await;
+        let tray = TrayStatus::new(last.as_ref(), &live, chrono_now()).with_live(
+            last.as_ref(),
+            sample.as_ref(),
+            self.live_counters(),
+            None,
+            chrono_now(),
+        );
+        let live_series: Vec<Sample> = self
+            .live_series
+            .lock()
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default();
+        let rec = memwall_core::experiments::live::Recording {
+            hz: 0.0,
+            samples: live_series.clone(),
+            phases: vec![],
+            counters: self.live_counters().to_vec(),
+        };
+        let live_chart_svg = memwall_core::experiments::live::chart::series_svg(&rec, 760, 360)
+            .map_err(|e| AppError::Invalid(e.to_string()))?;
         Ok(MachineView {
-            tray: TrayStatus::new(last.as_ref(), &live, chrono_now()),
+            tray,
+            counters: self.live_counters().to_vec(),
+            live_series,
+            live_chart_svg,
             spec_gbps: spec.map(|d| d.bandwidth_gbps),
             spec_device: spec.map(|d| d.name.clone()),
             spec_source: spec.map(|d| d.source.clone()),
@@ -365,6 +443,25 @@ impl AppState {
             reuse_stream: r.reuse_stream,
             results_dir: Some(self.exports.join("results")),
             command,
+            sampler: true,
+        };
+        let decode_now = self.decode_now.clone();
+        if let Ok(mut d) = decode_now.lock() {
+            *d = None;
+        }
+        let mut progress = progress;
+        let progress = move |p: Progress| {
+            if let Progress::TestDone { record } = &p {
+                if let (true, Some(g)) = (record.is_decode(), record.implied_bandwidth_gbps) {
+                    if let Ok(mut d) = decode_now.lock() {
+                        *d = Some(DecodeNow {
+                            label: record.test_label(),
+                            implied_gbps: g,
+                        });
+                    }
+                }
+            }
+            progress(p)
         };
         Ok(bench_job::bench_job(store, plan, opts, progress, g.cancel.clone()).await?)
     }

@@ -1,6 +1,8 @@
-//! The tray (AppIndicator on Linux, the menu-bar extra on macOS): status lines
-//! refreshed every few seconds from the store and a live probe (a handful of small
-//! file reads and one SQLite query: no measurable load), "Measure bandwidth now"
+//! The tray (AppIndicator on Linux, the menu-bar extra on macOS): live lines
+//! (bandwidth now beside the last STREAM, with the running decode's verdict; power;
+//! temperatures and thermal state; memory and swap) refreshed every 2 s while a
+//! measuring job runs and every 10 s otherwise, from the store and the live sampler
+//! (a handful of small file reads and one SQLite query: no measurable load), "Measure bandwidth now"
 //! (a quick STREAM, ≤ 2 s, stored), and "Open memwall". It re-reads its lines after
 //! every [`events::STORE_CHANGED`], whoever wrote.
 
@@ -13,8 +15,10 @@ use tauri::menu::{Menu, MenuItem, PredefinedMenuItem};
 use tauri::tray::TrayIconBuilder;
 use tauri::{App, AppHandle, Manager, Wry};
 
-/// Seconds between refreshes of the status lines.
-pub const REFRESH: Duration = Duration::from_secs(5);
+/// Time between refreshes of the status lines while a measuring job runs.
+pub const REFRESH_ACTIVE: Duration = Duration::from_secs(2);
+/// Time between refreshes otherwise (one live read: a few small file reads).
+pub const REFRESH_IDLE: Duration = Duration::from_secs(10);
 
 /// The menu items whose text changes.
 pub struct TrayItems {
@@ -141,7 +145,8 @@ pub fn setup(app: &App) -> tauri::Result<()> {
     tauri::async_runtime::spawn(async move {
         loop {
             refresh(&handle).await;
-            tokio::time::sleep(REFRESH).await;
+            let active = handle.state::<AppState>().running().is_some();
+            tokio::time::sleep(if active { REFRESH_ACTIVE } else { REFRESH_IDLE }).await;
         }
     });
     Ok(())

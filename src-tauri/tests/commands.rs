@@ -23,12 +23,28 @@ async fn an_empty_store_shows_dashes_not_numbers() {
     let (_d, s) = state();
     let m = s.machine().await.unwrap();
     assert!(m.streams.is_empty() && m.peaks.is_empty());
-    assert_eq!(m.tray.bandwidth, "Bandwidth: — (never measured)");
+    assert!(
+        m.tray.bandwidth.starts_with("Bandwidth now: ")
+            && m.tray
+                .bandwidth
+                .ends_with(" · ceiling — (STREAM never measured)"),
+        "{}",
+        m.tray.bandwidth
+    );
+    // Every counter is listed, available or with its reason; the live chart has
+    // the machine page's read.
+    assert_eq!(m.counters.len(), 12);
+    assert!(m.counters.iter().all(|c| c.available != c.reason.is_some()));
+    assert_eq!(m.live_series.len(), 1);
+    assert!(m.live_chart_svg.starts_with("<svg"));
     assert_eq!(m.spec_gbps, None);
     assert!(m.host.cores_logical >= 1);
-    assert_eq!(
-        s.tray_status().await.unwrap().bandwidth,
-        "Bandwidth: — (never measured)"
+    assert!(
+        s.tray_status()
+            .await
+            .unwrap()
+            .bandwidth
+            .ends_with("ceiling — (STREAM never measured)")
     );
     assert!(s.runs(&RunFilter::default()).await.unwrap().is_empty());
     let r = s.roofline(None).await.unwrap();
@@ -73,7 +89,10 @@ async fn measure_now_stores_a_triad_the_tray_shows_and_history_deletes() {
         .unwrap();
     let shown = s.tray_status().await.unwrap().bandwidth;
     assert!(
-        shown.starts_with(&format!("Bandwidth: {:.1} GB/s (triad", triad.best_gbps.0)),
+        shown.contains(&format!(
+            " · ceiling {:.1} GB/s (STREAM triad, ",
+            triad.best_gbps.0
+        )),
         "{shown}"
     );
     assert!(shown.ends_with("s ago)"), "{shown}");

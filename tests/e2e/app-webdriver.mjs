@@ -53,7 +53,7 @@ try {
     bw1 = tray.layout(menu).find((x) => x.label.startsWith("Bandwidth"))?.label;
   }
   log("tray bandwidth:", JSON.stringify(bw0), "->", JSON.stringify(bw1));
-  if (!/^Bandwidth: \d+\.\d GB\/s \(triad/.test(bw1) || bw1 === bw0) throw new Error(`tray bandwidth did not change to a measured value: ${bw1}`);
+  if (!/^Bandwidth now: .* · ceiling \d+\.\d GB\/s \(STREAM triad/.test(bw1) || bw1 === bw0) throw new Error(`tray bandwidth did not change to a measured value: ${bw1}`);
   fs.writeFileSync(path.join(OUT, "tray-menu.json"), JSON.stringify(tray.layout(menu), null, 1));
 
   // --- Machine page shows the stored triad (store-changed reloads it)
@@ -72,6 +72,28 @@ try {
   // second click while running is refused (button disabled; core would refuse too)
   const disabled = await wd.exec(`return document.querySelector("#run").disabled`);
   if (!disabled) throw new Error("Run button still enabled while a run is in progress");
+  // The tray's live lines while the run goes (refreshed every 2 s during a job):
+  // every line is a measured value or "—" with a reason.
+  const liveSeen = [];
+  for (let i = 0; i < 1200; i++) {
+    const labels = tray.layout(menu).map((x) => x.label);
+    const key = labels.join(" | ");
+    if (liveSeen.at(-1)?.key !== key) liveSeen.push({ t: Date.now(), key, labels });
+    if (await wd.exec(`return document.querySelectorAll("#results tbody tr").length === 4 && document.querySelector("#plabel").textContent === "done"`)) break;
+    await sleep(250);
+  }
+  fs.writeFileSync(path.join(OUT, "tray-live.json"), JSON.stringify(liveSeen, null, 1));
+  log("tray live lines during the run:", JSON.stringify(liveSeen.map((x) => x.labels.filter((l) => /^(Bandwidth|Power|Thermal|Memory)/.test(l)))));
+  for (const { labels } of liveSeen) {
+    const bw = labels.find((l) => l.startsWith("Bandwidth"));
+    const pw = labels.find((l) => l.startsWith("Power"));
+    const th = labels.find((l) => l.startsWith("Thermal"));
+    if (!/^Bandwidth now: (\d+\.\d GB\/s|— \(.+\)) · ceiling/.test(bw ?? "")) throw new Error(`tray bandwidth line during the run: ${bw}`);
+    if (!/ · (.*\d W|— W \(.+\))/.test(pw ?? "")) throw new Error(`tray power line during the run: ${pw}`);
+    if (!/ · (.*°C|— °C \(.+\))/.test(th ?? "")) throw new Error(`tray thermal line during the run: ${th}`);
+  }
+  const verdict = liveSeen.flatMap((x) => x.labels).find((l) => l.includes("of measured bandwidth"));
+  log("tray decode verdict:", verdict ?? "(no decode finished between two refreshes)");
   await wd.waitFor("4 result rows", `return document.querySelectorAll("#results tbody tr").length === 4 && document.querySelector("#plabel").textContent === "done"`, 300000);
   const rows = await wd.exec(`return [...document.querySelectorAll("#results tbody tr")].map(r => r.textContent)`);
   log("bench rows:", JSON.stringify(rows));

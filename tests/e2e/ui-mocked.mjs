@@ -52,7 +52,10 @@ function installMock() {
       live: { power: { kind: "ac" }, thermal: { state: "unknown", max_celsius: null }, mem: { total: 24e9, available: 20e9, swap_total: 0, swap_used: 0 }, swap_out_pages: null },
       tray: { bandwidth: "Bandwidth: 44.0 GB/s (triad, 2 threads, 1 min ago)", thermal: "Thermal: unknown", power: "Power: AC", memory: "Memory: 3.7 / 22.4 GiB used · swap 0.0 / 0.0 GiB" },
       streams: [{ id: 1, run_id: 1, measured_at: "2026-11-30T22:59:00Z", kernel: "triad", threads: 2, array_bytes: 8e8, best_gbps: 44.0, avg_gbps: 43.0, hostname: "h" }],
-      peaks: [], spec_gbps: null, spec_device: null, spec_source: null }),
+      peaks: [], spec_gbps: null, spec_device: null, spec_source: null,
+      counters: [{ name: "cpu_package_energy", source: "/sys/class/powercap", available: false, reason: "RAPL not readable here: /sys/class/powercap absent" },
+        { name: "memory", source: "/proc/meminfo", available: true, reason: null }],
+      live_series: [], live_chart_svg: "<svg id=\"mock-live\"></svg>" }),
     live: () => ({ bandwidth: "Bandwidth: 44.0 GB/s (triad, 2 threads, 1 min ago)", thermal: "Thermal: unknown", power: "Power: AC", memory: "Memory: 3.7 / 22.4 GiB used" }),
     models: () => [{ name: "smollm2-135m", title: "SmolLM2 135M", bytes: 1e8, present: true, default: false }, { name: "qwen-7b", title: "Qwen 7B", bytes: 5e9, present: false, default: true }],
     runs: () => [{ id: 2, kind: "bench", started_at: "2026-11-30T23:00:00Z", build_commit: "abc", command: "app: bench", hostname: "h", cpu_info: "Mock CPU", n_bench_rows: 2, models: "SmolLM2-135M-Instruct-Q4_1.gguf" },
@@ -138,6 +141,8 @@ try {
   await page.waitForSelector("#page-machine #stream-table");
   check((await page.textContent("#bw")).includes("44.0 GB/s"), "machine shows the stored triad");
   check((await page.textContent("#status")).includes("Bandwidth: 44.0 GB/s"), "status lines from core");
+  check(!!(await page.$("#live-chart #mock-live")), "machine page embeds core's live chart");
+  check((await page.textContent("#counters")).includes("RAPL not readable here"), "machine page lists unavailable counters with reasons");
 
   await page.goto(url + "#benchmarks");
   await page.waitForSelector("#page-benchmarks #run");

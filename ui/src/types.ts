@@ -32,7 +32,11 @@ results_dir: string | null,
 /**
  * Files written there.
  */
-files: Array<string>, };
+files: Array<string>, 
+/**
+ * Each row's energy and thermals from the live sampler (empty without it).
+ */
+energy: Array<RowEnergy>, };
 
 /**
  * One benchmark test instance (pp, tg, or a batched tg) with full provenance.
@@ -903,9 +907,84 @@ b: [number, number] | null,
 change_pct: number | null, };
 
 /**
+ * One counter of the machine, available or not, with its source.
+ */
+export type Counter = { 
+/**
+ * What it measures: `cpu_package_energy`, `dram_energy`, `cpu_temperature`,
+ * `cpu_frequency`, `memory`, `swap`, `dram_bandwidth`, `gpu_power`,
+ * `gpu_energy`, `gpu_temperature`, `gpu_clocks`, `gpu_memory_utilisation`.
+ */
+name: string, 
+/**
+ * Where the values come from (a path, a PMU, a library), or where they were
+ * looked for when unavailable.
+ */
+source: string, 
+/**
+ * Whether values are read.
+ */
+available: boolean, 
+/**
+ * Why not, when unavailable.
+ */
+reason: string | null, };
+
+/**
  * Which drafter.
  */
 export type DrafterKind = "draft-model" | "ngram";
+
+/**
+ * Energy and thermals of one phase. `None` figures carry their reason in
+ * [`EnergySummary::reason`] (energy) or are simply unmeasured (no sensor).
+ */
+export type EnergySummary = { 
+/**
+ * Reads inside the phase.
+ */
+samples: number, 
+/**
+ * Mean power over the phase from the energy counters, W.
+ */
+mean_power_w: number | null, 
+/**
+ * Energy of the timed work: mean power × timed time, J.
+ */
+energy_j: number | null, 
+/**
+ * Energy per generated or processed token, J/token.
+ */
+j_per_token: number | null, 
+/**
+ * Tokens per watt-hour (3600 ÷ J/token).
+ */
+tokens_per_wh: number | null, 
+/**
+ * Which counters the energy sums (`RAPL package + RAPL DRAM`, `NVML GPU`).
+ */
+energy_source: string, 
+/**
+ * Why there is no energy, when there is none.
+ */
+reason: string | null, 
+/**
+ * Hottest reading in the phase (CPU or GPU), °C.
+ */
+peak_temp_c: number | null, 
+/**
+ * A clock fell more than [`CLOCK_DROP`] below the phase's highest while a
+ * sensor read ≥ [`HOT_C`]; `None` without both a temperature and a clock.
+ */
+throttled: boolean | null, 
+/**
+ * Mean live DRAM traffic from the uncore counters, GB/s.
+ */
+live_dram_gbps: number | null, 
+/**
+ * Mean GPU memory-controller utilisation, %.
+ */
+gpu_mem_util_pct: number | null, };
 
 /**
  * A file written by an export.
@@ -1321,6 +1400,19 @@ peaks: Array<StoredPeak>,
  */
 spec_gbps: number | null, 
 /**
+ * The live sampler's counters, available or not, with reasons.
+ */
+counters: Array<Counter>, 
+/**
+ * The latest live reads, oldest first.
+ */
+live_series: Array<Sample>, 
+/**
+ * Those reads drawn (power above, temperature or clock below) as SVG; empty
+ * before the first read.
+ */
+live_chart_svg: string, 
+/**
  * The catalogue entry (`catalog/devices.toml`) the spec figure comes from.
  */
 spec_device: string | null, 
@@ -1553,6 +1645,33 @@ points: Array<RooflinePoint>,
 decode_vs_depth: Array<[string, number, number, number]>, };
 
 /**
+ * A bench row's energy and thermals, from its phase of the run's recording.
+ */
+export type RowEnergy = { 
+/**
+ * The bench row (`bench_results.id`).
+ */
+row_id: number, 
+/**
+ * Its run.
+ */
+run_id: number, 
+/**
+ * The phase's name in the recording.
+ */
+phase: string, 
+/**
+ * Mean power, energy, J/token, tokens per Wh, peak temperature, throttling,
+ * live bandwidth.
+ */
+energy: EnergySummary, 
+/**
+ * The row's implied bandwidth (tok/s × bytes per token), GB/s, beside the live
+ * counter.
+ */
+implied_bandwidth_gbps: number | null, };
+
+/**
  * Which runs to list (the History page's filters). A blank or absent field does not
  * filter; with any field set, a run is listed when at least one of its bench rows
  * matches every set field (runs without bench rows, such as STREAM runs, are then
@@ -1612,6 +1731,97 @@ n_bench_rows: number,
  * Distinct models in the run, `; `-separated file names.
  */
 models: string, };
+
+/**
+ * The machine's state at one instant. Cumulative figures (energies, swap pages)
+ * count from the sampler's start; rates (power, bandwidth) cover the interval since
+ * the previous read. `None`: the counter is unavailable (see the sampler's
+ * [`Counter`] list for why) or this is the first read of a rate.
+ */
+export type Sample = { 
+/**
+ * Time since the sampler started, ns.
+ */
+t_ns: number, 
+/**
+ * CPU package energy since start (all packages, RAPL), J.
+ */
+cpu_energy_j: number | null, 
+/**
+ * DRAM energy since start (RAPL DRAM domain), J.
+ */
+dram_energy_j: number | null, 
+/**
+ * GPU energy since start (NVML total-energy counter, all GPUs), J.
+ */
+gpu_energy_j: number | null, 
+/**
+ * CPU package power over the last interval, W.
+ */
+cpu_power_w: number | null, 
+/**
+ * DRAM power over the last interval, W.
+ */
+dram_power_w: number | null, 
+/**
+ * GPU board power as NVML reports it (all GPUs), W.
+ */
+gpu_power_w: number | null, 
+/**
+ * Hottest CPU sensor, °C.
+ */
+cpu_temp_c: number | null, 
+/**
+ * Hottest GPU, °C.
+ */
+gpu_temp_c: number | null, 
+/**
+ * Mean CPU clock over the logical CPUs, MHz.
+ */
+cpu_mhz: number | null, 
+/**
+ * SM clock of the first GPU, MHz.
+ */
+gpu_sm_mhz: number | null, 
+/**
+ * Memory clock of the first GPU, MHz.
+ */
+gpu_mem_mhz: number | null, 
+/**
+ * Memory-controller utilisation (busiest GPU), percent of the sample period
+ * during which device memory was read or written (NVML's definition).
+ */
+gpu_mem_util_pct: number | null, 
+/**
+ * DRAM traffic (reads + writes) over the last interval from the uncore
+ * counters, GB/s (1e9 B/s).
+ */
+dram_gbps: number | null, 
+/**
+ * Memory in use (total − available), bytes.
+ */
+mem_used_bytes: number | null, 
+/**
+ * Installed memory, bytes.
+ */
+mem_total_bytes: number | null, 
+/**
+ * Swap in use, bytes.
+ */
+swap_used_bytes: number | null, 
+/**
+ * Pages swapped in since start.
+ */
+swap_in_pages: number | null, 
+/**
+ * Pages swapped out since start.
+ */
+swap_out_pages: number | null, 
+/**
+ * The OS's coarse thermal state, where it reports one (`nominal`,
+ * `throttling`, `critical`).
+ */
+thermal_state: string | null, };
 
 /**
  * Result of the sampling check on a real pair.

@@ -91,6 +91,8 @@ pub enum Command {
     Loadtest(LoadtestArgs),
     /// One report regenerated from the store: report.md, a self-contained report.html, every chart as PNG + SVG, and figures.json for the independent verifier.
     Report(ReportArgs),
+    /// Live machine state: power, energy, temperatures, clocks, memory, swap and DRAM bandwidth, with the list of counters this machine has and why the others are missing.
+    Sample(SampleArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -184,6 +186,10 @@ pub struct BenchArgs {
     /// Do not write results/<run>/.
     #[arg(long)]
     pub no_results: bool,
+    /// Run without the live sampler (no power, energy per token or time series);
+    /// for measuring the sampler's own overhead.
+    #[arg(long)]
+    pub no_sampler: bool,
     /// Output format of the table on stdout.
     #[arg(short = 'o', long, default_value = "md")]
     pub output: String,
@@ -1062,4 +1068,18 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on the API routes.
     #[arg(long, env = "MEMWALL_API_KEY")]
     pub api_key: Option<String>,
+}
+
+/// `memwall sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// How long to sample, seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Reads per second.
+    #[arg(long, default_value_t = 10.0)]
+    pub hz: f64,
+    /// Print the recording and summary as JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }

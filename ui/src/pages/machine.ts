@@ -24,12 +24,18 @@ export async function machinePage(root: HTMLElement) {
     <div class="row"><button id="measure" class="primary">Measure bandwidth now</button><span id="mout" class="muted"></span></div>
     <h2>Live</h2>
     <table><tbody>
+      <tr><th>Bandwidth</th><td>${esc(m.tray.bandwidth.replace("Bandwidth now: ", ""))}</td></tr>
       <tr><th>Thermal</th><td>${esc(m.tray.thermal.replace("Thermal: ", ""))}</td></tr>
       <tr><th>Power</th><td>${esc(m.tray.power.replace("Power: ", ""))}</td></tr>
       <tr><th>Memory</th><td>${esc(m.tray.memory.replace("Memory: ", ""))}</td></tr>
       <tr><th>Swap-outs since boot</th><td>${l.swap_out_pages ?? "—"} pages</td></tr>
       <tr><th>OS</th><td>${esc(h.os)} · kernel ${esc(h.kernel)} · ${esc(h.hostname)}</td></tr>
     </tbody></table>
+    <div id="live-chart">${m.live_chart_svg}</div>
+    <details id="counters"><summary>Counters on this machine (${m.counters.filter((c) => c.available).length} of ${m.counters.length} available)</summary>
+    <table><thead><tr><th>counter</th><th>read</th><th>source, or why not</th></tr></thead><tbody>
+    ${m.counters.map((c) => `<tr><td>${esc(c.name)}</td><td>${c.available ? "yes" : "—"}</td><td>${esc(c.reason ?? c.source)}</td></tr>`).join("")}
+    </tbody></table></details>
     <h2>STREAM (latest measurement)</h2>
     ${m.streams.length === 0 ? `<p class="muted">No STREAM run stored: press “Measure bandwidth now” or run <code>memwall stream</code>.</p>` : `
     <table id="stream-table"><thead><tr><th>kernel</th><th>threads</th><th>array</th><th>best GB/s</th><th>avg GB/s</th><th>measured</th></tr></thead><tbody>

@@ -111,6 +111,7 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
         reuse_stream: a.reuse_stream,
         results_dir: (!a.no_results).then(|| a.results_dir.clone()),
         command: command_line(),
+        sampler: !a.no_sampler,
     };
     let out = job::bench_job(&store, plan, opts, progress, cancel).await;
     pb.finish_and_clear();
@@ -164,6 +165,13 @@ async fn summary(store: &memwall_core::store::Store, out: &job::BenchOutcome) ->
         )?,
     }
     let analyses = job::analyses(store, out).await?;
+    if !out.energy.is_empty() {
+        writeln!(
+            s,
+            "\nenergy and machine state while each test's timed part ran (live sampler, 10 Hz):\n{}",
+            memwall_core::experiments::live::table(&out.records, &out.energy)
+        )?;
+    }
     if let Some(rows) = &analyses.ceilings {
         writeln!(
             s,

@@ -14,6 +14,7 @@ mod quant;
 mod report;
 mod roofline;
 mod serve;
+mod sample;
 mod speculative;
 mod store;
 mod stream;
@@ -63,6 +64,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Loadtest(a) => loadtest::loadtest(&db, a).await,
         Command::Report(a) => report::report(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
+        Command::Sample(a) => sample::sample(a).await,
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,
     }

@@ -13,6 +13,8 @@
 //!   measured bandwidth.
 //! - [`report`]: the report regenerated from the store, checked by the independent
 //!   verifier (`tools/verify/verify.py`).
+//! - [`live`]: the sampler beside runs (energy per token), `memwall sample`, the
+//!   tray's live lines.
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -25,6 +27,7 @@ pub mod chat;
 pub mod evidence;
 pub mod frontier;
 pub mod loadtest;
+pub mod live;
 pub mod predict;
 pub mod report;
 pub mod roof;

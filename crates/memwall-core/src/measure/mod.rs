@@ -7,6 +7,8 @@
 //! - [`engine`]: the `Engine` trait and llama.cpp behind it.
 //! - [`stats`]: `Sample` (mean, std, MAD outliers) and intervals.
 //! - [`evals`]: perplexity, KL divergence and task accuracy, with the code sandbox.
+//! - [`sampler`]: live machine state (power, energy, temperatures, clocks, memory,
+//!   swap, DRAM bandwidth) read at ≥ 10 Hz beside a run.
 //! - [`guard`]: the preconditions every measuring command checks (power, thermal
 //!   state, swap, memory capacity); [`warning`]: the caveats a measurement carries.
 //!
@@ -17,6 +19,7 @@ pub mod evals;
 pub mod gpu_stream;
 pub mod guard;
 pub mod peak;
+pub mod sampler;
 pub mod stats;
 pub mod stream;
 pub mod warning;

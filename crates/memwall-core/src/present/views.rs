@@ -13,6 +13,7 @@
 //! - [`compare_runs`]: two runs side by side, matched on the key columns.
 //! - [`export_path`]: validates a file name the UI asks to export to.
 
+use crate::measure::sampler::{Counter, Sample};
 use crate::probe::hw::{LiveState, PowerSource};
 use crate::roofline;
 use crate::store::record::BenchRecord;
@@ -101,6 +102,118 @@ impl TrayStatus {
             power,
             memory,
         }
+    }
+}
+
+/// The decode a job is running now, for the tray's verdict: its test and the implied
+/// bandwidth of its latest finished measurement (tok/s × bytes per token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct DecodeNow {
+    /// The test, e.g. `tg128`.
+    pub label: String,
+    /// Implied bandwidth, GB/s.
+    pub implied_gbps: f64,
+}
+
+/// `decode at 62 % of measured bandwidth (tg128: 27.3 of 44.1 GB/s)`: the running
+/// decode's implied bandwidth over the stored STREAM figure.
+pub fn decode_verdict(d: &DecodeNow, stream_gbps: f64) -> String {
+    format!(
+        "decode at {:.0} % of measured bandwidth ({}: {:.1} of {:.1} GB/s)",
+        100.0 * d.implied_gbps / stream_gbps,
+        d.label,
+        d.implied_gbps,
+        stream_gbps
+    )
+}
+
+/// A counter's reason, shortened for a menu line (its first clause).
+fn short_reason(counters: &[Counter], names: &[&str]) -> String {
+    let r = counters
+        .iter()
+        .filter(|c| names.contains(&c.name.as_str()))
+        .find_map(|c| c.reason.clone())
+        .unwrap_or_else(|| "no reading yet".into());
+    let cut = r.find([':', ';', '(']).unwrap_or(r.len());
+    r[..cut].trim().to_string()
+}
+
+impl TrayStatus {
+    /// The lines with the live sampler's read added: bandwidth now (live counter,
+    /// last STREAM beside it as the ceiling, the verdict while a decode runs),
+    /// power (watts from the energy counters), temperatures with the thermal
+    /// state, memory with swap traffic. `—` with a short reason for what this
+    /// machine does not give.
+    pub fn with_live(
+        mut self,
+        last: Option<&StoredStream>,
+        sample: Option<&Sample>,
+        counters: &[Counter],
+        decode: Option<&DecodeNow>,
+        now: Now,
+    ) -> TrayStatus {
+        use crate::units::or_dash;
+        let ceiling = match last {
+            Some(s) => format!(
+                "ceiling {} (STREAM {}, {})",
+                Gbps(s.best_gbps),
+                s.kernel,
+                age(&s.measured_at, now)
+            ),
+            None => "ceiling — (STREAM never measured)".into(),
+        };
+        let live = match sample.and_then(|x| x.dram_gbps) {
+            Some(g) => format!("{g:.1} GB/s (uncore counters)"),
+            None => format!("— ({})", short_reason(counters, &["dram_bandwidth"])),
+        };
+        let mut bw = format!("Bandwidth now: {live} · {ceiling}");
+        if let (Some(d), Some(s)) = (decode, last) {
+            bw.push_str(" · ");
+            bw.push_str(&decode_verdict(d, s.best_gbps));
+        }
+        if let Some(u) = sample.and_then(|x| x.gpu_mem_util_pct) {
+            bw.push_str(&format!(" · GPU memory controller {u:.0} % busy"));
+        }
+        self.bandwidth = bw;
+        let watts: Vec<String> = [
+            ("CPU", sample.and_then(|x| x.cpu_power_w)),
+            ("DRAM", sample.and_then(|x| x.dram_power_w)),
+            ("GPU", sample.and_then(|x| x.gpu_power_w)),
+        ]
+        .iter()
+        .filter_map(|(n, w)| Some(format!("{n} {:.1} W", (*w)?)))
+        .collect();
+        let w = if watts.is_empty() {
+            format!(
+                "— W ({})",
+                short_reason(counters, &["cpu_package_energy", "gpu_power"])
+            )
+        } else {
+            watts.join(" · ")
+        };
+        self.power = format!("{} · {w}", self.power);
+        let temps: Vec<String> = [
+            ("CPU", sample.and_then(|x| x.cpu_temp_c)),
+            ("GPU", sample.and_then(|x| x.gpu_temp_c)),
+        ]
+        .iter()
+        .filter_map(|(n, t)| Some(format!("{n} {:.0} °C", (*t)?)))
+        .collect();
+        let t = if temps.is_empty() {
+            format!("— °C ({})", short_reason(counters, &["cpu_temperature"]))
+        } else {
+            temps.join(" · ")
+        };
+        self.thermal = format!("{} · {t}", self.thermal);
+        if let Some(x) = sample {
+            self.memory = format!(
+                "{} · swapped in/out {}/{} pages",
+                self.memory,
+                or_dash(x.swap_in_pages.map(|p| p as f64), 0),
+                or_dash(x.swap_out_pages.map(|p| p as f64), 0)
+            );
+        }
+        self
     }
 }
 
@@ -558,6 +671,61 @@ mod tests {
         assert_eq!(age("2026-11-25T12:00:00Z", now()), "5 d ago");
         assert_eq!(age("2026-11-30T12:00:05Z", now()), "in the future");
         assert_eq!(age("yesterday", now()), "—");
+    }
+
+    #[test]
+    fn live_tray_lines_carry_counters_ceiling_and_verdict() {
+        let last = triad("2026-11-30T11:57:00Z");
+        let base = || TrayStatus::new(Some(&last), &live(PowerSource::Ac), now());
+        let x = Sample {
+            dram_gbps: Some(27.3),
+            cpu_power_w: Some(35.25),
+            cpu_temp_c: Some(61.0),
+            swap_in_pages: Some(0),
+            swap_out_pages: Some(3),
+            ..Sample::default()
+        };
+        // 27.3 / 44.06 = 61.96… %: "62 %".
+        let d = DecodeNow {
+            label: "tg128".into(),
+            implied_gbps: 27.3,
+        };
+        let t = base().with_live(Some(&last), Some(&x), &[], Some(&d), now());
+        assert_eq!(
+            t.bandwidth,
+            "Bandwidth now: 27.3 GB/s (uncore counters) · ceiling 44.1 GB/s (STREAM triad, 3 min ago) · decode at 62 % of measured bandwidth (tg128: 27.3 of 44.1 GB/s)"
+        );
+        assert_eq!(t.power, "Power: AC · CPU 35.2 W");
+        assert_eq!(t.thermal, "Thermal: nominal 54.0C · CPU 61 °C");
+        assert!(
+            t.memory.ends_with("swapped in/out 0/3 pages"),
+            "{}",
+            t.memory
+        );
+        // Nothing measured: dashes with the counters' first clause.
+        let c = [
+            Counter::unavailable(
+                "dram_bandwidth",
+                "x",
+                "no memory-controller PMU (uncore_imc*) under …",
+            ),
+            Counter::unavailable(
+                "cpu_package_energy",
+                "x",
+                "RAPL not readable here: /sys/class/powercap absent",
+            ),
+            Counter::unavailable("cpu_temperature", "x", "no CPU temperature sensor: none"),
+        ];
+        let t = base().with_live(None, Some(&Sample::default()), &c, None, now());
+        assert_eq!(
+            t.bandwidth,
+            "Bandwidth now: — (no memory-controller PMU) · ceiling — (STREAM never measured)"
+        );
+        assert_eq!(t.power, "Power: AC · — W (RAPL not readable here)");
+        assert_eq!(
+            t.thermal,
+            "Thermal: nominal 54.0C · — °C (no CPU temperature sensor)"
+        );
     }
 
     #[test]

@@ -22,6 +22,14 @@ pub struct BenchJobOptions {
     pub results_dir: Option<PathBuf>,
     /// The command line, for provenance.
     pub command: String,
+    /// Run the live sampler beside the tests (power, energy per token, temperature,
+    /// live bandwidth; stored with the run). Off only to measure its overhead.
+    #[serde(default = "yes")]
+    pub sampler: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A finished bench job.
@@ -37,6 +45,8 @@ pub struct BenchOutcome {
     pub results_dir: Option<PathBuf>,
     /// Files written there.
     pub files: Vec<PathBuf>,
+    /// Each row's energy and thermals from the live sampler (empty without it).
+    pub energy: Vec<crate::experiments::live::RowEnergy>,
 }
 
 /// Measures the roof, runs the plan, stores all rows in one transaction and writes
@@ -73,7 +83,13 @@ pub async fn bench_job(
         };
     let started = crate::util::now_rfc3339();
     let (h2, r2) = (host.clone(), roof.roof.clone());
-    let mut progress = progress;
+    let sampler = opts
+        .sampler
+        .then(crate::experiments::live::job::RunSampler::start);
+    let mut progress: Box<dyn FnMut(Progress) + Send> = match &sampler {
+        Some(s) => Box::new(s.wrap(progress)),
+        None => Box::new(progress),
+    };
     let records = blocking(move || {
         let cx = crate::experiments::bench::RunContext {
             plan: &plan,
@@ -95,7 +111,22 @@ pub async fn bench_job(
         notes: roof.provenance.clone(),
         guard: Some(guard.finish()),
     };
-    let run_id = store.insert_bench_run(&run, &mut records).await?;
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, &run).await?;
+    store
+        .insert_bench_rows_tx(&mut tx, run_id, &mut records)
+        .await?;
+    let (recording, energy) = match sampler {
+        Some(s) => {
+            let (rec, e) = s.finish(&records);
+            (Some(rec), e)
+        }
+        None => (None, vec![]),
+    };
+    if let Some(rec) = &recording {
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &energy).await?;
+    }
+    tx.commit().await.map_err(|e| store.sql(e))?;
     let (dir, files) = match &opts.results_dir {
         Some(parent) => {
             let dir = parent.join(format!(
@@ -103,7 +134,18 @@ pub async fn bench_job(
                 run.started_at.replace([':', '-'], "")
             ));
             let analyses = analyses_of(store, &records, &roof).await?;
-            let files = write_results(&dir, &records, &analyses)?;
+            let mut files = write_results(&dir, &records, &analyses)?;
+            if let Some(rec) = recording.as_ref().filter(|r| !r.samples.is_empty()) {
+                let stem = dir.join("sampler");
+                let f = crate::experiments::live::chart::series(&stem, rec).map_err(|e| {
+                    JobError::Results {
+                        path: stem.display().to_string(),
+                        msg: e.to_string(),
+                    }
+                })?;
+                files.push(f.png);
+                files.push(f.svg);
+            }
             (Some(dir), files)
         }
         None => (None, vec![]),
@@ -114,6 +156,7 @@ pub async fn bench_job(
         roof,
         results_dir: dir,
         files,
+        energy,
     })
 }
 

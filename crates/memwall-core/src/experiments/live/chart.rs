@@ -1,0 +1,383 @@
+//! The sampler's charts: a run's time series with its phases shaded (power on top;
+//! temperature, else DRAM bandwidth, else GPU memory utilisation, else CPU clock
+//! below), and tokens per joule per quantization arm. A panel with nothing measured
+//! says "not measured" and why, instead of drawing an empty axis.
+
+use super::{Recording, Sample};
+use crate::present::chart::{ChartError, ChartFiles, DrawResult, PALETTE, render_both};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+type Get = fn(&Sample) -> Option<f64>;
+
+/// Power series: (label, getter).
+const POWER: [(&str, Get); 3] = [
+    ("CPU package W (RAPL)", |s| s.cpu_power_w),
+    ("DRAM W (RAPL)", |s| s.dram_power_w),
+    ("GPU W (NVML)", |s| s.gpu_power_w),
+];
+
+/// The lower panel's candidates, first with data wins: (axis label, series).
+const LOWER: [(&str, &[(&str, Get)]); 4] = [
+    (
+        "°C",
+        &[("CPU °C", |s| s.cpu_temp_c), ("GPU °C", |s| s.gpu_temp_c)],
+    ),
+    ("GB/s", &[("DRAM GB/s (uncore)", |s| s.dram_gbps)]),
+    ("%", &[("GPU memory-controller %", |s| s.gpu_mem_util_pct)]),
+    ("MHz", &[("CPU MHz", |s| s.cpu_mhz)]),
+];
+
+fn reason_of(rec: &Recording, names: &[&str]) -> String {
+    let r: Vec<String> = rec
+        .counters
+        .iter()
+        .filter(|c| names.contains(&c.name.as_str()))
+        .filter_map(|c| c.reason.clone())
+        .fold(Vec::new(), |mut v, r| {
+            if !v.contains(&r) {
+                v.push(r);
+            }
+            v
+        });
+    if r.is_empty() {
+        "no reads".into()
+    } else {
+        r.join("; ")
+    }
+}
+
+fn not_measured<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    why: &str,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    let (w, h) = area.dim_in_pixel();
+    area.draw(&Text::new(
+        format!("{title}: not measured"),
+        (20, h as i32 / 2 - 20),
+        ("sans-serif", 22),
+    ))?;
+    let mut why = why.to_string();
+    if why.len() > 150 {
+        why.truncate(
+            why.char_indices()
+                .take_while(|(i, _)| *i < 147)
+                .last()
+                .map_or(0, |(i, c)| i + c.len_utf8()),
+        );
+        why.push('…');
+    }
+    let _ = w;
+    area.draw(&Text::new(why, (20, h as i32 / 2 + 10), ("sans-serif", 14)))?;
+    Ok(())
+}
+
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rec: &Recording,
+    title: &str,
+    unit: &str,
+    series: &[(&str, Get)],
+) -> DrawResult<bool>
+where
+    DB::ErrorType: 'static,
+{
+    let pts: Vec<(&str, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(l, g)| {
+            (
+                *l,
+                rec.samples
+                    .iter()
+                    .filter_map(|s| Some((s.t_ns as f64 / 1e9, g(s)?)))
+                    .collect(),
+            )
+        })
+        .filter(|(_, v): &(&str, Vec<(f64, f64)>)| !v.is_empty())
+        .collect();
+    if pts.is_empty() {
+        return Ok(false);
+    }
+    let t_max = rec
+        .samples
+        .last()
+        .map_or(1.0, |s| s.t_ns as f64 / 1e9)
+        .max(0.1);
+    let y_max = pts
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        * 1.15
+        + 1e-9;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("time, s")
+        .y_desc(unit)
+        .draw()?;
+    for (i, p) in rec.phases.iter().enumerate() {
+        let (a, b) = (p.start_ns as f64 / 1e9, p.end_ns as f64 / 1e9);
+        let c = PALETTE[i % PALETTE.len()].mix(0.12);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(a, 0.0), (b, y_max)],
+            c.filled(),
+        )))?;
+        // Staggered, so labels of adjacent short phases do not overprint.
+        let y = y_max * (0.97 - 0.07 * (i % 3) as f64);
+        chart.draw_series(std::iter::once(Text::new(
+            p.name.clone(),
+            (a, y),
+            ("sans-serif", 12),
+        )))?;
+    }
+    for (i, (label, v)) in pts.iter().enumerate() {
+        let c = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(v.iter().copied(), c.stroke_width(2)))?
+            .label(*label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], c.stroke_width(2)));
+    }
+    crate::present::chart::draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 13)?;
+    Ok(true)
+}
+
+/// Draws `rec` on `root`: power on top, the first lower-panel quantity with data
+/// below, phases shaded and named on both.
+pub fn draw_series<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    rec: &Recording,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(root.dim_in_pixel().1 / 2);
+    if !panel(&top, rec, "Power during the run", "W", &POWER)? {
+        let why = reason_of(rec, &["cpu_package_energy", "dram_energy", "gpu_power"]);
+        not_measured(&top, "Power", &why)?;
+    }
+    let mut drawn = false;
+    for (unit, series) in LOWER {
+        if panel(
+            &bottom,
+            rec,
+            &format!("Machine state ({unit})"),
+            unit,
+            series,
+        )? {
+            drawn = true;
+            break;
+        }
+    }
+    if !drawn {
+        let why = reason_of(
+            rec,
+            &[
+                "cpu_temperature",
+                "dram_bandwidth",
+                "gpu_temperature",
+                "cpu_frequency",
+            ],
+        );
+        not_measured(&bottom, "Temperature, bandwidth and clock", &why)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Writes the time series of `rec` to `stem`.png and `stem`.svg.
+///
+/// # Errors
+/// [`ChartError`] naming the file; [`ChartError::Empty`] for a recording with no reads.
+pub fn series(stem: &Path, rec: &Recording) -> Result<ChartFiles, ChartError> {
+    if rec.samples.is_empty() {
+        return Err(ChartError::Empty("sampler time series"));
+    }
+    render_both(stem, |r| draw_series(r, rec), |r| draw_series(r, rec))
+}
+
+/// The time series of `rec` as an SVG string of `w` × `h` pixels (the app's
+/// Machine page); an empty string when there are no reads.
+///
+/// # Errors
+/// [`ChartError::Draw`].
+pub fn series_svg(rec: &Recording, w: u32, h: u32) -> Result<String, ChartError> {
+    if rec.samples.is_empty() {
+        return Ok(String::new());
+    }
+    crate::present::chart::ensure_font();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (w, h)).into_drawing_area();
+        draw_series(&root, rec).map_err(|e| ChartError::Draw {
+            path: "live series (SVG string)".into(),
+            msg: e.to_string(),
+        })?;
+    }
+    Ok(s)
+}
+
+/// Draws tokens per joule per arm (bars); arms without energy are named "not
+/// measured"; with none measured, the whole chart says so.
+pub fn draw_tokens_per_joule<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    arms: &[(String, Option<f64>)],
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let measured: Vec<(usize, f64)> = arms
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, v))| Some((i, (*v)?)))
+        .collect();
+    if measured.is_empty() {
+        let why = if arms.is_empty() {
+            "no frontier arm has a decode row".to_string()
+        } else {
+            format!(
+                "no energy counter answered for {} arm(s) (see `memwall sample`)",
+                arms.len()
+            )
+        };
+        not_measured(root, "Tokens per joule", &why)?;
+        root.present()?;
+        return Ok(());
+    }
+    let y_max = measured.iter().map(|m| m.1).fold(0.0f64, f64::max) * 1.2;
+    let n = arms.len();
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            "Decode tokens per joule by quantization",
+            ("sans-serif", 24),
+        )
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0..n).into_segmented(), 0.0..y_max)?;
+    let labels: Vec<String> = arms.iter().map(|a| a.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc("tokens / J")
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()?;
+    chart.draw_series(measured.iter().map(|&(i, v)| {
+        Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), v),
+            ],
+            PALETTE[0].filled(),
+        )
+    }))?;
+    for (i, (_, v)) in arms.iter().enumerate() {
+        let text = match v {
+            Some(v) => format!("{v:.2}"),
+            None => "not measured".into(),
+        };
+        chart.draw_series(std::iter::once(Text::new(
+            text,
+            (SegmentValue::CenterOf(i), v.unwrap_or(0.0) + y_max * 0.02),
+            ("sans-serif", 14),
+        )))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Writes tokens per joule per arm to `stem`.png and `stem`.svg.
+///
+/// # Errors
+/// [`ChartError`] naming the file.
+pub fn tokens_per_joule(
+    stem: &Path,
+    arms: &[(String, Option<f64>)],
+) -> Result<ChartFiles, ChartError> {
+    render_both(
+        stem,
+        |r| draw_tokens_per_joule(r, arms),
+        |r| draw_tokens_per_joule(r, arms),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::sampler::Counter;
+    use crate::measure::sampler::session::Phase;
+
+    fn svg(f: impl Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult<()>) -> String {
+        crate::present::chart::ensure_font();
+        let mut s = String::new();
+        {
+            let root = SVGBackend::with_string(&mut s, (1000, 600)).into_drawing_area();
+            f(&root).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn the_series_shades_phases_and_says_what_was_not_measured() {
+        let rec = Recording {
+            hz: 10.0,
+            samples: (0..20)
+                .map(|i| Sample {
+                    t_ns: i * 100_000_000,
+                    cpu_mhz: Some(2600.0),
+                    ..Sample::default()
+                })
+                .collect(),
+            phases: vec![Phase {
+                name: "#0 tg128".into(),
+                start_ns: 300_000_000,
+                end_ns: 1_500_000_000,
+            }],
+            counters: vec![Counter::unavailable(
+                "cpu_package_energy",
+                "x",
+                "RAPL not readable in this VM",
+            )],
+        };
+        let s = svg(|r| draw_series(r, &rec));
+        assert!(s.contains("Power: not measured"), "no power drawn");
+        assert!(s.contains("RAPL not readable in this VM"));
+        assert!(s.contains("#0 tg128"));
+        assert!(
+            s.contains("CPU MHz"),
+            "the clock is the lower panel when nothing else exists"
+        );
+        let d = tempfile::tempdir().unwrap();
+        let f = series(&d.path().join("sampler"), &rec).unwrap();
+        assert!(f.png.is_file() && f.svg.is_file());
+        let empty = Recording {
+            samples: vec![],
+            ..rec
+        };
+        assert!(series(&d.path().join("e"), &empty).is_err());
+    }
+
+    #[test]
+    fn tokens_per_joule_names_the_arms_without_energy() {
+        let s = svg(|r| {
+            draw_tokens_per_joule(r, &[("Q4_K_M".into(), Some(3.5)), ("F16".into(), None)])
+        });
+        assert!(s.contains("Q4_K_M") && s.contains("3.50") && s.contains("not measured"));
+        let s = svg(|r| draw_tokens_per_joule(r, &[("Q8_0".into(), None)]));
+        assert!(s.contains("Tokens per joule: not measured"));
+    }
+}
