@@ -39,6 +39,9 @@ cargo test --release --locked --workspace --no-run --message-format=json-render-
   | python3 scripts/check-built-once.py
 cargo test --release --locked --workspace -- --test-threads="${MEMWALL_TEST_THREADS:-2}"
 
+echo "== GPU bundle: the H200 pass's script, dry-run on this CPU (CPU back end, tiny settings)"
+./scripts/gpu-bundle/dry-run.sh
+
 echo "== aarch64 compute-peak kernels under qemu-aarch64"
 ./scripts/check-aarch64-peak.sh
 

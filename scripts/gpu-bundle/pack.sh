@@ -16,7 +16,11 @@ cd "$root"
 out="$root/.bundle"
 limit=$((60 * 1024 * 1024))
 check_only=0
-[ "${1:-}" = "--check" ] && check_only=1
+if [ "${1:-}" = "--check" ]; then
+  check_only=1
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
 src=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/src
 if [ ! -f "$src/CMakeLists.txt" ] || [ ! -d "$src/tools/llama-bench" ]; then
   ./scripts/build-llama-tools.sh >&2
