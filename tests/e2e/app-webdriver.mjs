@@ -92,8 +92,8 @@ try {
     if (!/ · (.*\d W|— W \(.+\))/.test(pw ?? "")) throw new Error(`tray power line during the run: ${pw}`);
     if (!/ · (.*°C|— °C \(.+\))/.test(th ?? "")) throw new Error(`tray thermal line during the run: ${th}`);
   }
-  const verdict = liveSeen.flatMap((x) => x.labels).find((l) => l.includes("of measured bandwidth"));
-  log("tray decode verdict:", verdict ?? "(no decode finished between two refreshes)");
+  const trayVerdict = liveSeen.flatMap((x) => x.labels).find((l) => l.includes("of measured bandwidth"));
+  log("tray decode verdict:", trayVerdict ?? "(no decode finished between two refreshes)");
   await wd.waitFor("4 result rows", `return document.querySelectorAll("#results tbody tr").length === 4 && document.querySelector("#plabel").textContent === "done"`, 300000);
   const rows = await wd.exec(`return [...document.querySelectorAll("#results tbody tr")].map(r => r.textContent)`);
   log("bench rows:", JSON.stringify(rows));
