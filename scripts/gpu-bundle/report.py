@@ -193,6 +193,12 @@ def main(dirs):
             t = j / rows[j]["avg_ts"]
             w(f"| {j} | {rows[j]['avg_ts']:.1f} | {t * 1e3:.3f} | {t / t1:.3f} |")
         w("")
+    rep = os.path.join(os.path.dirname(os.path.abspath(dirs[-1])), "report", "report.md")
+    if os.path.exists(rep):
+        w("## The whole report from the same rows\n")
+        w("`results/h200/report/` holds `memwall report` run on a copy of `call3/memwall.db` (report.md and the "
+          "self-contained report.html): `memwall --db COPY report --out DIR --verify`, which also runs the independent "
+          "verifier (`tools/verify/verify.py`) over every figure and claim in it.")
     return "\n".join(out)
 
 
