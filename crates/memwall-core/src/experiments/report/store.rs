@@ -6,7 +6,7 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
 /// A `runs` row, as the report's table of contents and host list need it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct RunRow {
     /// Store id.
     pub id: i64,
@@ -21,7 +21,7 @@ pub struct RunRow {
 }
 
 /// A `stream_results` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct StreamRow {
     /// Store id.
     pub id: i64,
@@ -38,7 +38,7 @@ pub struct StreamRow {
 }
 
 /// A `peak_results` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct PeakRow {
     /// Store id.
     pub id: i64,
@@ -58,7 +58,7 @@ pub struct PeakRow {
 }
 
 /// A `kv_verify_results` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct KvRow {
     /// Store id.
     pub id: i64,
@@ -93,7 +93,7 @@ pub struct KvRow {
 }
 
 /// A `spec_gates` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct GateRow {
     /// Store id.
     pub id: i64,
@@ -118,7 +118,7 @@ pub struct GateRow {
 }
 
 /// A `spec_bench` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct SpecRow {
     /// Store id.
     pub id: i64,
@@ -151,7 +151,7 @@ pub struct SpecRow {
 }
 
 /// A `frontier_cells` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct FrontierRow {
     /// Store id.
     pub id: i64,
@@ -176,7 +176,7 @@ pub struct FrontierRow {
 }
 
 /// A `prediction_scores` row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct ScoreRow {
     /// The sheet.
     pub sheet_id: i64,
@@ -216,18 +216,25 @@ async fn all(store: &Store, sql: &'static str) -> Result<Vec<SqliteRow>, StoreEr
         .map_err(|e| store.sql(e))
 }
 
-fn get<'r, T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>>(
+/// Every row `sql` returns from `table`, decoded by column name; a value that does
+/// not decode is an error naming the table, the row id and the column.
+async fn rows<T: for<'r> sqlx::FromRow<'r, SqliteRow>>(
     store: &Store,
     table: &'static str,
-    r: &'r SqliteRow,
-    col: &str,
-) -> Result<T, StoreError> {
-    r.try_get(col).map_err(|e| StoreError::Decode {
-        path: store.path().display().to_string(),
-        table,
-        id: r.try_get::<i64, _>("id").unwrap_or(-1),
-        problem: format!("column {col}: {e}"),
-    })
+    sql: &'static str,
+) -> Result<Vec<T>, StoreError> {
+    all(store, sql)
+        .await?
+        .iter()
+        .map(|r| {
+            T::from_row(r).map_err(|e| StoreError::Decode {
+                path: store.path().display().to_string(),
+                table,
+                id: r.try_get::<i64, _>("id").unwrap_or(-1),
+                problem: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Reads every table the report draws from.
@@ -235,143 +242,56 @@ fn get<'r, T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>>(
 /// # Errors
 /// [`StoreError`] naming the table, row and column that could not be read.
 pub async fn report_rows(store: &Store) -> Result<ReportRows, StoreError> {
-    let mut out = ReportRows::default();
-    let t = "runs";
-    for r in all(
+    let runs = rows(
         store,
+        "runs",
         "SELECT id, kind, started_at, hostname, cpu_info FROM runs ORDER BY id",
     )
-    .await?
-    {
-        out.runs.push(RunRow {
-            id: get(store, t, &r, "id")?,
-            kind: get(store, t, &r, "kind")?,
-            started_at: get(store, t, &r, "started_at")?,
-            hostname: get(store, t, &r, "hostname")?,
-            cpu_info: get(store, t, &r, "cpu_info")?,
-        });
-    }
-    let t = "stream_results";
-    for r in all(
+    .await?;
+    let stream = rows(
         store,
+        "stream_results",
         "SELECT id, run_id, hostname, kernel, threads, best_gbps FROM stream_results ORDER BY id",
     )
-    .await?
-    {
-        out.stream.push(StreamRow {
-            id: get(store, t, &r, "id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            hostname: get(store, t, &r, "hostname")?,
-            kernel: get(store, t, &r, "kernel")?,
-            threads: get(store, t, &r, "threads")?,
-            best_gbps: get(store, t, &r, "best_gbps")?,
-        });
-    }
-    let t = "peak_results";
-    for r in all(
+    .await?;
+    let peaks = rows(
         store,
+        "peak_results",
         "SELECT id, run_id, hostname, kind, threads, gflops, bound_gflops FROM peak_results ORDER BY id",
     )
-    .await?
-    {
-        out.peaks.push(PeakRow {
-            id: get(store, t, &r, "id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            hostname: get(store, t, &r, "hostname")?,
-            kind: get(store, t, &r, "kind")?,
-            threads: get(store, t, &r, "threads")?,
-            gflops: get(store, t, &r, "gflops")?,
-            bound_gflops: get(store, t, &r, "bound_gflops")?,
-        });
-    }
-    out.bench = store.bench_rows(&Default::default()).await?;
-    let t = "kv_verify_results";
-    for r in all(store, "SELECT * FROM kv_verify_results ORDER BY id").await? {
-        out.kv.push(KvRow {
-            id: get(store, t, &r, "id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            model_filename: get(store, t, &r, "model_filename")?,
-            cache_type: get(store, t, &r, "cache_type")?,
-            n: get(store, t, &r, "n")?,
-            formula_bytes_per_token: get(store, t, &r, "formula_bytes_per_token")?,
-            predicted_bytes_per_token: get(store, t, &r, "predicted_bytes_per_token")?,
-            state_n: get(store, t, &r, "state_n")?,
-            state_2n: get(store, t, &r, "state_2n")?,
-            measured_state_bytes_per_token: get(store, t, &r, "measured_state_bytes_per_token")?,
-            metadata_bytes_per_token: get(store, t, &r, "metadata_bytes_per_token")?,
-            measured_kv_bytes_per_token: get(store, t, &r, "measured_kv_bytes_per_token")?,
-            ratio: get(store, t, &r, "ratio")?,
-            rss_bytes_per_token: get(store, t, &r, "rss_bytes_per_token")?,
-            rss_ratio: get(store, t, &r, "rss_ratio")?,
-        });
-    }
-    let t = "spec_gates";
-    for r in all(store, "SELECT * FROM spec_gates ORDER BY id").await? {
-        out.gates.push(GateRow {
-            id: get(store, t, &r, "id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            mode: get(store, t, &r, "mode")?,
-            target_file: get(store, t, &r, "target_file")?,
-            drafter_key: get(store, t, &r, "drafter_key")?,
-            k: get(store, t, &r, "k")?,
-            n_prompts: get(store, t, &r, "n_prompts")?,
-            n_prompts_set: get(store, t, &r, "n_prompts_set")?,
-            n_identical: get(store, t, &r, "n_identical")?,
-            passed: get::<i64>(store, t, &r, "passed")? != 0,
-        });
-    }
-    let t = "spec_bench";
-    for r in all(store, "SELECT * FROM spec_bench ORDER BY id").await? {
-        out.spec.push(SpecRow {
-            id: get(store, t, &r, "id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            target_file: get(store, t, &r, "target_file")?,
-            drafter_kind: get(store, t, &r, "drafter_kind")?,
-            drafter_key: get(store, t, &r, "drafter_key")?,
-            k: get(store, t, &r, "k")?,
-            k_auto: get::<i64>(store, t, &r, "k_auto")? != 0,
-            category: get(store, t, &r, "category")?,
-            tps_mean: get(store, t, &r, "tps_mean")?,
-            speedup_mean: get(store, t, &r, "speedup_mean")?,
-            predicted_speedup: get(store, t, &r, "predicted_speedup")?,
-            acceptance_rate: get(store, t, &r, "acceptance_rate")?,
-            gate_id: get(store, t, &r, "gate_id")?,
-            decision: get(store, t, &r, "decision")?,
-        });
-    }
-    let t = "frontier_cells";
-    for r in all(
+    .await?;
+    let kv = rows(
         store,
-        "SELECT id, run_id, hostname, source_file, arm_quant, arm_streamed_bytes, measure, config_key, value, value_unc
-         FROM frontier_cells ORDER BY id",
+        "kv_verify_results",
+        "SELECT * FROM kv_verify_results ORDER BY id",
     )
-    .await?
-    {
-        out.frontier.push(FrontierRow {
-            id: get(store, t, &r, "id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            hostname: get(store, t, &r, "hostname")?,
-            source_file: get(store, t, &r, "source_file")?,
-            arm_quant: get(store, t, &r, "arm_quant")?,
-            arm_streamed_bytes: get(store, t, &r, "arm_streamed_bytes")?,
-            measure: get(store, t, &r, "measure")?,
-            config_key: get(store, t, &r, "config_key")?,
-            value: get(store, t, &r, "value")?,
-            value_unc: get(store, t, &r, "value_unc")?,
-        });
-    }
-    let t = "prediction_scores";
-    for r in all(
+    .await?;
+    let gates = rows(store, "spec_gates", "SELECT * FROM spec_gates ORDER BY id");
+    let gates = gates.await?;
+    let spec = rows(store, "spec_bench", "SELECT * FROM spec_bench ORDER BY id");
+    let spec = spec.await?;
+    let frontier = rows(
         store,
+        "frontier_cells",
+        "SELECT id, run_id, hostname, source_file, arm_quant, arm_streamed_bytes, measure, config_key, value, value_unc FROM frontier_cells ORDER BY id",
+    )
+    .await?;
+    let scores = rows(
+        store,
+        "prediction_scores",
         "SELECT sheet_id, run_id, result_json FROM prediction_scores ORDER BY sheet_id, run_id",
     )
-    .await?
-    {
-        out.scores.push(ScoreRow {
-            sheet_id: get(store, t, &r, "sheet_id")?,
-            run_id: get(store, t, &r, "run_id")?,
-            result_json: get(store, t, &r, "result_json")?,
-        });
-    }
-    Ok(out)
+    .await?;
+    let bench = store.bench_rows(&Default::default()).await?;
+    Ok(ReportRows {
+        runs,
+        stream,
+        peaks,
+        bench,
+        kv,
+        gates,
+        spec,
+        frontier,
+        scores,
+    })
 }
