@@ -37,6 +37,7 @@ names = tarfile.open(f"{out}/results.tgz").getnames()
 for want in ("json/hw.json", "json/mw-qwen2.5-0.5b:Q4_K_M-1.json", "json/batch.json", "json/verify-mw-qwen2.5-0.5b:Q4_K_M.json"):
     if want not in names: fail.append(f"results.tgz lacks {want}")
 if fail:
+    sys.stderr.write("".join(l for l in log.splitlines(True) if l.startswith("==") or "error" in l))
     sys.exit("gpu bundle dry run: " + "; ".join(fail))
 print(f"gpu bundle dry run: {len(rows)} bench rows, {len(names)} files in results.tgz, every step ran")
 PY
