@@ -1051,6 +1051,17 @@ mod tests {
 
     use crate::testing::new_run as run;
 
+    /// A validated 1000-element STREAM triad on `threads` threads (2 passes).
+    fn small_triad(threads: usize) -> crate::measure::stream::StreamResult {
+        crate::measure::stream::run(&crate::measure::stream::StreamConfig {
+            n_elements: 1000,
+            threads,
+            passes: 2,
+            kernels: vec![crate::measure::stream::Kernel::Triad],
+        })
+        .unwrap()
+    }
+
     /// A store at `path` migrated only up to `version`, holding one `bench` run (id 1).
     async fn old_store(path: &Path, version: i64) -> SqlitePool {
         let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
@@ -1366,13 +1377,7 @@ mod tests {
     #[tokio::test]
     async fn latest_triad_is_found() {
         let (_d, s) = store().await;
-        let cfg = crate::measure::stream::StreamConfig {
-            n_elements: 1000,
-            threads: 2,
-            passes: 2,
-            kernels: vec![crate::measure::stream::Kernel::Triad],
-        };
-        let res = crate::measure::stream::run(&cfg).unwrap();
+        let res = small_triad(2);
         let ids = s
             .insert_stream_run(&run("stream"), &[res.clone()], &[])
             .await
@@ -1387,20 +1392,14 @@ mod tests {
     #[tokio::test]
     async fn a_gpu_stream_row_is_never_the_cpu_ceiling() {
         let (_d, s) = store().await;
-        let cfg = crate::measure::stream::StreamConfig {
-            n_elements: 1000,
-            threads: 1,
-            passes: 2,
-            kernels: vec![crate::measure::stream::Kernel::Triad],
-        };
-        let cpu = crate::measure::stream::run(&cfg).unwrap();
+        let cpu = small_triad(1);
         let cpu_id = s
             .insert_stream_run(&run("stream"), &[cpu], &[])
             .await
             .unwrap()
             .kernel_ids[0][0];
         // A later, faster row measured on a GPU of the same host.
-        let mut gpu = crate::measure::stream::run(&cfg).unwrap();
+        let mut gpu = small_triad(1);
         gpu.kernels[0].best_gbps = crate::units::Gbps(4000.0);
         let gpu_id = s
             .insert_stream_run_on(&run("stream"), "CUDA0 NVIDIA H200", &[gpu], &[])

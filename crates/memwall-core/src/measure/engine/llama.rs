@@ -240,17 +240,7 @@ impl LlamaModelHandle {
     /// # Errors
     /// [`EngineError::Tokenize`].
     pub fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        let toks = self
-            .model
-            .vocab()
-            .tokenize(text.as_bytes(), add_special, true);
-        if toks.is_empty() && !text.is_empty() {
-            return Err(EngineError::Tokenize(format!(
-                "llama.cpp returned no tokens for {} bytes of text",
-                text.len()
-            )));
-        }
-        Ok(toks.into_iter().map(|t| t.0).collect())
+        tokenize_in(&self.model, text, add_special)
     }
 
     /// The BOS token when the model adds one (as [`Engine::bos`]).
@@ -496,17 +486,7 @@ impl Engine for LlamaEngine {
     }
 
     fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        let toks = self
-            .model_ref()
-            .vocab()
-            .tokenize(text.as_bytes(), add_special, true);
-        if toks.is_empty() && !text.is_empty() {
-            return Err(EngineError::Tokenize(format!(
-                "llama.cpp returned no tokens for {} bytes of text",
-                text.len()
-            )));
-        }
-        Ok(toks.into_iter().map(|t| t.0).collect())
+        tokenize_in(self.model_ref(), text, add_special)
     }
 
     fn token_bytes(&self, token: TokenId) -> Vec<u8> {
@@ -563,6 +543,23 @@ impl Engine for LlamaEngine {
             .borrow_dependent()
             .state_seq_get_size_ext(seq, Default::default()) as u64)
     }
+}
+
+/// `text` as `model`'s tokens (special tokens parsed); an empty result for non-empty
+/// text is an error, not an empty prompt.
+fn tokenize_in(
+    model: &LlamaModel,
+    text: &str,
+    add_special: bool,
+) -> Result<Vec<TokenId>, EngineError> {
+    let toks = model.vocab().tokenize(text.as_bytes(), add_special, true);
+    if toks.is_empty() && !text.is_empty() {
+        return Err(EngineError::Tokenize(format!(
+            "llama.cpp returned no tokens for {} bytes of text",
+            text.len()
+        )));
+    }
+    Ok(toks.into_iter().map(|t| t.0).collect())
 }
 
 #[cfg(test)]
