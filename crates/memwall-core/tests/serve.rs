@@ -514,6 +514,12 @@ async fn the_openai_python_client_streams_a_chat_completion() {
         .output()
         .unwrap();
     if !made.status.success() {
+        // CI (MEMWALL_REQUIRE_E2E=1) skips nothing: a missing client is a failure there.
+        assert!(
+            std::env::var("MEMWALL_REQUIRE_E2E").as_deref() != Ok("1"),
+            "scripts/openai-venv.sh failed: {}",
+            String::from_utf8_lossy(&made.stderr).trim()
+        );
         eprintln!(
             "\n!!!!!!!! SKIP: no venv with the openai client (scripts/openai-venv.sh failed; is PyPI reachable?): {} !!!!!!!!\n",
             String::from_utf8_lossy(&made.stderr).trim()
