@@ -220,6 +220,38 @@ def check_report(db, ck, report_dir):
             cache[key] = got[0] if got else None
         return cache[key]
 
+    # The per-token floor: refit each (host, format, placement) group of the report's
+    # floor table from its rows alone: t = t0 + bytes / BW_eff by least squares.
+    floor_groups = defaultdict(set)
+    for f in side["figures"]:
+        if f["cell"] == "num" and f["column"].startswith("derived:floor_") and f.get("src"):
+            floor_groups[tuple(f["labels"][:3])].add(f["src"]["row_id"])
+    floor = {}
+    for key, ids in floor_groups.items():
+        pts = []
+        for rid in sorted(ids):
+            b = rows(db, "SELECT * FROM bench_results WHERE id = ?", rid)[0]
+            pts.append((rid, b["bytes_per_step"], b["avg_ns"] / 1e9 / b["n_gen"], b["bandwidth_gbps"]))
+
+        def line(p):
+            n = len(p)
+            mx = sum(x for _, x, _, _ in p) / n
+            my = sum(y for _, _, y, _ in p) / n
+            sxx = sum((x - mx) ** 2 for _, x, _, _ in p)
+            b1 = sum((x - mx) * (y - my) for _, x, y, _ in p) / sxx
+            return my - b1 * mx, b1
+
+        a0, a1 = line(pts)
+        for i, (rid, x, y, bw) in enumerate(pts):
+            v = {"seconds_per_token": y, "floor_fit_seconds": a0 + a1 * x, "floor_t0_seconds": a0,
+                 "floor_bw_eff_gbps": 1 / a1 / 1e9 if a1 > 0 else None,
+                 "floor_achieved_pct": 100 * x / y / (bw * 1e9)}
+            if len(pts) >= 4:
+                l0, l1 = line(pts[:i] + pts[i + 1:])
+                v["floor_loo_seconds"] = l0 + l1 * x
+                v["floor_loo_error_pct"] = 100 * (l0 + l1 * x - y) / y
+            floor[(key, rid)] = v
+
     seen_rows = set()
     for f in side["figures"]:
         src = f.get("src")
@@ -247,6 +279,11 @@ def check_report(db, ck, report_dir):
                     want = r["gflops"] / r["bound_gflops"]
                 elif name == "cost_model_error":
                     want = (r["speedup_mean"] - r["predicted_speedup"]) / r["predicted_speedup"]
+                elif name == "seconds_per_token" or name.startswith("floor_"):
+                    want = floor.get((tuple(f["labels"][:3]), src["row_id"]), {}).get(name)
+                    if want is None:
+                        ck.ok("report: every per-token floor figure is refitted", False, "%s: %s" % (where, col))
+                        continue
                 else:
                     ck.ok("report: every derived figure is known", False, "%s: %s" % (where, col))
                     continue

@@ -1003,6 +1003,9 @@ pub struct CalcArgs {
     /// Prompt length for the prefill ceiling.
     #[arg(short = 'p', long, default_value_t = 512)]
     pub n_prompt: u64,
+    /// With `--device this`: the roof of GPU-offloaded decode (this host's latest GPU STREAM triad and the per-token floor fitted from its offloaded decode rows).
+    #[arg(long)]
+    pub gpu: bool,
     /// List the device catalogue and exit.
     #[arg(long)]
     pub list_devices: bool,

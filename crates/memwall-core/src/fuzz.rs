@@ -825,6 +825,7 @@ fn exercise(f: &ModelFacts) -> usize {
             source: "given".into(),
         }),
         memory: vec![Bytes(16 << 30)],
+        floor: None,
     };
     let p = CalcParams {
         depth: 4096,

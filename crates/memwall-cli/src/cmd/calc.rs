@@ -147,6 +147,9 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
         return Ok(());
     }
     let model = model_from_args(&a.shape)?;
+    if a.gpu && !matches!(a.device.as_deref(), Some(d) if d.eq_ignore_ascii_case("this")) {
+        bail!("--gpu reads this machine's stored GPU STREAM: use it with --device this");
+    }
     let cache = parse_cache(&a.cache_type)?;
     let mut this = None;
     let mut roof = match a.device.as_deref() {
@@ -154,7 +157,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
             let store = open_store(db).await?;
             let host = memwall_core::probe::hw::host_info();
             let t = roof::this_machine(&store, &host).await?;
-            let r = t.roof(model.facts.as_ref());
+            let r = t.roof(model.facts.as_ref(), a.gpu);
             this = Some(t);
             r
         }
@@ -171,6 +174,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
                     source: format!("{}, {}: {}", p.kind, dev.basis, dev.source),
                 }),
                 memory: dev.memory(),
+                floor: None,
             }
         }
         None => {
@@ -184,6 +188,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
                 bandwidth: None,
                 peak: None,
                 memory: vec![],
+                floor: None,
             }
         }
     };
@@ -335,6 +340,19 @@ pub(crate) fn render(r: &CalcReport) -> String {
         p.depth,
         tps(r.decode_b1_tps)
     );
+    if let Some(f) = &r.roof.floor {
+        let fit = &f.value;
+        let _ = writeln!(
+            s,
+            "  with the fitted per-token floor:  {} (t0 = {:.3} ms ± {:.3}, BW_eff = {} GB/s; worst leave-one-out error {} %)\n  floor {}",
+            tps(r.decode_b1_floor_tps),
+            fit.t0_seconds * 1e3,
+            fit.t0_half95_seconds * 1e3,
+            or_dash(fit.bw_eff_gbps, 0),
+            or_dash(fit.worst_loo_pct(), 1),
+            f.source
+        );
+    }
     if p.depth > 0 {
         let frac = match (r.decode_b1_tps, r.decode_b1_depth0_tps) {
             (Some(a), Some(b)) => format!("{:.1} %", 100.0 * a / b),

@@ -130,6 +130,10 @@ pub struct Roof {
     pub peak: Option<Sourced<Gflops>>,
     /// Memory sizes to check the fit against (configurations sold, or this machine's total).
     pub memory: Vec<Bytes>,
+    /// The per-token floor fitted from this device's stored decode rows for the
+    /// model's format, when the store holds one (catalogue and given roofs: None).
+    #[serde(default)]
+    pub floor: Option<Sourced<crate::experiments::evidence::floor::FloorFit>>,
 }
 
 /// What to calculate.
@@ -199,6 +203,9 @@ pub struct CalcReport {
     pub decode_b1_tps: Option<f64>,
     /// Decode ceiling at batch 1, depth 0, tok/s.
     pub decode_b1_depth0_tps: Option<f64>,
+    /// Batch-1 decode at `depth` as the fitted per-token floor predicts it,
+    /// `1 ÷ (t0 + bytes ÷ BW_eff)`, tok/s (None without a stored fit).
+    pub decode_b1_floor_tps: Option<f64>,
     /// Aggregate decode ceiling at `batch` sequences, tok/s summed over the batch.
     pub decode_aggregate_tps: Option<f64>,
     /// FLOPs per prompt token of a prefill of `n_prompt`.
@@ -253,6 +260,10 @@ pub fn calc(model: &CalcModel, roof: &Roof, p: &CalcParams) -> CalcReport {
         step_bytes_b1: step_b1,
         decode_b1_tps: bw.map(|b| roofline::decode_ceiling_tps(b, step_b1)),
         decode_b1_depth0_tps: bw.map(|b| roofline::decode_ceiling_tps(b, model.streamed_bytes)),
+        decode_b1_floor_tps: roof
+            .floor
+            .as_ref()
+            .map(|f| f.value.predict_tps(step_b1.0 as f64)),
         decode_aggregate_tps: bw.map(|b| batch as f64 * roofline::decode_ceiling_tps(b, step_b)),
         prefill_flops_per_token: pf,
         prefill_tps: pk.map(|k| roofline::prefill_ceiling_tps(k, pf)),
@@ -283,6 +294,7 @@ mod tests {
             }),
             peak: None,
             memory: vec![Bytes(16 << 30)],
+            floor: None,
         }
     }
 
@@ -389,6 +401,42 @@ mod tests {
             p1.decode_intensity
         );
         assert!(p1.decode_intensity < p1.ridge.unwrap() / 10.0);
+    }
+
+    #[test]
+    fn a_stored_floor_predicts_decode_below_the_ceiling() {
+        use crate::experiments::evidence::floor::{self, FloorPoint, FloorScope};
+        // Points on t = 1.2 ms + bytes ÷ 3500 GB/s.
+        let pts = [1e9, 3e9, 14e9, 28e9]
+            .iter()
+            .map(|&b| FloorPoint {
+                model_type: "m".into(),
+                bytes_per_token: b,
+                seconds_per_token: 1.2e-3 + b / 3500e9,
+                row_ids: vec![1],
+                stream_gbps: 4400.0,
+            })
+            .collect();
+        let scope = FloorScope {
+            hostname: "h".into(),
+            quant: "F16".into(),
+            placement: "GPU x".into(),
+        };
+        let mut rf = roof(4400.0);
+        rf.floor = Some(Sourced {
+            value: floor::fit(scope, pts).unwrap(),
+            source: "fitted".into(),
+        });
+        let m = CalcModel::from_params(7e9, 7e9, 16.0);
+        let r = calc(&m, &rf, &CalcParams::default());
+        // Hand: 14 GB → 1.2 ms + 4.0 ms = 5.2 ms → 192.31 tok/s; ceiling 4400 ÷ 14 = 314.3.
+        let got = r.decode_b1_floor_tps.unwrap();
+        assert!((got - 1.0 / 5.2e-3).abs() < 1e-6, "{got}");
+        assert!(got < r.decode_b1_tps.unwrap());
+        assert_eq!(
+            calc(&m, &roof(4400.0), &CalcParams::default()).decode_b1_floor_tps,
+            None
+        );
     }
 
     #[test]

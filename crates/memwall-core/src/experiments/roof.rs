@@ -471,17 +471,66 @@ pub struct ThisMachine {
     pub peak_int8: Option<crate::store::StoredPeak>,
     /// Catalogue entry matching the CPU/GPU brand, if any.
     pub spec: Option<crate::probe::devices::Device>,
+    /// Latest STREAM triad of an accelerator on this host, with its device label
+    /// (`CUDA0 NVIDIA H200`): the roof of offloaded decode.
+    pub gpu_triad: Option<(String, StoredStream)>,
+    /// The per-token floors this host's stored decode rows allow, one per format
+    /// and placement ([`crate::experiments::evidence::floor`]).
+    pub floors: Vec<crate::experiments::evidence::floor::FloorFit>,
 }
 
 impl ThisMachine {
     /// The calculator roof from the measurements; the compute peak is the one
     /// llama.cpp's CPU path uses for `facts` (int8 dot for block-quantized weights,
     /// f32 FMA otherwise; see [`MachineRoof::peak_for`]).
+    ///
+    /// With `gpu`, the roof of fully offloaded decode: the host's latest accelerator
+    /// STREAM triad as bandwidth (None when none is stored) and no compute peak
+    /// (memwall measures no GPU compute peak yet). The per-token floor is the one
+    /// fitted for the model's format and that placement, when the store holds one.
     pub fn roof(
         &self,
         facts: Option<&crate::probe::model::ModelFacts>,
+        gpu: bool,
     ) -> crate::experiments::calc::Roof {
         use crate::experiments::calc::Sourced;
+        let floor = facts.and_then(|f| {
+            crate::experiments::evidence::floor::for_model(
+                &self.floors,
+                &self.host.hostname,
+                &f.quant,
+                gpu,
+            )
+            .map(|fit| Sourced {
+                value: fit.clone(),
+                source: format!(
+                    "fitted: {} {} decode rows of {} models on {} ({})",
+                    fit.row_ids().len(),
+                    fit.scope.quant,
+                    fit.points.len(),
+                    fit.scope.hostname,
+                    fit.scope.placement
+                ),
+            })
+        });
+        if gpu {
+            return crate::experiments::calc::Roof {
+                label: match &self.gpu_triad {
+                    Some((d, _)) => format!("this machine's {d}"),
+                    None => "this machine's GPU (no GPU STREAM stored)".into(),
+                },
+                bandwidth: self.gpu_triad.as_ref().map(|(d, s)| Sourced {
+                    value: Gbps(s.best_gbps),
+                    source: format!(
+                        "measured: GPU STREAM triad #{} ({d}) at {}",
+                        s.id, s.measured_at
+                    ),
+                }),
+                peak: None,
+                memory: vec![],
+                floor,
+            };
+        }
         let pk = match facts.map_or(PeakKind::F32Fma, PeakKind::for_model) {
             PeakKind::Int8Dot => self.peak_int8.as_ref(),
             PeakKind::F32Fma => self.peak_f32.as_ref(),
@@ -503,6 +552,7 @@ impl ThisMachine {
                 ),
             }),
             memory: vec![self.host.ram],
+            floor,
         }
     }
 }
@@ -525,6 +575,15 @@ pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine,
             .latest_peak(&host.hostname, PeakKind::Int8Dot.label())
             .await?,
         spec,
+        gpu_triad: store.latest_accelerator_triad(&host.hostname).await?,
+        floors: crate::experiments::evidence::floor::analyze(
+            &store
+                .bench_rows(&crate::store::RowFilter::default())
+                .await?
+                .into_iter()
+                .filter(|r| r.hostname == host.hostname)
+                .collect::<Vec<_>>(),
+        ),
     })
 }
 

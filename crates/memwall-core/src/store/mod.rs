@@ -774,6 +774,27 @@ impl Store {
         Ok(row.map(|r| stream_from_row(&r)))
     }
 
+    /// The latest STREAM triad any accelerator (a device other than `cpu`) of
+    /// `hostname` measured, with its device label.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub async fn latest_accelerator_triad(
+        &self,
+        hostname: &str,
+    ) -> Result<Option<(String, StoredStream)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, run_id, measured_at, kernel, threads, array_bytes, best_gbps, avg_gbps, hostname, device FROM stream_results
+             WHERE kernel = 'triad' AND device <> 'cpu' AND hostname = ?
+             ORDER BY measured_at DESC, id DESC LIMIT 1",
+        )
+        .bind(hostname)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| self.sql(e))?;
+        Ok(row.map(|r| (r.get("device"), stream_from_row(&r))))
+    }
+
     /// Every STREAM row measured in the same run as row `stream_id` (all kernels and
     /// thread counts of that measurement).
     ///

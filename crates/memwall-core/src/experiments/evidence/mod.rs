@@ -6,6 +6,7 @@
 //! - [`depth`]: decode slowdown with depth split into the KV-bytes part and the rest.
 //! - [`threads`]: achievable bandwidth depends on who asks (implied bandwidth per
 //!   thread count, beside STREAM at that thread count).
+//! - [`floor`]: the per-token floor, `t = t0 + bytes ÷ BW_eff`, fitted per format.
 //! - [`ceilings`]: each decode rate under the triad ceiling and the read-kernel
 //!   ceiling, and which of the two it sits closer to.
 //!
@@ -18,6 +19,7 @@ pub mod batch;
 pub mod ceilings;
 pub mod chart;
 pub mod depth;
+pub mod floor;
 pub mod kv;
 pub mod store;
 pub mod threads;

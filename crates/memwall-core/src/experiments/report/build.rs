@@ -394,9 +394,14 @@ fn evidence(rows: &ReportRows) -> Section {
         .chain(&threads)
         .map(|r| r.id)
         .collect();
+    let floors = crate::experiments::evidence::floor::analyze(&rows.bench);
+    let ids: BTreeSet<i64> = ids
+        .into_iter()
+        .chain(floors.iter().flat_map(|f| f.row_ids()))
+        .collect();
     let mut s = section(
         "evidence",
-        "Evidence: depth, batching, threads and KV bytes",
+        "Evidence: depth, batching, threads, per-token floor and KV bytes",
         ids.len() + rows.kv.len(),
         "no sweep of depth, parallel sequences or threads, and no KV verification: run `memwall bench -d 0,512,2048`, `--n-seqs 1,2,4`, `-t 1,2`, and `memwall kv verify`",
     );
@@ -449,6 +454,94 @@ fn evidence(rows: &ReportRows) -> Section {
                         src: bench_src(r),
                         cells: c,
                     }
+                })
+                .collect(),
+        });
+    }
+    if !floors.is_empty() {
+        s.text.push(
+            "Per-token floor: batch-1 decode time against bytes per token, t = t0 + bytes ÷ BW_eff, \
+             an ordinary least-squares line per host, weight format and placement (formats are \
+             never mixed), one point per model file (its latest row). t0 is the fixed cost of a \
+             step; BW_eff the bandwidth decode sustains beyond it. Each point is also predicted \
+             from the fit of the others (leave-one-out; needs four models). `memwall calc \
+             --device this` uses the fit for a model of the same format."
+                .into(),
+        );
+        let by_id: BTreeMap<i64, &BenchRecord> = rows.bench.iter().map(|r| (r.id, r)).collect();
+        s.tables.push(Table {
+            caption: "Per-token floor: t = t0 + bytes ÷ BW_eff".into(),
+            headers: [
+                "host",
+                "format",
+                "placement",
+                "model",
+                "GB per token",
+                "measured ms/token",
+                "fit ms/token",
+                "leave-one-out ms/token",
+                "leave-one-out error %",
+                "t0 ms",
+                "BW_eff GB/s",
+                "achieved % of STREAM ceiling",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: floors
+                .iter()
+                .flat_map(|f| {
+                    let by_id = &by_id;
+                    f.points.iter().filter_map(move |p| {
+                        let r = by_id.get(p.point.row_ids.first()?)?;
+                        let loo_none = "needs four models of the format";
+                        Some(Row {
+                            src: bench_src(r),
+                            cells: vec![
+                                text(&f.scope.hostname),
+                                text(&f.scope.quant),
+                                text(&f.scope.placement),
+                                text(&r.model_type),
+                                num(opt(r.bytes_per_step), 1e-9, 3, "bytes_per_step", NULL),
+                                num(
+                                    opt(p.point.seconds_per_token),
+                                    1e3,
+                                    3,
+                                    "derived:seconds_per_token",
+                                    NULL,
+                                ),
+                                num(
+                                    opt(p.fit_seconds),
+                                    1e3,
+                                    3,
+                                    "derived:floor_fit_seconds",
+                                    NULL,
+                                ),
+                                num(p.loo_seconds, 1e3, 3, "derived:floor_loo_seconds", loo_none),
+                                num(
+                                    p.loo_error_pct,
+                                    1.0,
+                                    1,
+                                    "derived:floor_loo_error_pct",
+                                    loo_none,
+                                ),
+                                num(opt(f.t0_seconds), 1e3, 3, "derived:floor_t0_seconds", NULL),
+                                num(
+                                    f.bw_eff_gbps,
+                                    1.0,
+                                    0,
+                                    "derived:floor_bw_eff_gbps",
+                                    "the fitted slope is not positive",
+                                ),
+                                num(
+                                    opt(p.achieved_pct),
+                                    1.0,
+                                    1,
+                                    "derived:floor_achieved_pct",
+                                    NULL,
+                                ),
+                            ],
+                        })
+                    })
                 })
                 .collect(),
         });
@@ -1066,6 +1159,37 @@ mod tests {
                 "| {label} | 2 | host | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
             )),
             "{md}"
+        );
+    }
+
+    #[test]
+    fn three_models_of_one_format_give_a_floor_table_with_the_hand_fit() {
+        let mut r = rows();
+        assert!(!markdown(&build("m.db", &r).unwrap()).contains("Per-token floor: t ="));
+        // 128 tokens at t = 1 ms + bytes ÷ 2000 GB/s for 2, 6 and 10 GB: 2, 4, 6 ms.
+        let base = r.bench[0].clone();
+        r.bench = [(11, 2e9), (12, 6e9), (13, 10e9)]
+            .iter()
+            .map(|&(id, b)| BenchRecord {
+                id,
+                model_sha256: format!("sha{id}"),
+                model_type: format!("m{id}"),
+                bytes_per_step: b,
+                avg_ns: ((1e-3 + b / 2000e9) * 128.0 * 1e9).round() as i64,
+                ..base.clone()
+            })
+            .collect();
+        let md = markdown(&build("m.db", &r).unwrap());
+        assert!(md.contains("**Per-token floor: t = t0 + bytes ÷ BW_eff**"), "{md}");
+        // Row 12: 6 GB, 4.000 ms measured and fitted, no leave-one-out with three
+        // models, t0 1.000 ms, BW_eff 2000 GB/s, achieved 6e9 ÷ 4e-3 ÷ 40e9 = 3750 %.
+        let line = md
+            .lines()
+            .find(|l| l.contains("| m12 | 6.000 |"))
+            .unwrap_or_else(|| panic!("{md}"));
+        assert!(
+            line.contains("| 6.000 | 4.000 | 4.000 | — | — | 1.000 | 2000 | 3750.0 |"),
+            "{line}"
         );
     }
 
