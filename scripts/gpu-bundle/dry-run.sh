@@ -20,7 +20,7 @@ import json, sqlite3, sys, tarfile
 out = sys.argv[1]
 fail = []
 log = open(f"{out}/log.txt").read()
-for step in ("build: dry run", "hw", "stream:", "bench qwen2.5-0.5b:Q4_K_M round 1", "batch:", "verify:", "done"):
+for step in ("build: dry run", "hw", "stream:", "bench qwen2.5-0.5b:Q4_K_M round 1", "batch:", "verify:", "calc: qwen2.5-0.5b:Q4_K_M", "done"):
     if step not in log:
         fail.append(f"log.txt lacks step {step!r}")
 if "no NVIDIA driver" not in log and "CUDA" not in log:
@@ -34,8 +34,10 @@ if not any(s == 2 for _, _, s, _ in rows): fail.append("no 2-sequence batch row"
 if not any(p == 2 and g == 0 for p, g, _, _ in rows): fail.append("no verify pp2 row")
 if any(not (t > 0) for *_, t in rows): fail.append("a row without a positive rate")
 names = tarfile.open(f"{out}/results.tgz").getnames()
-for want in ("json/hw.json", "json/mw-qwen2.5-0.5b:Q4_K_M-1.json", "json/batch.json", "json/verify-mw-qwen2.5-0.5b:Q4_K_M.json"):
+for want in ("json/hw.json", "json/mw-qwen2.5-0.5b:Q4_K_M-1.json", "json/batch.json", "json/verify-mw-qwen2.5-0.5b:Q4_K_M.json",
+             "json/calc-qwen2.5-0.5b:Q4_K_M.json"):
     if want not in names: fail.append(f"results.tgz lacks {want}")
+if "calc qwen2.5-0.5b:Q4_K_M: failed" in log: fail.append("calc failed")
 if fail:
     sys.stderr.write("".join(l for l in log.splitlines(True) if l.startswith("==") or "error" in l))
     sys.exit("gpu bundle dry run: " + "; ".join(fail))

@@ -18,7 +18,7 @@ import tempfile
 
 
 def load(dirs):
-    stream, bench, files = [], [], {}
+    stream, bench, energy, files = [], [], [], {}
     for d in dirs:
         db = os.path.join(d, "memwall.db")
         if os.path.exists(db):
@@ -30,6 +30,12 @@ def load(dirs):
                 if (r["measured_at"], r["kernel"], r["best_gbps"]) not in seen]
             have = {(r["test_time"], r["avg_ts"]) for r in bench}
             bench += [dict(r) for r in c.execute("SELECT * FROM bench_results ORDER BY id") if (r["test_time"], r["avg_ts"]) not in have]
+            if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'row_energy'").fetchone():
+                have_e = {(r["test_time"], r["avg_ts"]) for r in energy}
+                energy += [dict(r) for r in c.execute(
+                    "SELECT b.id AS bench_id, b.model_type, b.n_prompt, b.n_gen, b.n_seqs, b.avg_ts, b.test_time, e.* "
+                    "FROM row_energy e JOIN bench_results b ON b.id = e.row_id ORDER BY b.id")
+                    if (r["test_time"], r["avg_ts"]) not in have_e]
         tgz = os.path.join(d, "results.tgz")
         if os.path.exists(tgz):
             tmp = tempfile.mkdtemp()
@@ -50,7 +56,7 @@ def load(dirs):
                 # Each call's results.tgz holds every output of the warm machine so
                 # far: one copy of each file is enough.
                 files[os.path.basename(f)] = [doc]
-    return stream, bench, files
+    return stream, bench, energy, files
 
 
 def fmt(x, p=1):
@@ -100,7 +106,7 @@ def floor_fit(w, label, tg_points):
 
 
 def main(dirs):
-    stream, bench, files = load(dirs)
+    stream, bench, energy, files = load(dirs)
     out = []
     w = out.append
     w("# memwall on an NVIDIA H200\n")
@@ -192,6 +198,21 @@ def main(dirs):
         for j in sorted(rows):
             t = j / rows[j]["avg_ts"]
             w(f"| {j} | {rows[j]['avg_ts']:.1f} | {t * 1e3:.3f} | {t / t1:.3f} |")
+        w("")
+    # 6. Energy per token: the sampler beside each bench row (NVML on the GPU).
+    if energy:
+        w("## Energy per token (the live sampler beside each bench row)\n")
+        w("J/token = energy over the row's phase ÷ tokens it produced; tokens per Wh = 3600 ÷ J/token; "
+          "the energy source names the counter (NVML: the board's total energy counter). A row without a "
+          "readable counter prints — with its reason.\n")
+        w("| model | test | t/s | mean power W | J/token | tokens per Wh | energy source | peak temp °C | GPU memory util % | implied GB/s | row |")
+        w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in energy:
+            test = (f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}") + (f" x{r['n_seqs']}" if (r.get("n_seqs") or 1) > 1 else "")
+            why = f" ({r['reason']})" if r.get("reason") and r.get("j_per_token") is None else ""
+            w(f"| {r['model_type']} | {test} | {r['avg_ts']:.1f} | {fmt(r.get('mean_power_w'))} | {fmt(r.get('j_per_token'), 3)}{why} | "
+              f"{fmt(r.get('tokens_per_wh'), 0)} | {r['energy_source']} | {fmt(r.get('peak_temp_c'))} | {fmt(r.get('gpu_mem_util_pct'))} | "
+              f"{fmt(r.get('implied_bandwidth_gbps'), 0)} | #{r['bench_id']} |")
         w("")
     rep = os.path.join(os.path.dirname(os.path.abspath(dirs[-1])), "report", "report.md")
     if os.path.exists(rep):

@@ -7,6 +7,8 @@
 #          llama-bench alternating, pp512 + tg128, -ngl 99;
 #   batch  parallel sequences on BATCH_MODEL (memwall bench --n-seqs);
 #   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS;
+#   calc   memwall calc --device this (--gpu) for CALC_MODELS: the ceiling beside the
+#          per-token floor fitted from the rows so far;
 # everything into one SQLite store and logs under $OUT (the device tool brings back
 # at most 8 files): memwall.db, log.txt, results.tgz (every JSON output).
 #
@@ -20,7 +22,7 @@ OUT=${OUT:-$(mktemp -d)}
 work=${MEMWALL_GPU_WORK:-/tmp/memwall-gpu}
 mkdir -p "$work/json" "$work/models" "$OUT"
 log="$OUT/log.txt"
-steps=${STEPS:-build hw stream bench batch verify}
+steps=${STEPS:-build hw stream bench batch verify calc}
 reps=${REPS:-5}
 rounds=${ROUNDS:-2}
 if [ "$dry" = 1 ]; then
@@ -30,6 +32,7 @@ if [ "$dry" = 1 ]; then
   P=${P:-32}; N=${N:-8}; reps=1; rounds=1; ngl=0; fit=
   BATCH_MODEL=${BATCH_MODEL:-qwen2.5-0.5b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2}
   VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-0.5b:Q4_K_M}; VERIFY_P=${VERIFY_P:-1,2}
+  CALC_MODELS=${CALC_MODELS:-qwen2.5-0.5b:Q4_K_M}; gpu=
 else
   mw="$root/.bundle/memwall"
   lb="$work/build/bin/llama-bench"
@@ -40,6 +43,7 @@ else
   fit=--skip-capacity-check
   BATCH_MODEL=${BATCH_MODEL:-qwen2.5-7b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2,4,8,16,32,64}
   VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-7b:F16}; VERIFY_P=${VERIFY_P:-1,2,3,5,9,17}
+  CALC_MODELS=${CALC_MODELS:-qwen2.5-7b:F16 qwen2.5-14b:F16 qwen2.5-7b:Q4_K_M}; gpu=--gpu
 fi
 db="$work/memwall.db"
 # A call has a hard limit (the device tool's 10 minutes): steps that would start with
@@ -127,6 +131,14 @@ for step in $steps; do
       say "verify: $m, n_prompt $VERIFY_P"
       run "$mw" --db "$db" bench -m "$f" -p "$VERIFY_P" -n 0 -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/verify-mw-$m.json"
       [ -x "$lb" ] && run "$lb" -m "$f" -p "$VERIFY_P" -n 0 -r "$reps" -ngl "$ngl" -o json >"$work/json/verify-lb-$m.json"
+    done
+    ;;
+  calc)
+    for m in $CALC_MODELS; do
+      say "calc: $m on this machine"
+      run "$mw" --db "$db" calc --device this $gpu --preset "${m%%:*}" --quant "${m##*:}" \
+        || say "calc $m: failed"
+      run "$mw" --db "$db" calc --device this $gpu --preset "${m%%:*}" --quant "${m##*:}" --json >"$work/json/calc-$m.json" 2>/dev/null
     done
     ;;
   *) say "unknown step $step"; exit 2 ;;
