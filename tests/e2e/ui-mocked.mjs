@@ -63,9 +63,12 @@ function installMock() {
     run_rows: () => [row(10, false, 0, 480.0), row(11, true, 0, 150.0)],
     compare_runs: () => [{ model: "llama 135M Q4_1", test: "tg16", n_threads: 2, a: [150, 1.5], b: null, change_pct: null }],
     delete_run: () => null,
-    roofline_view: () => ({ bandwidth_gbps: 44, peak_gflops: 400, peak_kind: "int8 dot", ridge: 9.09, roof: [[0.1, 4.4], [9.09, 400], [100, 400]],
-      points: [{ row_id: 11, run_id: 2, intensity: 1.2, achieved_gflops: 40, attainable_gflops: 52.8, phase: "tg", series: "llama 135M Q4_1", provenance: "llama 135M Q4_1 · tg16 · run 2 row 11" },
-        { row_id: 10, run_id: 2, intensity: 60, achieved_gflops: 130, attainable_gflops: 400, phase: "pp", series: "llama 135M Q4_1", provenance: "llama 135M Q4_1 · pp64 · run 2 row 10" }],
+    roofline_view: () => ({ roofs: [
+        { label: "h · CPU", bandwidth_gbps: 44, peak_gflops: 400, peak_kind: "int8 dot", ridge: 9.09, roof: [[0.1, 4.4], [9.09, 400], [100, 400]] },
+        { label: "vm · GPU NVIDIA H200", bandwidth_gbps: 4400, peak_gflops: null, peak_kind: "", ridge: null, roof: [[0.1, 440], [100, 440000]] }],
+      points: [{ row_id: 11, run_id: 2, roof: 0, intensity: 1.2, achieved_gflops: 40, attainable_gflops: 52.8, phase: "tg", series: "llama 135M Q4_1", provenance: "h · CPU · llama 135M Q4_1 · tg16 · run 2 row 11" },
+        { row_id: 10, run_id: 2, roof: 0, intensity: 60, achieved_gflops: 130, attainable_gflops: 400, phase: "pp", series: "llama 135M Q4_1", provenance: "h · CPU · llama 135M Q4_1 · pp64 · run 2 row 10" },
+        { row_id: 42, run_id: 9, roof: 1, intensity: 1.0, achieved_gflops: 2800, attainable_gflops: 4400, phase: "tg", series: "qwen2 7.6B F16", provenance: "vm · GPU NVIDIA H200 · qwen2 7.6B F16 · tg128 · run 9 row 42" }],
       decode_vs_depth: [] }),
     frontier_view: () => ({ measures: [], rows: [{ run_id: 4, host: "lab-1", model: "SmolLM2-135M-Instruct-Q4_1.gguf", quant: "Q4_1", decode_tps: 150, decode_ceiling_tps: 400, prefill_tps: null, quality: [] }] }),
     chart_svg: () => `<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="600"><text x="20" y="40">mock decode vs depth</text></svg>`,
@@ -166,6 +169,10 @@ try {
   await page.waitForSelector("#page-roofline svg.plot");
   await page.hover("#page-roofline .pt >> nth=0");
   check((await page.textContent("#prov")).includes("run 2 row 11"), "hover shows provenance");
+  check((await page.$$("#page-roofline path.roof")).length === 2, "one roof per host and placement (CPU and H200)");
+  const sums = await page.$$eval("#page-roofline .roof-sum", (xs) => xs.map((x) => x.textContent));
+  check(sums.length === 2 && sums[1].startsWith("vm · GPU NVIDIA H200: STREAM 4400.0 GB/s"), "the H200's roof is summarised beside the CPU's: " + JSON.stringify(sums));
+  check(sums[1]?.includes("1 points"), "the H200 roof counts its own points");
   await page.screenshot({ path: path.join(OUT, "mocked-roofline.png") });
 
   await page.goto(url + "#frontier");

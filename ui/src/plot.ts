@@ -22,8 +22,9 @@ const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"
 
 export function rooflineSvg(v: RooflineView, w = 760, h = 440): string {
   if (v.points.length === 0) return `<p class="muted">No measured points yet: run a benchmark first.</p>`;
-  const xs = [...v.points.map((p) => p.intensity), ...v.roof.map((r) => r[0])];
-  const ys = [...v.points.map((p) => p.achieved_gflops), ...v.roof.map((r) => r[1])];
+  const roofPts = v.roofs.flatMap((r) => r.roof);
+  const xs = [...v.points.map((p) => p.intensity), ...roofPts.map((r) => r[0])];
+  const ys = [...v.points.map((p) => p.achieved_gflops), ...roofPts.map((r) => r[1])];
   const pad = { l: 64, r: 16, t: 16, b: 44 };
   const sx: Scale = { d0: Math.min(...xs) / 2, d1: Math.max(...xs) * 2, r0: pad.l, r1: w - pad.r };
   const sy: Scale = { d0: Math.min(...ys) / 2, d1: Math.max(...ys) * 2, r0: h - pad.b, r1: pad.t };
@@ -38,10 +39,13 @@ export function rooflineSvg(v: RooflineView, w = 760, h = 440): string {
   }
   parts.push(`<text x="${(pad.l + w - pad.r) / 2}" y="${h - 6}" text-anchor="middle" class="axis">arithmetic intensity (FLOP/byte)</text>`);
   parts.push(`<text transform="translate(14 ${(pad.t + h - pad.b) / 2}) rotate(-90)" text-anchor="middle" class="axis">GFLOP/s</text>`);
-  if (v.roof.length > 1) {
-    const d = v.roof.map((r, i) => `${i ? "L" : "M"}${logMap(sx, r[0]).toFixed(1)},${logMap(sy, r[1]).toFixed(1)}`).join(" ");
-    parts.push(`<path d="${d}" class="roof"/>`);
-  }
+  v.roofs.forEach((rf, k) => {
+    if (rf.roof.length < 2) return;
+    const d = rf.roof.map((r, i) => `${i ? "L" : "M"}${logMap(sx, r[0]).toFixed(1)},${logMap(sy, r[1]).toFixed(1)}`).join(" ");
+    parts.push(`<path d="${d}" class="roof roof-${k}" data-roof="${k}"><title>${esc(rf.label)}</title></path>`);
+    const [lx, ly] = rf.roof[rf.roof.length - 1];
+    parts.push(`<text x="${(logMap(sx, lx) - 4).toFixed(1)}" y="${(logMap(sy, ly) - 6).toFixed(1)}" class="tick roof-label" text-anchor="end">${esc(rf.label)}</text>`);
+  });
   const series = [...new Set(v.points.map((p) => p.series))].sort();
   v.points.forEach((p, i) => {
     const c = COLORS[series.indexOf(p.series) % COLORS.length];

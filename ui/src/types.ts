@@ -1232,6 +1232,37 @@ stream: StoredStream,
 provenance: string, };
 
 /**
+ * One roof of the roofline chart: one host and placement (its CPU, or the GPU its
+ * layers were offloaded to), from the rows measured there.
+ */
+export type RoofLine = { 
+/**
+ * `host · CPU` or `host · GPU <name>`.
+ */
+label: string, 
+/**
+ * STREAM bandwidth of the roof, GB/s (the largest among its rows).
+ */
+bandwidth_gbps: number | null, 
+/**
+ * Compute peak of the roof, GFLOP/s (GOP/s for int8; None where none is stored).
+ */
+peak_gflops: number | null, 
+/**
+ * Which peak.
+ */
+peak_kind: string, 
+/**
+ * Ridge point, FLOP/byte.
+ */
+ridge: number | null, 
+/**
+ * The roof as a polyline of `(intensity, GFLOP/s)`: diagonal up to the ridge,
+ * then flat. Empty without a bandwidth.
+ */
+roof: Array<[number, number]>, };
+
+/**
  * One measured point of the roofline chart, with its provenance.
  */
 export type RooflinePoint = { 
@@ -1243,6 +1274,10 @@ row_id: number,
  * Store id of the run (a `runs` row).
  */
 run_id: number, 
+/**
+ * Index of its roof in [`RooflineView::roofs`].
+ */
+roof: number, 
 /**
  * Arithmetic intensity, FLOP/byte.
  */
@@ -1269,30 +1304,14 @@ series: string,
 provenance: string, };
 
 /**
- * The roofline chart's data.
+ * The roofline chart's data: one roof per host and placement, so a GPU's points sit
+ * under the GPU's roof and a CPU's under the CPU's, side by side on one chart.
  */
 export type RooflineView = { 
 /**
- * STREAM bandwidth of the roof, GB/s (the largest among the rows).
+ * The roofs, in label order.
  */
-bandwidth_gbps: number | null, 
-/**
- * Compute peak of the roof, GFLOP/s (GOP/s for int8).
- */
-peak_gflops: number | null, 
-/**
- * Which peak.
- */
-peak_kind: string, 
-/**
- * Ridge point, FLOP/byte.
- */
-ridge: number | null, 
-/**
- * The roof as a polyline of `(intensity, GFLOP/s)`: diagonal up to the ridge,
- * then flat. Empty without a bandwidth.
- */
-roof: Array<[number, number]>, 
+roofs: Array<RoofLine>, 
 /**
  * Measured points.
  */

@@ -22,8 +22,13 @@ export async function rooflinePage(root: HTMLElement) {
   exportBar(root.querySelector("#dexp") as HTMLElement, "decode_vs_depth", runId, "decode_vs_depth");
   const draw = async () => {
     const v = await api.roofline(runId());
-    (root.querySelector("#summary") as HTMLElement).textContent = v.bandwidth_gbps === null ? "No bandwidth stored: — " :
-      `roof: STREAM ${num(v.bandwidth_gbps)} GB/s · ${v.peak_kind || "compute"} peak ${num(v.peak_gflops, 0)} GFLOP/s · ridge ${num(v.ridge)} FLOP/byte · ${v.points.length} points (● tg, ▲ pp)`;
+    const summary = root.querySelector("#summary") as HTMLElement;
+    summary.innerHTML = v.roofs.length === 0 ? "No rows stored: —" : v.roofs.map((rf) => {
+      const n = v.points.filter((p) => v.roofs[p.roof] === rf).length;
+      return `<div class="roof-sum">${esc(rf.label)}: ` + (rf.bandwidth_gbps === null ? "no bandwidth stored (—)" :
+        `STREAM ${num(rf.bandwidth_gbps)} GB/s · ${esc(rf.peak_kind || "compute")} peak ${num(rf.peak_gflops, 0)} GFLOP/s · ridge ${num(rf.ridge)} FLOP/byte`) +
+        ` · ${n} points (● tg, ▲ pp)</div>`;
+    }).join("");
     const plot = root.querySelector("#plot") as HTMLElement;
     plot.innerHTML = rooflineSvg(v);
     const prov = root.querySelector("#prov") as HTMLElement;

@@ -224,11 +224,13 @@ pub struct RooflinePoint {
     pub row_id: i64,
     /// Store id of the run (a `runs` row).
     pub run_id: i64,
+    /// Index of its roof in [`RooflineView::roofs`].
+    pub roof: usize,
     /// Arithmetic intensity, FLOP/byte.
     pub intensity: f64,
     /// Achieved GFLOP/s.
     pub achieved_gflops: f64,
-    /// Attainable GFLOP/s at this intensity on this machine's roof.
+    /// Attainable GFLOP/s at this intensity under its own roof.
     pub attainable_gflops: f64,
     /// `pp` or `tg`.
     pub phase: String,
@@ -238,12 +240,15 @@ pub struct RooflinePoint {
     pub provenance: String,
 }
 
-/// The roofline chart's data.
+/// One roof of the roofline chart: one host and placement (its CPU, or the GPU its
+/// layers were offloaded to), from the rows measured there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-pub struct RooflineView {
-    /// STREAM bandwidth of the roof, GB/s (the largest among the rows).
+pub struct RoofLine {
+    /// `host · CPU` or `host · GPU <name>`.
+    pub label: String,
+    /// STREAM bandwidth of the roof, GB/s (the largest among its rows).
     pub bandwidth_gbps: Option<f64>,
-    /// Compute peak of the roof, GFLOP/s (GOP/s for int8).
+    /// Compute peak of the roof, GFLOP/s (GOP/s for int8; None where none is stored).
     pub peak_gflops: Option<f64>,
     /// Which peak.
     pub peak_kind: String,
@@ -252,6 +257,14 @@ pub struct RooflineView {
     /// The roof as a polyline of `(intensity, GFLOP/s)`: diagonal up to the ridge,
     /// then flat. Empty without a bandwidth.
     pub roof: Vec<(f64, f64)>,
+}
+
+/// The roofline chart's data: one roof per host and placement, so a GPU's points sit
+/// under the GPU's roof and a CPU's under the CPU's, side by side on one chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct RooflineView {
+    /// The roofs, in label order.
+    pub roofs: Vec<RoofLine>,
     /// Measured points.
     pub points: Vec<RooflinePoint>,
     /// Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
@@ -262,22 +275,48 @@ fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
-/// Builds the roofline view from bench rows (the roof: the largest stored bandwidth
-/// and compute peak among them; their x-range spans the points and the ridge).
+/// The roof a row was measured under: its host and placement.
+fn roof_label(r: &BenchRecord) -> String {
+    if r.n_gpu_layers > 0 && !r.gpu_info.trim().is_empty() {
+        let gpu = r.gpu_info.split(',').next().unwrap_or("").trim();
+        format!("{} · GPU {gpu}", r.hostname)
+    } else {
+        format!("{} · CPU", r.hostname)
+    }
+}
+
+/// Builds the roofline view from bench rows: per host and placement, the roof of the
+/// largest stored bandwidth and compute peak among its rows; every roof spans the
+/// x-range of all points and ridges.
 pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
-    let bw = rows
+    let mut labels: Vec<String> = rows.iter().map(roof_label).collect();
+    labels.sort();
+    labels.dedup();
+    let mut roofs: Vec<RoofLine> = labels
         .iter()
-        .filter_map(|r| finite(r.bandwidth_gbps))
-        .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
-    let peak_row = rows
-        .iter()
-        .filter(|r| r.peak_gflops.is_finite())
-        .max_by(|a, b| a.peak_gflops.total_cmp(&b.peak_gflops));
-    let peak = peak_row.map(|r| r.peak_gflops);
-    let ridge = match (peak, bw) {
-        (Some(p), Some(b)) => Some(roofline::ridge_point(Gflops(p), Gbps(b))),
-        _ => None,
-    };
+        .map(|label| {
+            let mine = rows.iter().filter(|r| &roof_label(r) == label);
+            let bw = mine
+                .clone()
+                .filter_map(|r| finite(r.bandwidth_gbps))
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+            let peak_row = mine
+                .filter(|r| r.peak_gflops.is_finite() && r.peak_gflops > 0.0)
+                .max_by(|a, b| a.peak_gflops.total_cmp(&b.peak_gflops));
+            let peak = peak_row.map(|r| r.peak_gflops);
+            RoofLine {
+                label: label.clone(),
+                bandwidth_gbps: bw,
+                peak_gflops: peak,
+                peak_kind: peak_row.map(|r| r.peak_kind.clone()).unwrap_or_default(),
+                ridge: match (peak, bw) {
+                    (Some(p), Some(b)) => Some(roofline::ridge_point(Gflops(p), Gbps(b))),
+                    _ => None,
+                },
+                roof: vec![],
+            }
+        })
+        .collect();
     let mut points = Vec::new();
     for r in rows {
         let (Some(i), Some(g)) = (finite(r.intensity), finite(r.achieved_gflops)) else {
@@ -286,7 +325,10 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
         if i <= 0.0 || g <= 0.0 {
             continue;
         }
-        let att = match (peak, bw) {
+        let label = roof_label(r);
+        let k = labels.iter().position(|l| *l == label).unwrap_or(0);
+        let rf = &roofs[k];
+        let att = match (rf.peak_gflops, rf.bandwidth_gbps) {
             (Some(p), Some(b)) => roofline::attainable(Gflops(p), Gbps(b), i).0,
             (None, Some(b)) => i * b,
             _ => f64::NAN,
@@ -294,13 +336,15 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
         points.push(RooflinePoint {
             row_id: r.id,
             run_id: r.run_id,
+            roof: k,
             intensity: i,
             achieved_gflops: g,
             attainable_gflops: att,
             phase: if r.is_decode() { "tg" } else { "pp" }.into(),
             series: r.model_type.clone(),
             provenance: format!(
-                "{} · {} · {} threads · {:.1} ± {:.1} tok/s · ceiling {} tok/s · STREAM {:.1} GB/s · run {} row {} · {} · {}",
+                "{} · {} · {} · {} threads · {:.1} ± {:.1} tok/s · ceiling {} tok/s · STREAM {:.1} GB/s · run {} row {} · {} · {}",
+                label,
                 r.model_type,
                 r.test_label(),
                 r.n_threads,
@@ -315,30 +359,23 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
             ),
         });
     }
-    let mut roof = Vec::new();
-    if let Some(b) = bw {
-        let lo = points
-            .iter()
-            .map(|p| p.intensity)
-            .fold(f64::INFINITY, f64::min)
-            .min(0.1);
-        let hi = points
-            .iter()
-            .map(|p| p.intensity)
-            .fold(0.0, f64::max)
-            .max(ridge.unwrap_or(0.0))
-            * 4.0;
-        let hi = hi.max(lo * 100.0);
-        match (peak, ridge) {
-            (Some(p), Some(x)) => {
-                roof.push((lo, lo * b));
-                roof.push((x, p));
-                roof.push((hi, p));
-            }
-            _ => {
-                roof.push((lo, lo * b));
-                roof.push((hi, hi * b));
-            }
+    let lo = points
+        .iter()
+        .map(|p| p.intensity)
+        .fold(f64::INFINITY, f64::min)
+        .min(0.1);
+    let hi = points
+        .iter()
+        .map(|p| p.intensity)
+        .chain(roofs.iter().filter_map(|r| r.ridge))
+        .fold(0.0, f64::max)
+        * 4.0;
+    let hi = hi.max(lo * 100.0);
+    for rf in &mut roofs {
+        let Some(b) = rf.bandwidth_gbps else { continue };
+        match (rf.peak_gflops, rf.ridge) {
+            (Some(p), Some(x)) => rf.roof = vec![(lo, lo * b), (x, p), (hi.max(x * 4.0), p)],
+            _ => rf.roof = vec![(lo, lo * b), (hi, hi * b)],
         }
     }
     let mut decode_vs_depth: Vec<(String, i64, f64, f64)> = rows
@@ -348,11 +385,7 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
         .collect();
     decode_vs_depth.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     RooflineView {
-        bandwidth_gbps: bw,
-        peak_gflops: peak,
-        peak_kind: peak_row.map(|r| r.peak_kind.clone()).unwrap_or_default(),
-        ridge,
-        roof,
+        roofs,
         points,
         decode_vs_depth,
     }
@@ -774,12 +807,14 @@ mod tests {
     #[test]
     fn roofline_roof_is_min_of_diagonal_and_peak() {
         let v = roofline_view(&[row(1, true, 0, 2.0, 30.0), row(2, false, 0, 200.0, 300.0)]);
+        assert_eq!(v.roofs.len(), 1);
+        let rf = &v.roofs[0];
         // ridge = 400 GFLOP/s ÷ 40 GB/s = 10 FLOP/byte
-        assert_eq!(v.ridge, Some(10.0));
-        assert_eq!(v.roof[1], (10.0, 400.0));
-        let (x0, y0) = v.roof[0];
+        assert_eq!(rf.ridge, Some(10.0));
+        assert_eq!(rf.roof[1], (10.0, 400.0));
+        let (x0, y0) = rf.roof[0];
         assert!((y0 - x0 * 40.0).abs() < 1e-9);
-        assert_eq!(v.roof[2].1, 400.0);
+        assert_eq!(rf.roof[2].1, 400.0);
         // attainable: tg at I=2 → 80 GFLOP/s; pp at I=200 → the 400 peak
         assert_eq!(v.points[0].attainable_gflops, 80.0);
         assert_eq!(v.points[1].attainable_gflops, 400.0);
@@ -795,8 +830,39 @@ mod tests {
     #[test]
     fn roofline_without_rows_has_no_roof() {
         let v = roofline_view(&[]);
-        assert!(v.roof.is_empty() && v.points.is_empty());
-        assert_eq!(v.bandwidth_gbps, None);
+        assert!(v.roofs.is_empty() && v.points.is_empty());
+    }
+
+    #[test]
+    fn a_gpu_host_and_a_cpu_host_each_get_their_own_roof() {
+        let cpu = row(1, true, 0, 2.0, 30.0);
+        let mut gpu = row(2, true, 0, 1.0, 3000.0);
+        gpu.hostname = "h200".into();
+        gpu.n_gpu_layers = 99;
+        gpu.gpu_info = "NVIDIA H200, 143771 MiB".into();
+        gpu.bandwidth_gbps = 4400.0;
+        gpu.peak_gflops = f64::NAN;
+        let v = roofline_view(&[cpu.clone(), gpu]);
+        let labels: Vec<&str> = v.roofs.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                format!("{} · CPU", cpu.hostname).as_str(),
+                "h200 · GPU NVIDIA H200"
+            ]
+        );
+        // Each point under its own roof: the GPU's at I = 1 is 1 × 4400 GB/s = 4400
+        // GFLOP/s attainable (no compute peak stored), the CPU's at I = 2 is 2 × 40 = 80.
+        assert_eq!(v.points[0].roof, 0);
+        assert_eq!(v.points[0].attainable_gflops, 80.0);
+        assert_eq!(v.points[1].roof, 1);
+        assert_eq!(v.points[1].attainable_gflops, 4400.0);
+        assert_eq!(v.roofs[1].ridge, None);
+        assert!(
+            v.points[1]
+                .provenance
+                .starts_with("h200 · GPU NVIDIA H200 · ")
+        );
     }
 
     #[test]

@@ -1180,7 +1180,10 @@ mod tests {
             })
             .collect();
         let md = markdown(&build("m.db", &r).unwrap());
-        assert!(md.contains("**Per-token floor: t = t0 + bytes ÷ BW_eff**"), "{md}");
+        assert!(
+            md.contains("**Per-token floor: t = t0 + bytes ÷ BW_eff**"),
+            "{md}"
+        );
         // Row 12: 6 GB, 4.000 ms measured and fitted, no leave-one-out with three
         // models, t0 1.000 ms, BW_eff 2000 GB/s, achieved 6e9 ÷ 4e-3 ÷ 40e9 = 3750 %.
         let line = md

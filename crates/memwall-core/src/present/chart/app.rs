@@ -39,23 +39,32 @@ where
         .points
         .iter()
         .map(|p| p.intensity)
-        .chain(v.roof.iter().map(|r| r.0));
+        .chain(v.roofs.iter().flat_map(|r| r.roof.iter().map(|x| x.0)));
     let ys = v
         .points
         .iter()
         .map(|p| p.achieved_gflops)
-        .chain(v.roof.iter().map(|r| r.1));
+        .chain(v.roofs.iter().flat_map(|r| r.roof.iter().map(|x| x.1)));
     let (x0, x1) = xs.fold((f64::INFINITY, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
     let (y0, y1) = ys.fold((f64::INFINITY, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
-    let caption = match (v.bandwidth_gbps, v.peak_gflops) {
-        (Some(b), Some(p)) => {
-            format!(
-                "roofline: STREAM {b:.1} GB/s, {} peak {p:.0} GFLOP/s",
-                v.peak_kind
-            )
-        }
-        (Some(b), None) => format!("roofline: STREAM {b:.1} GB/s (no compute peak stored)"),
-        _ => "roofline (no bandwidth stored)".to_string(),
+    let caption = match v.roofs.as_slice() {
+        [r] => match (r.bandwidth_gbps, r.peak_gflops) {
+            (Some(b), Some(p)) => format!(
+                "roofline of {}: STREAM {b:.1} GB/s, {} peak {p:.0} GFLOP/s",
+                r.label, r.peak_kind
+            ),
+            (Some(b), None) => {
+                format!(
+                    "roofline of {}: STREAM {b:.1} GB/s (no compute peak stored)",
+                    r.label
+                )
+            }
+            _ => format!("roofline of {} (no bandwidth stored)", r.label),
+        },
+        rs => format!(
+            "rooflines of {} machines, each point under its own",
+            rs.len()
+        ),
     };
     let mut chart = ChartBuilder::on(root)
         .caption(caption, ("sans-serif", 20))
@@ -72,14 +81,22 @@ where
         .y_desc("GFLOP/s")
         .label_style(("sans-serif", 14))
         .draw()?;
-    if !v.roof.is_empty() {
+    let greys = [BLACK, RGBColor(110, 110, 110), RGBColor(170, 170, 170)];
+    for (k, rf) in v.roofs.iter().enumerate() {
+        if rf.roof.is_empty() {
+            continue;
+        }
+        let c = greys[k % greys.len()];
+        let bw = rf
+            .bandwidth_gbps
+            .map_or("—".to_string(), |b| format!("{b:.0} GB/s"));
         chart
-            .draw_series(LineSeries::new(v.roof.clone(), BLACK.stroke_width(2)))?
-            .label(match v.ridge {
-                Some(r) => format!("min(peak, AI × bandwidth); ridge {r:.1} FLOP/B"),
-                None => "AI × bandwidth".to_string(),
+            .draw_series(LineSeries::new(rf.roof.clone(), c.stroke_width(2)))?
+            .label(match rf.ridge {
+                Some(r) => format!("{}: min(peak, AI × {bw}); ridge {r:.1} FLOP/B", rf.label),
+                None => format!("{}: AI × {bw}", rf.label),
             })
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
     let mut series: Vec<&str> = v.points.iter().map(|p| p.series.as_str()).collect();
     series.sort();
