@@ -29,7 +29,8 @@ def load(dirs):
                 "SELECT s.id, s.run_id, s.measured_at, s.kernel, s.best_gbps, s.array_bytes, s.device FROM stream_results s WHERE s.device != 'cpu' ORDER BY s.id")
                 if (r["measured_at"], r["kernel"], r["best_gbps"]) not in seen]
             have = {(r["test_time"], r["avg_ts"]) for r in bench}
-            bench += [dict(r) for r in c.execute("SELECT * FROM bench_results ORDER BY id") if (r["test_time"], r["avg_ts"]) not in have]
+            bench += [dict(r, call=os.path.basename(os.path.normpath(d))) for r in c.execute("SELECT * FROM bench_results ORDER BY id")
+                      if (r["test_time"], r["avg_ts"]) not in have]
             if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'row_energy'").fetchone():
                 have_e = {(r["test_time"], r["avg_ts"]) for r in energy}
                 energy += [dict(r) for r in c.execute(
@@ -164,12 +165,38 @@ def main(dirs):
     w("\nceiling = STREAM triad of the device ÷ bytes per step (weights + KV); achieved = t/s ÷ ceiling.\n")
 
     # 3. The per-token floor: t_token = t0 + bytes / BW_eff.
+    quants = sorted({p[0].rsplit(":", 1)[1] for p in tg_points})
     groups = [("every format", tg_points),
-              ("F16 only", [p for p in tg_points if p[0].endswith(":F16")]),
-              ("quantized only (Q8_0, Q4_K_M)", [p for p in tg_points if not p[0].endswith(":F16")])]
+              ("every quantized format", [p for p in tg_points if not p[0].endswith(":F16")])]
+    groups += [(f"{q} only", [p for p in tg_points if p[0].endswith(":" + q)]) for q in quants]
     for label, pts in groups:
         if len(pts) >= 3:
             floor_fit(w, label, pts)
+
+    # 3b. The 7B frontier, speed and energy only (synthetic weights: no quality).
+    seven = [r for r in bench if r.get("n_depth", 0) == 0 and (r.get("n_seqs") or 1) == 1
+             and r["model_type"].startswith("qwen2 7.6B") and (r["n_prompt"], r["n_gen"]) in ((512, 0), (0, 128))]
+    if seven:
+        by = {}
+        for r in seven:
+            q = r["model_type"].rsplit(" ", 1)[1]
+            k = "tg" if r["n_gen"] > 0 else "pp"
+            by.setdefault(q, {}).setdefault(k, []).append(r)
+        ej = {}
+        for e in energy:
+            if e["model_type"].startswith("qwen2 7.6B") and e["n_gen"] > 0 and e.get("j_per_token") is not None:
+                ej.setdefault(e["model_type"].rsplit(" ", 1)[1], []).append(e["j_per_token"])
+        w("## The 7B frontier, speed and energy only (synthetic weights: quality needs real weights and is not measured here)\n")
+        w("Means over every depth-0, one-sequence row of the format; J/token over the tg128 rows with a reading.\n")
+        w("| format | GB per token | tg128 t/s | pp512 t/s | achieved % of STREAM ceiling (tg) | J/token (tg) | tokens per Wh (tg) | rows |")
+        w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for q, d in sorted(by.items(), key=lambda kv: -kv[1]["tg"][0]["bytes_per_step"] if "tg" in kv[1] else 0):
+            tg, pp = d.get("tg", []), d.get("pp", [])
+            j = st.mean(ej[q]) if q in ej else None
+            w(f"| {q} | {fmt(tg[0]['bytes_per_step'] / 1e9 if tg else None, 2)} | {fmt(st.mean(r['avg_ts'] for r in tg) if tg else None)} | "
+              f"{fmt(st.mean(r['avg_ts'] for r in pp) if pp else None, 0)} | {fmt(100 * st.mean(r['achieved'] for r in tg) if tg else None)} | "
+              f"{fmt(j, 3)} | {fmt(3600 / j if j else None, 0)} | {', '.join('%s #%d' % (r['call'], r['id']) for r in tg + pp)} |")
+        w("")
 
     # 4. Batching.
     batch = [r for j in files.get("batch.json", []) for r in j if r["n_gen"] > 0]
@@ -211,7 +238,7 @@ def main(dirs):
             test = (f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}") + (f" x{r['n_seqs']}" if (r.get("n_seqs") or 1) > 1 else "")
             why = f" ({r['reason']})" if r.get("reason") and r.get("j_per_token") is None else ""
             w(f"| {r['model_type']} | {test} | {r['avg_ts']:.1f} | {fmt(r.get('mean_power_w'))} | {fmt(r.get('j_per_token'), 3)}{why} | "
-              f"{fmt(r.get('tokens_per_wh'), 0)} | {r['energy_source']} | {fmt(r.get('peak_temp_c'))} | {fmt(r.get('gpu_mem_util_pct'))} | "
+              f"{fmt(r.get('tokens_per_wh'), 0)} | {r['energy_source'] or '—'} | {fmt(r.get('peak_temp_c'))} | {fmt(r.get('gpu_mem_util_pct'))} | "
               f"{fmt(r.get('implied_bandwidth_gbps'), 0)} | #{r['bench_id']} |")
         w("")
     rep = os.path.join(os.path.dirname(os.path.abspath(dirs[-1])), "report", "report.md")

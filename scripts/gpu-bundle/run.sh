@@ -112,7 +112,7 @@ for step in $steps; do
         time_left || { say "bench $m round $r: skipped (time)"; continue; }
         say "bench $m round $r"
         reuse=$([ "$r" -gt 1 ] && echo --reuse-stream || true)
-        run "$mw" --db "$db" bench -m "$f" -p "$P" -n "$N" -r "$reps" --ngl "$ngl" $fit --no-results --quiet $reuse -o json >"$work/json/mw-$m-$r.json"
+        run "$mw" --db "$db" bench -m "$f" -p "$P" -n "$N" -d "${DEPTHS:-0}" -r "$reps" --ngl "$ngl" $fit --no-results --quiet $reuse -o json >"$work/json/mw-$m-$r.json"
         if [ -x "$lb" ]; then run "$lb" -m "$f" -p "$P" -n "$N" -r "$reps" -ngl "$ngl" -o json >"$work/json/lb-$m-$r.json"
         else say "bench: llama-bench not built here (peer not run)"; fi
       done
