@@ -190,6 +190,30 @@ def check_predictions(db, ck):
                       "%s: %r is no row's avg_ts in run %d" % (where, t["measured_tps"], r["run_id"]))
 
 
+def check_energy(db, ck):
+    for r in rows(db, "SELECT e.*, b.run_id AS bench_run FROM row_energy e JOIN bench_results b ON b.id = e.row_id"):
+        where = "row_energy row %d" % r["row_id"]
+        ck.ok("energy: a row's energy belongs to its bench row's run", r["run_id"] == r["bench_run"], where)
+        if r["j_per_token"] is not None:
+            ck.ok("energy: J/token > 0", r["j_per_token"] > 0, "%s: %r" % (where, r["j_per_token"]))
+            if r["tokens_per_wh"] is not None:
+                ck.close("energy: tokens per Wh = 3600 / J per token", r["tokens_per_wh"], 3600 / r["j_per_token"], where)
+        else:
+            ck.ok("energy: a missing J/token says why", bool(r["reason"]), where)
+
+
+def check_loadtest(db, ck):
+    for r in rows(db, "SELECT * FROM loadtest_points"):
+        where = "loadtest_points row %d" % r["id"]
+        ck.close("loadtest: request throughput = completed / duration", r["request_throughput_rps"], r["n_completed"] / r["duration_s"], where)
+        ck.close("loadtest: output throughput = output tokens / duration", r["output_throughput_tps"], r["total_output_tokens"] / r["duration_s"], where)
+        if r["implied_gbps"] is not None and r["bytes_per_token"] is not None:
+            ck.close("loadtest: implied GB/s = output tok/s x bytes per token / 1e9", r["implied_gbps"],
+                     r["output_throughput_tps"] * r["bytes_per_token"] / 1e9, where)
+        if r["pct_of_stream"] is not None and r["stream_gbps"]:
+            ck.close("loadtest: % of STREAM = 100 x implied / STREAM", r["pct_of_stream"], 100 * r["implied_gbps"] / r["stream_gbps"], where)
+
+
 def monotone(vals):
     """Arms sorted by streamed bytes, largest first: tok/s never falls."""
     v = sorted(vals, key=lambda x: (-x[0], x[1]))
@@ -215,6 +239,8 @@ def check_report(db, ck, report_dir):
         if key not in cache:
             if table == "prediction_scores":
                 got = rows(db, "SELECT * FROM prediction_scores WHERE sheet_id = ? AND run_id = ?", rid, run)
+            elif table == "row_energy":
+                got = rows(db, "SELECT * FROM row_energy WHERE row_id = ?", rid)
             else:
                 got = rows(db, "SELECT * FROM %s WHERE id = ?" % table, rid)
             cache[key] = got[0] if got else None
@@ -348,6 +374,8 @@ def main():
     check_kv(db, ck)
     check_spec(db, ck)
     check_predictions(db, ck)
+    check_energy(db, ck)
+    check_loadtest(db, ck)
     if a.report:
         check_report(db, ck, a.report)
     w = max(len(k) for k in ck.counts) if ck.counts else 10

@@ -34,8 +34,8 @@ pub fn build(db: &str, rows: &ReportRows) -> Result<Report, super::ReportError> 
         frontier(rows),
         speculative(rows),
         predictions(&rows.scores)?,
-        serving(),
-        power(),
+        serving(rows),
+        power(rows),
     ];
     Ok(Report {
         db: db.to_string(),
@@ -1005,22 +1005,193 @@ fn predictions(scores: &[ScoreRow]) -> Result<Section, super::ReportError> {
     Ok(s)
 }
 
-fn serving() -> Section {
-    section(
+fn serving(rows: &ReportRows) -> Section {
+    let mut s = section(
         "serving",
         "Serving and load tests (TTFT, TPOT, ITL, E2EL)",
-        0,
-        "memwall's store has no serving or load-test table yet: nothing was measured",
-    )
+        rows.loadtest.len(),
+        "no load test stored: run `memwall serve` and `memwall loadtest --url URL`",
+    );
+    if rows.loadtest.is_empty() {
+        return s;
+    }
+    s.text.push(
+        "vLLM's definitions: TTFT = send → first token; TPOT = (E2EL − TTFT) ÷ (output tokens − 1) \
+         per request; ITL = every gap between streamed chunks; E2EL = send → last byte. Medians \
+         over the completed requests of each load level. Implied bandwidth = output tok/s × bytes \
+         per token of the served model; above STREAM the weights were shared across the batch."
+            .into(),
+    );
+    let mut v: Vec<&super::store::LoadtestRow> = rows.loadtest.iter().collect();
+    v.sort_by(|a, b| {
+        (&a.hostname, &a.url, a.run_id, a.id).cmp(&(&b.hostname, &b.url, b.run_id, b.id))
+    });
+    s.tables.push(Table {
+        caption: "Load test points".into(),
+        headers: [
+            "host",
+            "server",
+            "mode",
+            "load",
+            "in/out tokens",
+            "completed/sent",
+            "rejected",
+            "output tok/s",
+            "TTFT p50 ms",
+            "TPOT p50 ms",
+            "ITL p50 ms",
+            "E2EL p50 ms",
+            "goodput req/s",
+            "implied GB/s",
+            "% of STREAM",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: v
+            .iter()
+            .map(|r| {
+                let load = match (r.concurrency, r.rate_rps) {
+                    (Some(c), _) => format!("concurrency {c}"),
+                    (None, Some(q)) => format!("{q} req/s"),
+                    _ => "—".into(),
+                };
+                let no_bw = r.bandwidth_note.clone().unwrap_or_else(|| NULL.to_string());
+                Row {
+                    src: Some(Src {
+                        table: "loadtest_points",
+                        row_id: r.id,
+                        run_id: r.run_id,
+                    }),
+                    cells: vec![
+                        text(&r.hostname),
+                        text(format!(
+                            "{} {}",
+                            r.server_model.as_deref().unwrap_or(&r.url),
+                            r.endpoint
+                        )),
+                        text(&r.mode),
+                        text(load),
+                        text(format!(
+                            "{}/{}{}",
+                            r.input_tokens,
+                            r.output_tokens,
+                            if r.shared_prefix_tokens > 0 {
+                                format!(" (shared prefix {})", r.shared_prefix_tokens)
+                            } else {
+                                String::new()
+                            }
+                        )),
+                        text(format!("{}/{}", r.n_completed, r.n_sent)),
+                        text(r.n_rejected.to_string()),
+                        num(
+                            opt(r.output_throughput_tps),
+                            1.0,
+                            1,
+                            "output_throughput_tps",
+                            NULL,
+                        ),
+                        num(r.ttft_median_ms, 1.0, 1, "ttft_median_ms", NULL),
+                        num(r.tpot_median_ms, 1.0, 2, "tpot_median_ms", NULL),
+                        num(r.itl_median_ms, 1.0, 2, "itl_median_ms", NULL),
+                        num(r.e2el_median_ms, 1.0, 1, "e2el_median_ms", NULL),
+                        num(r.goodput_rps, 1.0, 2, "goodput_rps", "no SLO given"),
+                        num(r.implied_gbps, 1.0, 1, "implied_gbps", &no_bw),
+                        num(r.pct_of_stream, 1.0, 1, "pct_of_stream", &no_bw),
+                    ],
+                }
+            })
+            .collect(),
+    });
+    s
 }
 
-fn power() -> Section {
-    section(
+fn power(rows: &ReportRows) -> Section {
+    let mut s = section(
         "power",
-        "Live power",
-        0,
-        "memwall's store has no live power samples yet: nothing was measured",
-    )
+        "Live power and energy per token",
+        rows.energy.len(),
+        "no live sampler rows stored: `memwall bench` records them beside every run from this version on",
+    );
+    if rows.energy.is_empty() {
+        return s;
+    }
+    s.text.push(
+        "The live sampler (≥ 10 Hz) beside each bench row's phase: mean power, J/token = \
+         energy ÷ tokens of the phase, tokens per Wh = 3600 ÷ J/token, the counter that gave \
+         the energy (RAPL package/DRAM, NVML board energy), peak temperature, and the live DRAM \
+         bandwidth where an uncore counter is readable, beside the bandwidth the rate implies. \
+         A counter the machine does not expose prints — with its reason."
+            .into(),
+    );
+    let mut v: Vec<&super::store::EnergyRow> = rows.energy.iter().collect();
+    v.sort_by(|a, b| {
+        (&a.hostname, &a.model_type, a.row_id).cmp(&(&b.hostname, &b.model_type, b.row_id))
+    });
+    s.tables.push(Table {
+        caption: "Energy per token".into(),
+        headers: [
+            "host",
+            "model",
+            "test",
+            "tok/s",
+            "mean power W",
+            "J/token",
+            "tokens per Wh",
+            "energy source",
+            "peak °C",
+            "live DRAM GB/s",
+            "implied GB/s",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: v
+            .iter()
+            .map(|r| {
+                let why = r.reason.clone().unwrap_or_else(|| NULL.to_string());
+                Row {
+                    src: Some(Src {
+                        table: "row_energy",
+                        row_id: r.row_id,
+                        run_id: r.run_id,
+                    }),
+                    cells: vec![
+                        text(&r.hostname),
+                        text(&r.model_type),
+                        text(crate::store::record::test_label(
+                            r.n_prompt, r.n_gen, r.n_seqs, r.n_depth,
+                        )),
+                        text(format!("{:.2}", r.avg_ts)),
+                        num(r.mean_power_w, 1.0, 1, "mean_power_w", &why),
+                        num(r.j_per_token, 1.0, 4, "j_per_token", &why),
+                        num(r.tokens_per_wh, 1.0, 0, "tokens_per_wh", &why),
+                        text(&r.energy_source),
+                        num(
+                            r.peak_temp_c,
+                            1.0,
+                            1,
+                            "peak_temp_c",
+                            "no temperature sensor readable",
+                        ),
+                        num(
+                            r.live_dram_gbps,
+                            1.0,
+                            1,
+                            "live_dram_gbps",
+                            "no uncore memory counter readable",
+                        ),
+                        num(
+                            r.implied_bandwidth_gbps,
+                            1.0,
+                            1,
+                            "implied_bandwidth_gbps",
+                            NULL,
+                        ),
+                    ],
+                }
+            })
+            .collect(),
+    });
+    s
 }
 
 /// The file name of a stored path (`/x/y/m.gguf` → `m.gguf`).
@@ -1127,7 +1298,7 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("**Not measured:** memwall's store has no serving or load-test table yet")
+            md.contains("**Not measured:** no load test stored: run `memwall serve` and `memwall loadtest --url URL`")
         );
         assert!(md.contains("**Not measured:** no frontier cells"));
     }
@@ -1160,6 +1331,76 @@ mod tests {
             )),
             "{md}"
         );
+    }
+
+    #[test]
+    fn load_tests_and_energy_rows_fill_their_sections_and_a_missing_counter_says_why() {
+        use super::super::store::{EnergyRow, LoadtestRow};
+        let mut r = rows();
+        let md = markdown(&build("m.db", &r).unwrap());
+        assert!(md.contains("no load test stored"), "{md}");
+        assert!(md.contains("no live sampler rows stored"), "{md}");
+        r.loadtest.push(LoadtestRow {
+            id: 5,
+            run_id: 9,
+            hostname: "h".into(),
+            url: "http://127.0.0.1:8080".into(),
+            endpoint: "/v1/chat/completions".into(),
+            mode: "closed".into(),
+            concurrency: Some(4),
+            rate_rps: None,
+            input_tokens: 128,
+            output_tokens: 64,
+            shared_prefix_tokens: 0,
+            n_sent: 20,
+            n_completed: 19,
+            n_rejected: 1,
+            output_throughput_tps: 88.25,
+            ttft_median_ms: Some(120.5),
+            tpot_median_ms: Some(41.25),
+            itl_median_ms: Some(40.5),
+            e2el_median_ms: Some(2700.0),
+            goodput_rps: None,
+            implied_gbps: None,
+            pct_of_stream: None,
+            bandwidth_note: Some("the server named no model file".into()),
+            server_model: Some("qwen".into()),
+        });
+        r.energy.push(EnergyRow {
+            row_id: 7,
+            run_id: 3,
+            hostname: "h".into(),
+            model_type: "qwen2 494M Q4_K_M".into(),
+            n_prompt: 0,
+            n_gen: 128,
+            n_seqs: 1,
+            n_depth: 0,
+            avg_ts: 20.0,
+            samples: 30,
+            mean_power_w: None,
+            energy_j: None,
+            j_per_token: None,
+            tokens_per_wh: None,
+            energy_source: "none".into(),
+            reason: Some("RAPL not readable in this VM".into()),
+            peak_temp_c: None,
+            throttled: None,
+            live_dram_gbps: None,
+            gpu_mem_util_pct: None,
+            implied_bandwidth_gbps: Some(32.0),
+        });
+        let md = markdown(&build("m.db", &r).unwrap());
+        assert!(
+            md.contains("| h | qwen /v1/chat/completions | closed | concurrency 4 | 128/64 | 19/20 | 1 | 88.2 | 120.5 | 41.25 | 40.50 | 2700.0 | — | — | — | [^loadtest_points-5] |")
+                || md.contains("| h | qwen /v1/chat/completions | closed | concurrency 4 | 128/64 | 19/20 | 1 | 88.3 | 120.5 | 41.25 | 40.50 | 2700.0 | — | — | — | [^loadtest_points-5] |"),
+            "{md}"
+        );
+        assert!(md.contains("the server named no model file"), "{md}");
+        assert!(
+            md.contains("| h | qwen2 494M Q4_K_M | tg128 | 20.00 | — | — | — | none | — | — | 32.0 | [^row_energy-7] |"),
+            "{md}"
+        );
+        assert!(md.contains("RAPL not readable in this VM"), "{md}");
     }
 
     #[test]

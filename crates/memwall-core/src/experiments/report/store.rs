@@ -186,6 +186,107 @@ pub struct ScoreRow {
     pub result_json: String,
 }
 
+/// A `loadtest_points` row: one load level of a load test.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct LoadtestRow {
+    /// Store id.
+    pub id: i64,
+    /// Store id of the run.
+    pub run_id: i64,
+    /// Machine that measured it.
+    pub hostname: String,
+    /// Target server URL.
+    pub url: String,
+    /// `/v1/chat/completions` or `/v1/completions`.
+    pub endpoint: String,
+    /// `closed` (concurrency) or `open` (rate).
+    pub mode: String,
+    /// Clients in flight (closed loop).
+    pub concurrency: Option<i64>,
+    /// Request rate (open loop).
+    pub rate_rps: Option<f64>,
+    /// Prompt tokens per request.
+    pub input_tokens: i64,
+    /// Requested output tokens per request.
+    pub output_tokens: i64,
+    /// Tokens of a prefix shared by every request.
+    pub shared_prefix_tokens: i64,
+    /// Requests sent.
+    pub n_sent: i64,
+    /// Requests completed.
+    pub n_completed: i64,
+    /// Requests the server refused (429).
+    pub n_rejected: i64,
+    /// Output tokens per second over the level.
+    pub output_throughput_tps: f64,
+    /// Median TTFT, ms.
+    pub ttft_median_ms: Option<f64>,
+    /// Median TPOT, ms.
+    pub tpot_median_ms: Option<f64>,
+    /// Median ITL, ms.
+    pub itl_median_ms: Option<f64>,
+    /// Median E2EL, ms.
+    pub e2el_median_ms: Option<f64>,
+    /// Requests per second within the SLO.
+    pub goodput_rps: Option<f64>,
+    /// Output tok/s × bytes per token, GB/s.
+    pub implied_gbps: Option<f64>,
+    /// Implied ÷ STREAM, %.
+    pub pct_of_stream: Option<f64>,
+    /// Why a bandwidth column is empty.
+    pub bandwidth_note: Option<String>,
+    /// The model the server reported.
+    pub server_model: Option<String>,
+}
+
+/// A `row_energy` row (the live sampler's figures for one bench row) with the bench
+/// row's labels.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct EnergyRow {
+    /// The bench row (`bench_results.id`).
+    pub row_id: i64,
+    /// Store id of the run.
+    pub run_id: i64,
+    /// Machine that measured it.
+    pub hostname: String,
+    /// Model type label.
+    pub model_type: String,
+    /// Prompt tokens of the test.
+    pub n_prompt: i64,
+    /// Generated tokens of the test.
+    pub n_gen: i64,
+    /// Parallel sequences.
+    pub n_seqs: i64,
+    /// Depth (tokens already cached).
+    pub n_depth: i64,
+    /// Measured tok/s.
+    pub avg_ts: f64,
+    /// Sampler readings in the phase.
+    pub samples: i64,
+    /// Mean power, W.
+    pub mean_power_w: Option<f64>,
+    /// Energy over the phase, J.
+    pub energy_j: Option<f64>,
+    /// Energy per token, J.
+    pub j_per_token: Option<f64>,
+    /// 3600 ÷ J/token.
+    pub tokens_per_wh: Option<f64>,
+    /// The counter that gave the energy.
+    pub energy_source: String,
+    /// Why a figure is missing.
+    pub reason: Option<String>,
+    /// Peak temperature, °C.
+    pub peak_temp_c: Option<f64>,
+    /// 1 when the clock dropped while hot.
+    pub throttled: Option<i64>,
+    /// Live DRAM bandwidth from an uncore counter, GB/s.
+    pub live_dram_gbps: Option<f64>,
+    /// GPU memory-controller utilisation, %.
+    pub gpu_mem_util_pct: Option<f64>,
+    /// tok/s × bytes per token, GB/s.
+    pub implied_bandwidth_gbps: Option<f64>,
+}
+
 /// Everything the report draws from.
 #[derive(Debug, Clone, Default)]
 pub struct ReportRows {
@@ -207,6 +308,10 @@ pub struct ReportRows {
     pub frontier: Vec<FrontierRow>,
     /// `prediction_scores`.
     pub scores: Vec<ScoreRow>,
+    /// `loadtest_points`.
+    pub loadtest: Vec<LoadtestRow>,
+    /// `row_energy` joined with its bench row.
+    pub energy: Vec<EnergyRow>,
 }
 
 async fn all(store: &Store, sql: &'static str) -> Result<Vec<SqliteRow>, StoreError> {
@@ -282,8 +387,22 @@ pub async fn report_rows(store: &Store) -> Result<ReportRows, StoreError> {
         "SELECT sheet_id, run_id, result_json FROM prediction_scores ORDER BY sheet_id, run_id",
     )
     .await?;
+    let loadtest = rows(
+        store,
+        "loadtest_points",
+        "SELECT id, run_id, hostname, url, endpoint, mode, concurrency, rate_rps, input_tokens, output_tokens, shared_prefix_tokens, n_sent, n_completed, n_rejected, output_throughput_tps, ttft_median_ms, tpot_median_ms, itl_median_ms, e2el_median_ms, goodput_rps, implied_gbps, pct_of_stream, bandwidth_note, server_model FROM loadtest_points ORDER BY id",
+    )
+    .await?;
+    let energy = rows(
+        store,
+        "row_energy",
+        "SELECT e.row_id, e.run_id, b.hostname, b.model_type, b.n_prompt, b.n_gen, b.n_seqs, b.n_depth, b.avg_ts, e.samples, e.mean_power_w, e.energy_j, e.j_per_token, e.tokens_per_wh, e.energy_source, e.reason, e.peak_temp_c, e.throttled, e.live_dram_gbps, e.gpu_mem_util_pct, e.implied_bandwidth_gbps FROM row_energy e JOIN bench_results b ON b.id = e.row_id ORDER BY e.row_id",
+    )
+    .await?;
     let bench = store.bench_rows(&Default::default()).await?;
     Ok(ReportRows {
+        loadtest,
+        energy,
         runs,
         stream,
         peaks,
