@@ -15,6 +15,20 @@ trap 'rm -rf "$tmp"' EXIT
 lock=/tmp/memwall-engine-tests.lock
 OUT="$tmp/out" MEMWALL_GPU_WORK="$tmp/work" MEMWALL_GPU_DRY_RUN=1 MEMWALL_BIN="$mw" \
   flock "$lock" ./scripts/gpu-bundle/run.sh >"$tmp/stdout" 2>"$tmp/stderr" || { tail -30 "$tmp/stderr" >&2; exit 1; }
+# The peer driver against a stand-in server whose rates are known: speedup 2 exactly.
+python3 ./scripts/gpu-bundle/spec_peer.py --server ./scripts/gpu-bundle/fake_llama_server.py --target t.gguf \
+  --draft d.gguf --k 3,6 --alphas 0.5,0.9 --n-predict 16 --reps 2 --prompts scripts/gpu-bundle/spec-prompts.jsonl \
+  --port "${SPEC_PEER_PORT:-18391}" >"$tmp/peer.json"
+python3 - "$tmp/peer.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+rows = p["rows"]
+ok = (p["baseline"]["tps_mean"] == 100.0 and [r["k"] for r in rows] == [3, 6]
+      and all(r["speedup_samples"] == [2.0, 2.0] and r["acceptance_rate"] == 0.5 for r in rows)
+      and rows[1]["synth_rates"][1] == 0.9 ** 2)
+if not ok:
+    sys.exit(f"spec_peer.py against the stand-in server: unexpected {json.dumps(p)[:400]}")
+PY
 python3 - "$tmp/out" <<'PY'
 import json, sqlite3, sys, tarfile
 out = sys.argv[1]
