@@ -138,3 +138,21 @@ CREATE TABLE spec_synth_energy (
     gpu_mem_util_pct REAL
 );
 CREATE INDEX spec_synth_energy_run ON spec_synth_energy(run_id);
+
+-- The same per row of a spec-bench run (real acceptance).
+CREATE TABLE spec_bench_energy (
+    row_id INTEGER PRIMARY KEY REFERENCES spec_bench(id) ON DELETE CASCADE,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    samples INTEGER NOT NULL,
+    mean_power_w REAL,
+    energy_j REAL,
+    j_per_token REAL,
+    tokens_per_wh REAL,
+    energy_source TEXT NOT NULL,
+    reason TEXT,
+    peak_temp_c REAL,
+    throttled INTEGER,
+    live_dram_gbps REAL,
+    gpu_mem_util_pct REAL
+);
+CREATE INDEX spec_bench_energy_run ON spec_bench_energy(run_id);

@@ -1050,9 +1050,15 @@ pub async fn bench_job(
     let draft_file = p.draft_path.as_deref().map(file_name);
     let target_sha256 = p.target_sha256.clone();
     let c2 = cancel.clone();
+    // The sampler beside the timed runs: one phase per cell and repetition.
+    let sampler = crate::measure::sampler::session::SamplerSession::start(
+        crate::measure::sampler::MachineSampler::detect(),
+        crate::measure::sampler::session::DEFAULT_HZ,
+    );
+    let marker = sampler.marker();
     let reports = blocking(move || {
         let mut p = p;
-        bench::run_bench(
+        bench::run_bench_phased(
             &mut p.target,
             p.draft.as_mut(),
             &inputs,
@@ -1062,10 +1068,15 @@ pub async fn bench_job(
                     step: m.to_string(),
                 })
             },
+            &mut |ph| match ph {
+                Some(name) => marker.mark(name),
+                None => marker.end_phase(),
+            },
             &c2,
         )
     })
     .await??;
+    let recording = sampler.stop();
     let guard = guard.finish();
     let host = hw::host_info();
     let prov = bench::BenchProvenance {
@@ -1086,6 +1097,10 @@ pub async fn bench_job(
         sstore::attach_gates(&mut rows, &gates)
             .map_err(|e| SpecError::NoGate(format!("no gate unlocks this bench: {e}")))?;
     }
+    let energy: Vec<Option<crate::measure::sampler::session::EnergySummary>> = rows
+        .iter()
+        .map(|r| bench::row_energy(&recording, r))
+        .collect();
     let load_end = hw::load_average();
     let show = |l: Option<hw::LoadAverage>| l.map_or("—".to_string(), |l| l.to_string());
     let (load_start, load_end) = (show(load_start), show(load_end));
@@ -1101,7 +1116,7 @@ pub async fn bench_job(
         host.cpu_model,
         load_start,
         load_end,
-        bench::table_md(&rows),
+        bench::table_md(&rows) + "\n" + &bench::energy_md(&rows, &energy, &recording),
         bench::cost_md(&reports),
         guard.line()
     );
@@ -1113,7 +1128,10 @@ pub async fn bench_job(
             format!("loadavg start {load_start}, end {load_end}"),
             guard.clone(),
         );
-        Some(sstore::insert_bench_run(store, &nr, &mut rows).await?)
+        Some(
+            sstore::insert_bench_run_sampled(store, &nr, &mut rows, Some((&recording, &energy)))
+                .await?,
+        )
     } else {
         None
     };

@@ -496,6 +496,20 @@ pub async fn insert_bench_run(
     run: &NewRun,
     rows: &mut [SpecBenchRow],
 ) -> Result<i64, StoreError> {
+    insert_bench_run_sampled(store, run, rows, None).await
+}
+
+/// As [`insert_bench_run`], with the sampler's recording (`sampler_*` tables) and
+/// each row's energy (`spec_bench_energy`, rows in order) in the same transaction.
+///
+/// # Errors
+/// As [`insert_bench_run`].
+pub async fn insert_bench_run_sampled(
+    store: &Store,
+    run: &NewRun,
+    rows: &mut [SpecBenchRow],
+    sampler: Option<SynthSampler<'_>>,
+) -> Result<i64, StoreError> {
     let mut tx = store.begin().await?;
     let run_id = store.insert_run_tx(&mut tx, run).await?;
     let q = format!(
@@ -556,6 +570,14 @@ pub async fn insert_bench_run(
             .await
             .map_err(|e| sql(store, e))?;
         r.id = res.last_insert_rowid();
+    }
+    if let Some((rec, energy)) = sampler {
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
+        for (r, e) in rows.iter().zip(energy) {
+            if let Some(e) = e {
+                insert_energy_tx(store, &mut tx, "spec_bench_energy", r.id, run_id, e).await?;
+            }
+        }
     }
     tx.commit().await.map_err(|e| sql(store, e))?;
     Ok(run_id)
@@ -1554,30 +1576,44 @@ pub async fn insert_synth_run(
     if let Some((rec, energy)) = sampler {
         crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
         for (r, e) in rows.iter().zip(energy) {
-            let Some(e) = e else { continue };
-            sqlx::query(
-                "INSERT INTO spec_synth_energy (row_id, run_id, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh, energy_source, reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(r.id)
-            .bind(run_id)
-            .bind(e.samples as i64)
-            .bind(e.mean_power_w)
-            .bind(e.energy_j)
-            .bind(e.j_per_token)
-            .bind(e.tokens_per_wh)
-            .bind(&e.energy_source)
-            .bind(&e.reason)
-            .bind(e.peak_temp_c)
-            .bind(e.throttled)
-            .bind(e.live_dram_gbps)
-            .bind(e.gpu_mem_util_pct)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| sql(store, e))?;
+            if let Some(e) = e {
+                insert_energy_tx(store, &mut tx, "spec_synth_energy", r.id, run_id, e).await?;
+            }
         }
     }
     tx.commit().await.map_err(|e| sql(store, e))?;
     Ok(run_id)
+}
+
+/// One row's energy into `table` (`spec_bench_energy` or `spec_synth_energy`).
+async fn insert_energy_tx(
+    store: &Store,
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    table: &'static str,
+    row_id: i64,
+    run_id: i64,
+    e: &crate::measure::sampler::session::EnergySummary,
+) -> Result<(), StoreError> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table} (row_id, run_id, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh, energy_source, reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )))
+    .bind(row_id)
+    .bind(run_id)
+    .bind(e.samples as i64)
+    .bind(e.mean_power_w)
+    .bind(e.energy_j)
+    .bind(e.j_per_token)
+    .bind(e.tokens_per_wh)
+    .bind(&e.energy_source)
+    .bind(&e.reason)
+    .bind(e.peak_temp_c)
+    .bind(e.throttled)
+    .bind(e.live_dram_gbps)
+    .bind(e.gpu_mem_util_pct)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| sql(store, e))?;
+    Ok(())
 }
 
 /// The sampler's recording beside a set-acceptance run and each row's energy (in
@@ -1595,11 +1631,32 @@ pub async fn synth_energy(
     store: &Store,
     run_id: i64,
 ) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM spec_synth_energy WHERE run_id = ? ORDER BY row_id")
-        .bind(run_id)
-        .fetch_all(store.pool())
-        .await
-        .map_err(|e| sql(store, e))?;
+    energy_rows(store, "spec_synth_energy", run_id).await
+}
+
+/// Each row's stored energy (`spec_bench_energy`) of a spec-bench run, by row id.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn bench_energy(
+    store: &Store,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    energy_rows(store, "spec_bench_energy", run_id).await
+}
+
+async fn energy_rows(
+    store: &Store,
+    table: &'static str,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT * FROM {table} WHERE run_id = ? ORDER BY row_id"
+    )))
+    .bind(run_id)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| sql(store, e))?;
     Ok(rows
         .iter()
         .map(|r| {

@@ -478,17 +478,35 @@ pub fn phase_label(alpha: Option<f64>, k: usize, rep: usize) -> String {
 /// `None` when a phase is missing. Energy stays `None` (with the sampler's reason)
 /// when any phase has none: a partial sum would be too small.
 pub fn row_energy(rec: &Recording, row: &SpecSynthRow) -> Option<EnergySummary> {
-    let reps = row.tps_samples.len() as u64;
-    if reps == 0 {
+    let names: Vec<String> = (0..row.tps_samples.len())
+        .map(|rep| phase_label(row.alpha_set, row.k, rep))
+        .collect();
+    pooled_energy(rec, &names, &row.tps_samples, row.n_emitted)
+}
+
+/// The energy of one measured configuration pooled over its repetitions: phase
+/// `names[i]` holds repetition `i`, which decoded `n_emitted ÷ reps` tokens at
+/// `tps[i]` tok/s (timed time = tokens ÷ tok/s). Energy summed, J/token = energy ÷
+/// tokens, mean power = energy ÷ timed time, hottest reading, throttled if any phase
+/// was. `None` when a phase is missing or there are no repetitions; energy `None`
+/// (with the sampler's reason) when any phase has none.
+pub fn pooled_energy(
+    rec: &Recording,
+    names: &[String],
+    tps: &[f64],
+    n_emitted: u64,
+) -> Option<EnergySummary> {
+    let reps = tps.len() as u64;
+    if reps == 0 || names.len() != tps.len() {
         return None;
     }
-    let tokens_per_rep = row.n_emitted / reps;
+    let tokens_per_rep = n_emitted / reps;
     let mut parts = Vec::new();
     let mut timed_s = 0.0;
-    for (rep, &tps) in row.tps_samples.iter().enumerate() {
-        let p = rec.phase(&phase_label(row.alpha_set, row.k, rep))?;
-        let secs = if tps > 0.0 {
-            tokens_per_rep as f64 / tps
+    for (name, &t) in names.iter().zip(tps) {
+        let p = rec.phase(name)?;
+        let secs = if t > 0.0 {
+            tokens_per_rep as f64 / t
         } else {
             0.0
         };
