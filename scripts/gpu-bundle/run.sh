@@ -173,7 +173,12 @@ for step in $steps; do
         say "spec $m: set-acceptance bench failed"; continue
       fi
       # The (α, k) memwall measured, for the peer.
-      ks=$(python3 -c 'import json,sys; r=[x for x in json.load(open(sys.argv[1])) if x["k"]>0]; print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m.json") || continue
+      ks=$(python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+rows, _ = json.JSONDecoder().raw_decode(t[t.index("["):])
+r = [x for x in rows if x["k"] > 0]
+print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m.json") || continue
       if [ -x "$srv" ]; then
         time_left || { say "spec $m: peer skipped (time)"; continue; }
         say "spec: $m peer llama-server --spec-synth-rates, k $(echo "$ks" | head -1)"
