@@ -176,7 +176,7 @@ for step in $steps; do
       ks=$(python3 -c '
 import json, sys
 t = open(sys.argv[1]).read()
-rows, _ = json.JSONDecoder().raw_decode(t[t.index("["):])
+rows, _ = json.JSONDecoder().raw_decode(t[0 if t.startswith("[") else t.index("\n[") + 1:])
 r = [x for x in rows if x["k"] > 0]
 print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m.json") || continue
       if [ -x "$srv" ]; then
