@@ -186,7 +186,9 @@ def main():
         }
         for alpha, k in zip(alphas, ks):
             r = rates(alpha, k)
-            extra = ["-md", a.draft, "-ngld", str(a.ngl),
+            # llama.cpp speculates only with a type named (its default is none);
+            # draft-simple is the draft-model speculation the synthetic rates apply to.
+            extra = ["--spec-type", "draft-simple", "-md", a.draft, "-ngld", str(a.ngl),
                      "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0",
                      "--spec-draft-p-min", "0",
                      "--spec-synth-rates", ",".join(f"{x:.9g}" for x in r)]
