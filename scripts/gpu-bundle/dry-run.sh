@@ -15,12 +15,27 @@ trap 'rm -rf "$tmp"' EXIT
 lock=/tmp/memwall-engine-tests.lock
 OUT="$tmp/out" MEMWALL_GPU_WORK="$tmp/work" MEMWALL_GPU_DRY_RUN=1 MEMWALL_BIN="$mw" \
   flock "$lock" ./scripts/gpu-bundle/run.sh >"$tmp/stdout" 2>"$tmp/stderr" || { tail -30 "$tmp/stderr" >&2; exit 1; }
+# The peer driver against a stand-in server whose rates are known: speedup 2 exactly.
+python3 ./scripts/gpu-bundle/spec_peer.py --server ./scripts/gpu-bundle/fake_llama_server.py --target t.gguf \
+  --draft d.gguf --k 3,6 --alphas 0.5,0.9 --n-predict 16 --reps 2 --prompts scripts/gpu-bundle/spec-prompts.jsonl \
+  --port "${SPEC_PEER_PORT:-18391}" >"$tmp/peer.json"
+python3 - "$tmp/peer.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+rows = p["rows"]
+ok = (p["baseline"]["tps_mean"] == 100.0 and [r["k"] for r in rows] == [3, 6]
+      and all(r["speedup_samples"] == [2.0, 2.0] and r["acceptance_rate"] == 0.5 for r in rows)
+      and rows[1]["synth_rates"][1] == 0.9 ** 2)
+if not ok:
+    sys.exit(f"spec_peer.py against the stand-in server: unexpected {json.dumps(p)[:400]}")
+PY
 python3 - "$tmp/out" <<'PY'
 import json, sqlite3, sys, tarfile
 out = sys.argv[1]
 fail = []
 log = open(f"{out}/log.txt").read()
-for step in ("build: dry run", "hw", "stream:", "bench qwen2.5-0.5b:Q4_K_M round 1", "batch:", "verify:", "calc: qwen2.5-0.5b:Q4_K_M", "done"):
+for step in ("build: dry run", "hw", "stream:", "bench qwen2.5-0.5b:Q4_K_M round 1", "batch:", "verify:",
+             "spec: qwen2.5-0.5b:Q4_K_M set acceptance", "calc: qwen2.5-0.5b:Q4_K_M", "done"):
     if step not in log:
         fail.append(f"log.txt lacks step {step!r}")
 if "no NVIDIA driver" not in log and "CUDA" not in log:
@@ -33,13 +48,21 @@ if not any(p == 0 and g == 8 and s == 1 for p, g, s, _ in rows): fail.append("no
 if not any(s == 2 for _, _, s, _ in rows): fail.append("no 2-sequence batch row")
 if not any(p == 2 and g == 0 for p, g, _, _ in rows): fail.append("no verify pp2 row")
 if any(not (t > 0) for *_, t in rows): fail.append("a row without a positive rate")
+synth = db.execute("SELECT alpha_set, k, speedup_mean, predicted_speedup, prediction_id, gate_id, alpha_hat FROM spec_synth").fetchall()
+if not any(a is None and k == 0 for a, k, *_ in synth): fail.append("no set-acceptance target-only row")
+spec_rows = [r for r in synth if r[1] > 0]
+if sorted({r[0] for r in spec_rows}) != [0.5, 0.9]: fail.append(f"set-acceptance rows for α {sorted({r[0] for r in spec_rows})}, want [0.5, 0.9]")
+for a, k, sp, pred, pid, gid, ah in spec_rows:
+    if not (sp and sp > 0 and pred and pred > 0 and pid and gid): fail.append(f"set-acceptance row α={a} k={k} lacks a speedup, prediction or gate")
+n_pred = db.execute("SELECT COUNT(*) FROM spec_synth_predictions").fetchone()[0]
+if n_pred != 4: fail.append(f"{n_pred} stored predictions, want 2 α × 2 k")
 names = tarfile.open(f"{out}/results.tgz").getnames()
 for want in ("json/hw.json", "json/mw-qwen2.5-0.5b:Q4_K_M-1.json", "json/batch.json", "json/verify-mw-qwen2.5-0.5b:Q4_K_M.json",
-             "json/calc-qwen2.5-0.5b:Q4_K_M.json"):
+             "json/spec-mw-qwen2.5-0.5b:Q4_K_M.json", "json/calc-qwen2.5-0.5b:Q4_K_M.json"):
     if want not in names: fail.append(f"results.tgz lacks {want}")
 if "calc qwen2.5-0.5b:Q4_K_M: failed" in log: fail.append("calc failed")
 if fail:
     sys.stderr.write("".join(l for l in log.splitlines(True) if l.startswith("==") or "error" in l))
     sys.exit("gpu bundle dry run: " + "; ".join(fail))
-print(f"gpu bundle dry run: {len(rows)} bench rows, {len(names)} files in results.tgz, every step ran")
+print(f"gpu bundle dry run: {len(rows)} bench rows, {len(synth)} set-acceptance rows, {len(names)} files in results.tgz, every step ran")
 PY

@@ -18,7 +18,7 @@ import tempfile
 
 
 def load(dirs):
-    stream, bench, energy, files = [], [], [], {}
+    stream, bench, energy, files, synth = [], [], [], {}, []
     for d in dirs:
         db = os.path.join(d, "memwall.db")
         if os.path.exists(db):
@@ -28,6 +28,10 @@ def load(dirs):
             stream += [dict(r) for r in c.execute(
                 "SELECT s.id, s.run_id, s.measured_at, s.kernel, s.best_gbps, s.array_bytes, s.device FROM stream_results s WHERE s.device != 'cpu' ORDER BY s.id")
                 if (r["measured_at"], r["kernel"], r["best_gbps"]) not in seen]
+            if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'spec_synth'").fetchone():
+                seen_s = {(r["measured_at"], r["alpha_set"], r["k"]) for r in synth}
+                synth += [dict(r) for r in c.execute("SELECT * FROM spec_synth ORDER BY id")
+                          if (r["measured_at"], r["alpha_set"], r["k"]) not in seen_s]
             have = {(r["test_time"], r["avg_ts"]) for r in bench}
             bench += [dict(r, call=os.path.basename(os.path.normpath(d))) for r in c.execute("SELECT * FROM bench_results ORDER BY id")
                       if (r["test_time"], r["avg_ts"]) not in have]
@@ -57,7 +61,7 @@ def load(dirs):
                 # Each call's results.tgz holds every output of the warm machine so
                 # far: one copy of each file is enough.
                 files[os.path.basename(f)] = [doc]
-    return stream, bench, energy, files
+    return stream, bench, energy, files, synth
 
 
 def fmt(x, p=1):
@@ -106,8 +110,46 @@ def floor_fit(w, label, tg_points):
 
 
 
+def spec_table(w, synth, files):
+    """Set-acceptance speculative decoding: memwall's measured speedup beside the cost
+    model's prediction stored before the run, and beside llama-server
+    --spec-synth-rates at the same α and k (spec_peer.py's JSON)."""
+    runs = sorted({r["run_id"] for r in synth if r["k"] > 0 and r["speedup_mean"]})
+    if not runs:
+        return
+    w("## Speculative decoding at a set acceptance rate (memwall spec bench --synth-acceptance)\n")
+    w("The drafter proposes the target's own greedy token with probability α per position and a wrong one "
+      "otherwise, paying a real forward of the draft model per drafted token; every output equalled target-only "
+      "decoding; each speedup row needs the real draft model's passed greedy gate at that k. Predicted = the cost "
+      "model on t_verify(j) and t_draft measured before the timed runs (stored then, `spec_synth_predictions`). "
+      "llama.cpp = llama-server `--spec-synth-rates α,α²,…,α^k` (output not valid there), same target, draft and k, "
+      "decode tok/s of /completion's timings over the target-only server's.\n")
+    w("| target | draft | α set | k | target-only t/s | speculative t/s | speedup measured (reps) | predicted before | measured ÷ predicted | predicted at realised α̂ | realised α̂ (tested) | llama.cpp speedup | memwall ÷ llama.cpp | row id |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for run in runs:
+        rows = [r for r in synth if r["run_id"] == run]
+        base = next((r for r in rows if r["k"] == 0), None)
+        target = rows[0]["target_file"]
+        m = target[:-5] if target.endswith(".gguf") else target
+        peer = next(iter(files.get(f"spec-peer-{m.replace('-F16', ':F16').replace('-Q8_0', ':Q8_0').replace('-Q4_K_M', ':Q4_K_M')}.json", [])), None)
+        for r in rows:
+            if r["k"] == 0:
+                continue
+            sp = json.loads(r["speedup_samples"]) if r["speedup_samples"] else []
+            p = None
+            if peer:
+                p = next((x for x in peer.get("rows", []) if x.get("alpha_set") == r["alpha_set"] and x.get("k") == r["k"]), None)
+            ps = p.get("speedup_mean") if p else None
+            w(f"| {target} | {r['draft_file']} | {r['alpha_set']} | {r['k']} | {fmt(base['tps_mean'] if base else None)} | "
+              f"{fmt(r['tps_mean'])} | {fmt(r['speedup_mean'], 3)} ({', '.join(f'{x:.3f}' for x in sp)}) | "
+              f"{fmt(r['predicted_speedup'], 3)} | {fmt(r['speedup_mean'] / r['predicted_speedup'] if r['predicted_speedup'] else None, 3)} | "
+              f"{fmt(r['predicted_after'], 3)} | {fmt(r['alpha_hat'], 3)} ({r['n_tested']}) | "
+              f"{fmt(ps, 3) if p else '— (peer not run)'} | {fmt(r['speedup_mean'] / ps if ps else None, 3)} | {r['id']} |")
+    w("")
+
+
 def main(dirs):
-    stream, bench, energy, files = load(dirs)
+    stream, bench, energy, files, synth = load(dirs)
     out = []
     w = out.append
     w("# memwall on an NVIDIA H200\n")
@@ -241,6 +283,7 @@ def main(dirs):
               f"{fmt(r.get('tokens_per_wh'), 0)} | {r['energy_source'] or '—'} | {fmt(r.get('peak_temp_c'))} | {fmt(r.get('gpu_mem_util_pct'))} | "
               f"{fmt(r.get('implied_bandwidth_gbps'), 0)} | #{r['bench_id']} |")
         w("")
+    spec_table(w, synth, files)
     rep = os.path.join(os.path.dirname(os.path.abspath(dirs[-1])), "report", "report.md")
     if os.path.exists(rep):
         w("## The whole report from the same rows\n")

@@ -9,6 +9,12 @@
 #   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS;
 #   calc   memwall calc --device this (--gpu) for CALC_MODELS: the ceiling beside the
 #          per-token floor fitted from the rows so far;
+#   spec   set-acceptance speculative decoding on SPEC_TARGETS with draft SPEC_DRAFT:
+#          the pair's greedy gate (memwall spec gate, the small prompt set
+#          spec-prompts.jsonl), memwall spec bench --synth-acceptance SPEC_ALPHAS with
+#          the cost model's best k of SPEC_KS per α (target-only tg, verify-cost times
+#          and predictions stored before the timed runs), then the peer: llama-server
+#          --spec-synth-rates at the same α and k (spec_peer.py) when it was built;
 # everything into one SQLite store and logs under $OUT (the device tool brings back
 # at most 8 files): memwall.db, log.txt, results.tgz (every JSON output).
 #
@@ -22,7 +28,7 @@ OUT=${OUT:-$(mktemp -d)}
 work=${MEMWALL_GPU_WORK:-/tmp/memwall-gpu}
 mkdir -p "$work/json" "$work/models" "$OUT"
 log="$OUT/log.txt"
-steps=${STEPS:-build hw stream bench batch verify calc}
+steps=${STEPS:-build hw stream bench batch verify spec calc}
 reps=${REPS:-5}
 rounds=${ROUNDS:-2}
 if [ "$dry" = 1 ]; then
@@ -33,6 +39,9 @@ if [ "$dry" = 1 ]; then
   BATCH_MODEL=${BATCH_MODEL:-qwen2.5-0.5b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2}
   VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-0.5b:Q4_K_M}; VERIFY_P=${VERIFY_P:-1,2}
   CALC_MODELS=${CALC_MODELS:-qwen2.5-0.5b:Q4_K_M}; gpu=
+  srv=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin/llama-server
+  SPEC_TARGETS=${SPEC_TARGETS:-qwen2.5-0.5b:Q4_K_M}; SPEC_DRAFT=${SPEC_DRAFT:-qwen2.5-0.5b:Q4_K_M}
+  SPEC_ALPHAS=${SPEC_ALPHAS:-0.5,0.9}; SPEC_KS=${SPEC_KS:-1,2}; SPEC_N=${SPEC_N:-8}; SPEC_REPS=${SPEC_REPS:-2}
 else
   mw="$root/.bundle/memwall"
   lb="$work/build/bin/llama-bench"
@@ -44,6 +53,10 @@ else
   BATCH_MODEL=${BATCH_MODEL:-qwen2.5-7b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2,4,8,16,32,64}
   VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-7b:F16}; VERIFY_P=${VERIFY_P:-1,2,3,5,9,17}
   CALC_MODELS=${CALC_MODELS:-qwen2.5-7b:F16 qwen2.5-14b:F16 qwen2.5-7b:Q4_K_M}; gpu=--gpu
+  srv="$work/build/bin/llama-server"
+  # k ≤ 6 keeps the verify pass (k + 1 rows) in one pass of ≤ 7 rows; 8 takes two.
+  SPEC_TARGETS=${SPEC_TARGETS:-qwen2.5-14b:F16 qwen2.5-7b:F16}; SPEC_DRAFT=${SPEC_DRAFT:-qwen2.5-0.5b:F16}
+  SPEC_ALPHAS=${SPEC_ALPHAS:-0.5,0.7,0.9}; SPEC_KS=${SPEC_KS:-1,2,3,4,5,6,8}; SPEC_N=${SPEC_N:-64}; SPEC_REPS=${SPEC_REPS:-3}
 fi
 db="$work/memwall.db"
 # A call has a hard limit (the device tool's 10 minutes): steps that would start with
@@ -87,6 +100,19 @@ for step in $steps; do
         || { tail -40 "$work/build.log" | tee -a "$log"; exit 1; }
       say "build: done"
     fi
+    # The spec step's peer: llama-server, only when the bundled tree has its sources
+    # (a failed server build leaves the rest of the pass as it was).
+    if [ -x "$srv" ]; then say "build: llama-server reused"
+    elif [ -f "$work/src/tools/server/server.cpp" ]; then
+      if cmake -S "$work/src" -B "$work/build" -DLLAMA_BUILD_SERVER=ON >"$work/configure-server.log" 2>&1 \
+         && cmake --build "$work/build" -j "$(nproc)" --target llama-server >"$work/build-server.log" 2>&1; then
+        say "build: llama-server built"
+      else
+        say "build: llama-server did not build (the spec peer will not run):"
+        tail -20 "$work/build-server.log" "$work/configure-server.log" 2>/dev/null | tee -a "$log" >&2
+        cmake -S "$work/src" -B "$work/build" -DLLAMA_BUILD_SERVER=OFF >/dev/null 2>&1
+      fi
+    else say "build: the bundled tree has no tools/server/server.cpp (llama-server not built; the spec peer will not run)"; fi
     export LD_LIBRARY_PATH="$work/build/bin:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
     ;;
   hw)
@@ -139,6 +165,40 @@ for step in $steps; do
       run "$mw" --db "$db" calc --device this $gpu --preset "${m%%:*}" --quant "${m##*:}" \
         || say "calc $m: failed"
       run "$mw" --db "$db" calc --device this $gpu --preset "${m%%:*}" --quant "${m##*:}" --json >"$work/json/calc-$m.json" 2>/dev/null
+    done
+    ;;
+  spec)
+    sp="$root/scripts/gpu-bundle/spec-prompts.jsonl"
+    dfile=$(model "$SPEC_DRAFT") || { say "spec: synth $SPEC_DRAFT failed"; continue; }
+    for m in $SPEC_TARGETS; do
+      time_left || { say "spec $m: skipped (time)"; continue; }
+      f=$(model "$m") || { say "spec: synth $m failed"; continue; }
+      say "spec: $m with draft $SPEC_DRAFT: greedy gate at k $SPEC_KS"
+      run "$mw" --db "$db" spec gate --target "$f" --draft "$dfile" --prompts "$sp" --drafters draft-model \
+        -k "$SPEC_KS" -n "$SPEC_N" --sampling-trials 0 --ngl "$ngl" $fit --json >"$work/json/spec-gate-$m.json" \
+        || say "spec $m: the gate did not pass at every k (only gated k are stored)"
+      time_left || { say "spec $m: set acceptance skipped (time)"; continue; }
+      say "spec: $m set acceptance $SPEC_ALPHAS, the cost model's best k of $SPEC_KS"
+      if ! run "$mw" --db "$db" spec bench --target "$f" --draft "$dfile" --prompts "$sp" --synth-acceptance "$SPEC_ALPHAS" \
+        -k "$SPEC_KS" --synth-prompts 3 -r "$SPEC_REPS" -n "$SPEC_N" --timing-reps 5 --ngl "$ngl" $fit \
+        --out "$work/json/spec-$m" --json >"$work/json/spec-mw-$m.json"; then
+        say "spec $m: set-acceptance bench failed"; continue
+      fi
+      # The (α, k) memwall measured, for the peer.
+      ks=$(python3 -c '
+import json, sys
+t = open(sys.argv[1]).read()
+rows, _ = json.JSONDecoder().raw_decode(t[0 if t.startswith("[") else t.index("\n[") + 1:])
+r = [x for x in rows if x["k"] > 0]
+print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m.json") || continue
+      if [ -x "$srv" ]; then
+        time_left || { say "spec $m: peer skipped (time)"; continue; }
+        say "spec: $m peer llama-server --spec-synth-rates, k $(echo "$ks" | head -1)"
+        run python3 "$root/scripts/gpu-bundle/spec_peer.py" --server "$srv" --target "$f" --draft "$dfile" \
+          --k "$(echo "$ks" | head -1)" --alphas "$(echo "$ks" | tail -1)" --ngl "$ngl" --n-predict "$SPEC_N" \
+          --reps "$SPEC_REPS" --prompts "$sp" --log "$work/json/spec-server-$m.log" >"$work/json/spec-peer-$m.json" \
+          || say "spec $m: peer failed"
+      else say "spec: llama-server not built here (peer not run)"; fi
     done
     ;;
   *) say "unknown step $step"; exit 2 ;;

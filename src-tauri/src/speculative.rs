@@ -63,6 +63,7 @@ impl AppState {
             },
             prompts: None,
             n_threads: None,
+            n_gpu_layers: 0,
         })
     }
 

@@ -790,6 +790,9 @@ pub struct SpecModelArgs {
     /// Threads (default: physical cores).
     #[arg(short = 't', long)]
     pub threads: Option<u32>,
+    /// Layers of each model offloaded to the GPU (llama-bench's -ngl; 0 = CPU).
+    #[arg(long, default_value_t = 0)]
+    pub ngl: u32,
 }
 
 /// `memwall spec prompts`.
@@ -890,6 +893,20 @@ pub struct SpecBenchArgs {
     /// Repetitions of each cost-model timing (median).
     #[arg(long, default_value_t = 5)]
     pub timing_reps: usize,
+    /// Set acceptance instead of a real drafter (comma-separated rates α, e.g.
+    /// 0.5,0.7,0.9): the drafter proposes the target's own greedy token with
+    /// probability α per position and pays a real forward of --draft per drafted
+    /// token (llama.cpp's --spec-synth-rates). Measures, for each α, the k of -k
+    /// with the best speedup the cost model predicts (every k with --no-auto). Rows
+    /// go to their own table; each measured k needs the draft model's passed gate.
+    #[arg(long, value_delimiter = ',')]
+    pub synth_acceptance: Vec<f64>,
+    /// Prompts measured with --synth-acceptance (round-robin over the categories).
+    #[arg(long, default_value_t = 3)]
+    pub synth_prompts: usize,
+    /// Seed of the --synth-acceptance draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Folder for spec.md, spec.json and the charts.
     #[arg(long, default_value = "results/spec")]
     pub out: PathBuf,

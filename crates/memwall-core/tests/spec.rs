@@ -103,3 +103,56 @@ fn the_real_pair_is_output_identical() {
         }
     }
 }
+
+#[test]
+fn set_acceptance_on_a_real_model_is_output_identical_and_hits_its_rate() {
+    use memwall_core::experiments::speculative::synth::SetAcceptance;
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let cfg = pair::engine_config(512, 2);
+    let mut target = LlamaModelHandle::load_no_repack(&path)
+        .unwrap()
+        .engine(&cfg)
+        .unwrap();
+    // The draft pays a real forward of the same model per drafted token; only its
+    // proposal is set.
+    let draft = LlamaModelHandle::load(&path, 0)
+        .unwrap()
+        .engine(&cfg)
+        .unwrap();
+    let mut d = SetAcceptance::new(draft, "draft:self".into(), 0.7, 5).unwrap();
+    let mut s = SpecSession::new();
+    let (mut tested, mut accepted) = (0u64, 0u64);
+    for text in PROMPTS {
+        let prompt = memwall_core::measure::engine::Engine::tokenize(&target, text, true).unwrap();
+        let want = target_greedy(&mut target, &prompt, 48).unwrap().tokens;
+        s.invalidate();
+        let mut full = prompt.clone();
+        full.extend(&want);
+        d.set_reference(full);
+        for k in [3, 6] {
+            let out = s
+                .generate(&mut target, &mut d, &prompt, &SpecConfig::greedy(k, 48))
+                .unwrap();
+            assert_eq!(out.tokens, want, "set acceptance 0.7, k = {k}");
+            let st = &out.stats;
+            assert_eq!(st.n_emitted, st.n_accepted + st.n_iterations);
+            assert!(
+                st.n_draft_passes >= st.n_drafted,
+                "a real draft pass per token"
+            );
+            tested += st.n_tested();
+            accepted += st.n_accepted;
+        }
+    }
+    // Every tested position is a Bernoulli(0.7) draw: within 4 standard deviations.
+    let n = tested as f64;
+    let a_hat = accepted as f64 / n;
+    let bound = 4.0 * (0.7f64 * 0.3 / n).sqrt();
+    assert!(
+        (a_hat - 0.7).abs() <= bound,
+        "α̂ = {a_hat} over {tested} tested positions, bound ±{bound}"
+    );
+}

@@ -46,6 +46,7 @@ fn pair(m: &SpecModelArgs, need_draft: bool) -> Result<PairOptions> {
         },
         prompts: m.prompts.clone(),
         n_threads: m.threads,
+        n_gpu_layers: m.ngl,
     })
 }
 
@@ -210,6 +211,9 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
 }
 
 async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
+    if !a.synth_acceptance.is_empty() {
+        return synth_cmd(db, a).await;
+    }
     let categories = a
         .categories
         .iter()
@@ -252,6 +256,43 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
             a.out.display(),
             out.charts.len()
         );
+    }
+    Ok(())
+}
+
+/// `memwall spec bench --synth-acceptance α,…`: the set-acceptance bench.
+async fn synth_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
+    let opts = job::SynthJobOptions {
+        alphas: a.synth_acceptance.clone(),
+        ks: a.k.clone(),
+        auto_k: !a.no_auto,
+        n_prompts: a.synth_prompts,
+        reps: a.reps,
+        max_new: a.max_new,
+        timing_reps: a.timing_reps,
+        seed: a.seed,
+        results_dir: Some(a.out.clone()),
+        record: !a.no_store,
+        guard: a.guard.options(),
+        command: command_line(),
+    };
+    opts.validate()?;
+    let pair = pair(&a.m, true)?;
+    let store = open_store(db).await?;
+    let out = job::synth_job(&store, pair, opts, progress(), no_cancel()).await?;
+    print_guard(&out.guard);
+    if let Some(id) = out.run_id {
+        eprintln!(
+            "stored as run {id} in {} (predictions {:?}, stored before the timed runs)",
+            store.path().display(),
+            out.prediction_ids
+        );
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out.rows)?);
+    } else {
+        println!("{}", out.report_md);
+        println!("wrote {}/synth.md and synth.json", a.out.display());
     }
     Ok(())
 }

@@ -978,7 +978,7 @@ impl Store {
     }
 
     /// Runs whose rows rest on run `id`: the spec-bench runs with speedup rows that
-    /// a gate of run `id` unlocked (`spec_bench.gate_id`), ascending.
+    /// a gate of run `id` unlocked (`spec_bench.gate_id`, `spec_synth.gate_id`), ascending.
     ///
     /// # Errors
     /// [`StoreError::Sql`].
@@ -1040,9 +1040,14 @@ impl Store {
 
 async fn dependents(conn: &mut sqlx::SqliteConnection, id: i64) -> Result<Vec<i64>, sqlx::Error> {
     let rows = sqlx::query(
-        "SELECT DISTINCT b.run_id AS run_id FROM spec_bench b JOIN spec_gates g ON g.id = b.gate_id
-         WHERE g.run_id = ? AND b.run_id <> ? ORDER BY b.run_id",
+        "SELECT DISTINCT run_id FROM (
+           SELECT b.run_id AS run_id FROM spec_bench b JOIN spec_gates g ON g.id = b.gate_id
+           WHERE g.run_id = ? AND b.run_id <> ?
+           UNION SELECT s.run_id AS run_id FROM spec_synth s JOIN spec_gates g ON g.id = s.gate_id
+           WHERE g.run_id = ? AND s.run_id <> ?) ORDER BY run_id",
     )
+    .bind(id)
+    .bind(id)
     .bind(id)
     .bind(id)
     .fetch_all(&mut *conn)

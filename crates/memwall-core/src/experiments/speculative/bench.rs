@@ -278,10 +278,60 @@ pub fn ngram_lookup_ns(g: &Ngram, hist: &[TokenId], k: usize) -> f64 {
 /// once `cancel` is set.
 pub fn run_bench<T: Engine, D: Engine>(
     target: &mut T,
+    draft: Option<&mut DraftModel<D>>,
+    inputs: &[CategoryInput],
+    plan: &SpecBenchPlan,
+    on_progress: &mut dyn FnMut(&str),
+    cancel: &AtomicBool,
+) -> Result<Vec<CategoryReport>, SpecError> {
+    run_bench_phased(
+        target,
+        draft,
+        inputs,
+        plan,
+        on_progress,
+        &mut |_| {},
+        cancel,
+    )
+}
+
+/// The sampler's phase of a timed cell in repetition `rep` (0-based):
+/// `code target-only #1`, `json draft-model k=4 #2`.
+pub fn phase_label(category: &str, drafter_kind: &str, k: usize, rep: usize) -> String {
+    if k == 0 {
+        format!("{category} target-only #{}", rep + 1)
+    } else {
+        format!("{category} {drafter_kind} k={k} #{}", rep + 1)
+    }
+}
+
+/// A stored row's energy from the sampler's recording ([`phase_label`] phases of
+/// its repetitions, pooled by [`super::synth::pooled_energy`]); `None` for a
+/// decision row or when a phase is missing.
+pub fn row_energy(
+    rec: &crate::measure::sampler::session::Recording,
+    row: &SpecBenchRow,
+) -> Option<crate::measure::sampler::session::EnergySummary> {
+    let tps = row.tps_samples.as_ref()?;
+    let names: Vec<String> = (0..tps.len())
+        .map(|rep| phase_label(&row.category, &row.drafter_kind, row.k, rep))
+        .collect();
+    super::synth::pooled_energy(rec, &names, tps, row.n_emitted)
+}
+
+/// As [`run_bench`], calling `phase(Some(name))` before each timed cell's prompts
+/// in each repetition ([`phase_label`]) and `phase(None)` after them, so a sampler
+/// beside the run can attribute its reads.
+///
+/// # Errors
+/// As [`run_bench`].
+pub fn run_bench_phased<T: Engine, D: Engine>(
+    target: &mut T,
     mut draft: Option<&mut DraftModel<D>>,
     inputs: &[CategoryInput],
     plan: &SpecBenchPlan,
     on_progress: &mut dyn FnMut(&str),
+    phase: &mut dyn FnMut(Option<&str>),
     cancel: &AtomicBool,
 ) -> Result<Vec<CategoryReport>, SpecError> {
     let stop = || -> Result<(), SpecError> {
@@ -414,6 +464,12 @@ pub fn run_bench<T: Engine, D: Engine>(
                     Some(DrafterKind::Ngram) => &mut ngram,
                 };
                 let mut st = SpecStats::default();
+                phase(Some(&phase_label(
+                    cat.name(),
+                    dk.map_or("none", |d| d.name()),
+                    k,
+                    rep,
+                )));
                 for (pi, p) in input.measured.iter().enumerate() {
                     let out = session.generate(
                         target,
@@ -444,6 +500,7 @@ pub fn run_bench<T: Engine, D: Engine>(
                         });
                     }
                 }
+                phase(None);
                 tps[ci].push(st.decode_tps().unwrap_or(0.0));
                 stats[ci].merge(&st);
             }
@@ -719,6 +776,49 @@ pub fn table_md(rows: &[SpecBenchRow]) -> String {
     s
 }
 
+/// Markdown table of each measured row's energy from the sampler beside the run
+/// (`—` where no counter was readable; the reasons below).
+pub fn energy_md(
+    rows: &[SpecBenchRow],
+    energy: &[Option<crate::measure::sampler::session::EnergySummary>],
+    rec: &crate::measure::sampler::session::Recording,
+) -> String {
+    let mut s = String::from(
+        "| category | drafter | k | mean power W | J/token | tokens/Wh | peak °C | throttled | energy source |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (r, e) in rows.iter().zip(energy) {
+        let Some(e) = e else { continue };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.category,
+            r.drafter_kind,
+            r.k_label(),
+            or_dash(e.mean_power_w, |x| format!("{x:.1}")),
+            or_dash(e.j_per_token, |x| format!("{x:.4}")),
+            or_dash(e.tokens_per_wh, |x| format!("{x:.0}")),
+            or_dash(e.peak_temp_c, |x| format!("{x:.0}")),
+            e.throttled.map_or("—", |t| if t { "yes" } else { "no" }),
+            e.energy_source,
+        ));
+    }
+    let reasons: Vec<String> = rec
+        .counters
+        .iter()
+        .filter(|c| !c.available)
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c.name,
+                c.reason.as_deref().unwrap_or("not available")
+            )
+        })
+        .collect();
+    if !reasons.is_empty() {
+        s.push_str(&format!("\nNot measured: {}\n", reasons.join("; ")));
+    }
+    s
+}
+
 /// Markdown explanation of each category's cost model: the measured times, the
 /// verify-cost ratio `t_verify(k+1) ÷ t_verify(1)` that the paper assumes ≈ 1, and
 /// `--k auto`'s choice.
@@ -976,6 +1076,44 @@ mod tests {
             ngram: Ngram::default(),
             gated: vec![("draft:mock".into(), 2)],
         }
+    }
+
+    #[test]
+    fn the_phased_bench_marks_one_closed_phase_per_cell_and_repetition() {
+        let mut t = Mock::new(30, 4.0);
+        let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+        let input = CategoryInput {
+            category: Category::Code,
+            measured: vec![tp("a", 5, 1)],
+            calibration: tp("c", 6, 3),
+        };
+        let mut phases: Vec<Option<String>> = Vec::new();
+        let reps = run_bench_phased(
+            &mut t,
+            Some(&mut dm),
+            &[input],
+            &plan_k2(false),
+            &mut |_| {},
+            &mut |p| phases.push(p.map(str::to_string)),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        // 2 cells (target-only, draft-model k=2) × 2 repetitions, each opened and closed.
+        assert_eq!(
+            phases,
+            [
+                Some("code target-only #1"),
+                None,
+                Some("code draft-model k=2 #1"),
+                None,
+                Some("code target-only #2"),
+                None,
+                Some("code draft-model k=2 #2"),
+                None
+            ]
+            .map(|p| p.map(str::to_string))
+        );
+        assert_eq!(reps[0].cells.len(), 2);
     }
 
     #[test]

@@ -337,6 +337,10 @@ impl<E: Engine> DraftModel<E> {
     pub fn invalidate(&mut self) {
         self.kv.invalidate();
     }
+    /// The draft engine, the drafter dropped (another drafter takes it over).
+    pub fn into_engine(self) -> E {
+        self.engine
+    }
 }
 
 fn argmin(row: &[f32]) -> TokenId {

@@ -20,6 +20,8 @@
 //!   `--k auto`).
 //! - [`prompts`]: the frozen prompt set (`prompts/spec.jsonl`).
 //! - [`gate`]: the correctness gate (greedy equality, sampling distribution test).
+//! - [`synth`]: set-acceptance speculation (a drafter whose acceptance rate is
+//!   set, paying a real draft forward; llama.cpp's `--spec-synth-rates`).
 //! - [`bench`]: the experiments; [`store`]: their tables; [`chart`]: their charts.
 //! - [`job`]: the jobs the CLI (`memwall spec prompts | gate | bench`) and the app
 //!   call: options → guard → load → run → store → results files.
@@ -38,6 +40,7 @@ pub mod prompts;
 pub mod run;
 pub mod sampling;
 pub mod store;
+pub mod synth;
 pub mod verify;
 pub mod vocab;
 

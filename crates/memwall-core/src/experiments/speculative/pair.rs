@@ -58,13 +58,31 @@ pub fn load(
     n_ctx: u32,
     n_threads: u32,
 ) -> Result<Pair, SpecError> {
-    let cfg = engine_config(n_ctx, n_threads);
+    load_ngl(target, draft, n_ctx, n_threads, 0)
+}
+
+/// As [`load`], with `n_gpu_layers` layers of each model offloaded (llama-bench's
+/// `-ngl`).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_ngl(
+    target: &Path,
+    draft: Option<&Path>,
+    n_ctx: u32,
+    n_threads: u32,
+    n_gpu_layers: u32,
+) -> Result<Pair, SpecError> {
+    let cfg = EngineConfig {
+        n_gpu_layers,
+        ..engine_config(n_ctx, n_threads)
+    };
     // The target without weight repacking: see LlamaModelHandle::load_no_repack.
-    let th = LlamaModelHandle::load_no_repack(target)?;
+    let th = LlamaModelHandle::load_no_repack_ngl(target, n_gpu_layers)?;
     let te = th.engine(&cfg)?;
     let (draft_model, draft_sha) = match draft {
         Some(d) => {
-            let dh = LlamaModelHandle::load(d, 0)?;
+            let dh = LlamaModelHandle::load(d, n_gpu_layers)?;
             let de = dh.engine(&cfg)?;
             let probe = "Hello, world! fn main() { println!(\"{}\", 1 + 2); } {\"a\": [1, 2.5, null]} <|im_start|>user\nÜber café 東京<|im_end|>";
             let a = te.tokenize(probe, true)?;

@@ -496,6 +496,20 @@ pub async fn insert_bench_run(
     run: &NewRun,
     rows: &mut [SpecBenchRow],
 ) -> Result<i64, StoreError> {
+    insert_bench_run_sampled(store, run, rows, None).await
+}
+
+/// As [`insert_bench_run`], with the sampler's recording (`sampler_*` tables) and
+/// each row's energy (`spec_bench_energy`, rows in order) in the same transaction.
+///
+/// # Errors
+/// As [`insert_bench_run`].
+pub async fn insert_bench_run_sampled(
+    store: &Store,
+    run: &NewRun,
+    rows: &mut [SpecBenchRow],
+    sampler: Option<SynthSampler<'_>>,
+) -> Result<i64, StoreError> {
     let mut tx = store.begin().await?;
     let run_id = store.insert_run_tx(&mut tx, run).await?;
     let q = format!(
@@ -556,6 +570,14 @@ pub async fn insert_bench_run(
             .await
             .map_err(|e| sql(store, e))?;
         r.id = res.last_insert_rowid();
+    }
+    if let Some((rec, energy)) = sampler {
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
+        for (r, e) in rows.iter().zip(energy) {
+            if let Some(e) = e {
+                insert_energy_tx(store, &mut tx, "spec_bench_energy", r.id, run_id, e).await?;
+            }
+        }
     }
     tx.commit().await.map_err(|e| sql(store, e))?;
     Ok(run_id)
@@ -813,6 +835,157 @@ mod tests {
         .await
         .unwrap()
         .get("n")
+    }
+
+    #[tokio::test]
+    async fn set_acceptance_rows_need_their_prediction_and_the_pairs_gate() {
+        use crate::experiments::speculative::cost::Timings;
+        use crate::experiments::speculative::synth::{
+            self, SynthCalibration, SynthCell, SynthPlan, SynthPrediction, SynthProvenance,
+        };
+        let (_d, s) = store().await;
+        let e = SpecBenchRow::example();
+        let cal = SynthCalibration {
+            prompt_id: "code-01".into(),
+            timings: Timings {
+                t_verify_ns: vec![9.0e6, 12.9e6, 13.3e6],
+                t_draft_ns: 1.3e6,
+                depth: 40,
+            },
+            predictions: vec![SynthPrediction {
+                alpha: 0.9,
+                k: 2,
+                predicted_speedup: 1.5,
+            }],
+        };
+        let key = "draft:bbbbbbbbbbbbbbbb";
+        let ids = insert_synth_predictions(&s, "h", &e.target_sha256, key, &e.engine_build, &cal)
+            .await
+            .unwrap();
+        let plan = SynthPlan {
+            alphas: vec![0.9],
+            ks: vec![2],
+            reps: 2,
+            max_new: 32,
+            timing_reps: 1,
+            seed: 1,
+            auto_k: false,
+        };
+        let st = SpecStats {
+            n_iterations: 10,
+            n_drafted: 20,
+            n_accepted: 17,
+            n_rejections: 2,
+            n_emitted: 27,
+            draft_len_hist: vec![0, 0, 10],
+            ..Default::default()
+        };
+        let cells = vec![
+            SynthCell {
+                alpha: None,
+                k: 0,
+                tps: vec![100.0, 102.0],
+                speedup: None,
+                stats: SpecStats::default(),
+                n_draws: 0,
+                n_right: 0,
+            },
+            SynthCell {
+                alpha: Some(0.9),
+                k: 2,
+                tps: vec![150.0, 160.0],
+                speedup: Some(vec![1.5, 1.625]),
+                stats: st,
+                n_draws: 20,
+                n_right: 18,
+            },
+        ];
+        let prov = SynthProvenance {
+            target_file: e.target_file.clone(),
+            target_sha256: e.target_sha256.clone(),
+            draft_file: "d.gguf".into(),
+            draft_key: key.into(),
+            prompt_set_sha256: e.prompt_set_sha256.clone(),
+            engine_build: e.engine_build.clone(),
+            n_threads: 16,
+            n_gpu_layers: 99,
+            measured_at: crate::util::now_rfc3339(),
+            hostname: "h".into(),
+            cpu_info: "c".into(),
+            gpu_info: Some("NVIDIA H200".into()),
+        };
+        let rows = synth::to_rows(&cells, &cal, Some(&ids), &plan, &["code-01".into()], &prov);
+        // No gate → refused by the store itself, nothing written.
+        let err = insert_synth_run(&s, &run("spec-synth"), &mut rows.clone(), None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("without the passed greedy gate"), "{err}");
+        assert!(s.runs().await.unwrap().is_empty());
+        // The pair's gate at k = 2 unlocks it; the helper finds it.
+        let (_, gates) = gate(&s, 2, 54, 54, 32).await;
+        let mut gated = rows.clone();
+        attach_synth_gates(&mut gated, &gates).unwrap();
+        assert_eq!(gated[1].gate_id, Some(gates[0].id));
+        // Without the prediction stored before it → refused.
+        let mut unpredicted = gated.clone();
+        unpredicted[1].prediction_id = None;
+        let err = insert_synth_run(&s, &run("spec-synth"), &mut unpredicted, None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("without the prediction stored before its run"),
+            "{err}"
+        );
+        // A prediction that says something else than the row → refused.
+        let mut forged = gated.clone();
+        forged[1].predicted_speedup = Some(2.2);
+        assert!(
+            insert_synth_run(&s, &run("spec-synth"), &mut forged, None)
+                .await
+                .is_err()
+        );
+        // With the sampler's recording: no energy counter in it, so energy is NULL
+        // with the reason, and the row count is the recording's.
+        let rec = crate::measure::sampler::session::Recording {
+            hz: 10.0,
+            samples: Vec::new(),
+            phases: Vec::new(),
+            counters: Vec::new(),
+        };
+        let none = crate::measure::sampler::session::EnergySummary {
+            samples: 0,
+            mean_power_w: None,
+            energy_j: None,
+            j_per_token: None,
+            tokens_per_wh: None,
+            energy_source: "none".into(),
+            reason: Some("RAPL not readable in this VM".into()),
+            peak_temp_c: None,
+            throttled: None,
+            live_dram_gbps: None,
+            gpu_mem_util_pct: None,
+        };
+        let energy = vec![None, Some(none.clone())];
+        let run_id = insert_synth_run(&s, &run("spec-synth"), &mut gated, Some((&rec, &energy)))
+            .await
+            .unwrap();
+        let stored = synth_energy(&s, run_id).await.unwrap();
+        assert_eq!(stored, vec![(gated[1].id, none)]);
+        let back = synth_rows(&s, Some(run_id)).await.unwrap();
+        assert_eq!(back, gated);
+        assert_eq!(back[1].alpha_set, Some(0.9));
+        assert_eq!(back[0].alpha_set, None);
+        // Real-acceptance tables never see these rows.
+        assert_eq!(count(&s, "spec_bench").await, 0);
+        // Predictions are write-once.
+        let err = sqlx::query("UPDATE spec_synth_predictions SET predicted_speedup = 3")
+            .execute(s.pool())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("never edited"), "{err}");
     }
 
     #[tokio::test]
@@ -1246,4 +1419,394 @@ mod tests {
         let (g2, _) = gate(&s, 4, 6, 6, 32).await;
         s.delete_run(g2).await.unwrap();
     }
+}
+
+/// Stores the cost model's predictions of a set-acceptance run, in one transaction,
+/// **before** its timed runs; returns their ids in the order of
+/// `cal.predictions`.
+///
+/// # Errors
+/// [`StoreError::Sql`]; nothing is written then.
+pub async fn insert_synth_predictions(
+    store: &Store,
+    hostname: &str,
+    target_sha256: &str,
+    draft_key: &str,
+    engine_build: &str,
+    cal: &super::synth::SynthCalibration,
+) -> Result<Vec<i64>, StoreError> {
+    let created_at = crate::util::now_rfc3339();
+    let timings = js(&cal.timings);
+    let mut tx = store.begin().await?;
+    let mut ids = Vec::with_capacity(cal.predictions.len());
+    for p in &cal.predictions {
+        let res = sqlx::query(
+            "INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, draft_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&created_at)
+        .bind(hostname)
+        .bind(target_sha256)
+        .bind(draft_key)
+        .bind(engine_build)
+        .bind(p.alpha)
+        .bind(p.k as i64)
+        .bind(p.predicted_speedup)
+        .bind(&timings)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| sql(store, e))?;
+        ids.push(res.last_insert_rowid());
+    }
+    tx.commit().await.map_err(|e| sql(store, e))?;
+    Ok(ids)
+}
+
+const SYNTH_COLS: &[&str] = &[
+    "run_id",
+    "prediction_id",
+    "alpha_set",
+    "k",
+    "target_file",
+    "target_sha256",
+    "draft_file",
+    "draft_key",
+    "seed",
+    "prompt_set_sha256",
+    "prompt_ids",
+    "max_new",
+    "reps",
+    "n_threads",
+    "n_gpu_layers",
+    "tps_samples",
+    "tps_mean",
+    "tps_std",
+    "speedup_samples",
+    "speedup_mean",
+    "speedup_std",
+    "predicted_speedup",
+    "predicted_after",
+    "alpha_hat",
+    "n_tested",
+    "n_drafted",
+    "n_accepted",
+    "n_iterations",
+    "n_emitted",
+    "n_draft_passes",
+    "n_draws",
+    "n_right",
+    "stats_json",
+    "timings_json",
+    "engine_build",
+    "build_commit",
+    "measured_at",
+    "hostname",
+    "cpu_info",
+    "gpu_info",
+    "gate_id",
+];
+
+/// Stores a set-acceptance run and its rows in one transaction (sets `id`/`run_id`).
+/// Rows with a speedup need `prediction_id` and `gate_id` set.
+///
+/// # Errors
+/// [`StoreError::Sql`], including the triggers' refusals (a row without the
+/// prediction stored before it, or without the pair's gate); nothing is written then.
+pub async fn insert_synth_run(
+    store: &Store,
+    run: &NewRun,
+    rows: &mut [super::synth::SpecSynthRow],
+    sampler: Option<SynthSampler<'_>>,
+) -> Result<i64, StoreError> {
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, run).await?;
+    let q = format!(
+        "INSERT INTO spec_synth ({}) VALUES ({})",
+        SYNTH_COLS.join(", "),
+        vec!["?"; SYNTH_COLS.len()].join(", ")
+    );
+    for r in rows.iter_mut() {
+        r.run_id = run_id;
+        let res = sqlx::query(sqlx::AssertSqlSafe(q.clone()))
+            .bind(run_id)
+            .bind(r.prediction_id)
+            .bind(r.alpha_set)
+            .bind(r.k as i64)
+            .bind(&r.target_file)
+            .bind(&r.target_sha256)
+            .bind(&r.draft_file)
+            .bind(&r.draft_key)
+            .bind(r.seed as i64)
+            .bind(&r.prompt_set_sha256)
+            .bind(js(&r.prompt_ids))
+            .bind(r.max_new as i64)
+            .bind(r.reps as i64)
+            .bind(r.n_threads as i64)
+            .bind(r.n_gpu_layers as i64)
+            .bind(js(&r.tps_samples))
+            .bind(r.tps_mean)
+            .bind(r.tps_std)
+            .bind(r.speedup_samples.as_ref().map(|s| js(s)))
+            .bind(r.speedup_mean)
+            .bind(r.speedup_std)
+            .bind(r.predicted_speedup)
+            .bind(r.predicted_after)
+            .bind(r.alpha_hat)
+            .bind(r.n_tested as i64)
+            .bind(r.n_drafted as i64)
+            .bind(r.n_accepted as i64)
+            .bind(r.n_iterations as i64)
+            .bind(r.n_emitted as i64)
+            .bind(r.n_draft_passes as i64)
+            .bind(r.n_draws as i64)
+            .bind(r.n_right as i64)
+            .bind(&r.stats_json)
+            .bind(&r.timings_json)
+            .bind(&r.engine_build)
+            .bind(&r.build_commit)
+            .bind(&r.measured_at)
+            .bind(&r.hostname)
+            .bind(&r.cpu_info)
+            .bind(&r.gpu_info)
+            .bind(r.gate_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| sql(store, e))?;
+        r.id = res.last_insert_rowid();
+    }
+    if let Some((rec, energy)) = sampler {
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
+        for (r, e) in rows.iter().zip(energy) {
+            if let Some(e) = e {
+                insert_energy_tx(store, &mut tx, "spec_synth_energy", r.id, run_id, e).await?;
+            }
+        }
+    }
+    tx.commit().await.map_err(|e| sql(store, e))?;
+    Ok(run_id)
+}
+
+/// One row's energy into `table` (`spec_bench_energy` or `spec_synth_energy`).
+async fn insert_energy_tx(
+    store: &Store,
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    table: &'static str,
+    row_id: i64,
+    run_id: i64,
+    e: &crate::measure::sampler::session::EnergySummary,
+) -> Result<(), StoreError> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table} (row_id, run_id, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh, energy_source, reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )))
+    .bind(row_id)
+    .bind(run_id)
+    .bind(e.samples as i64)
+    .bind(e.mean_power_w)
+    .bind(e.energy_j)
+    .bind(e.j_per_token)
+    .bind(e.tokens_per_wh)
+    .bind(&e.energy_source)
+    .bind(&e.reason)
+    .bind(e.peak_temp_c)
+    .bind(e.throttled)
+    .bind(e.live_dram_gbps)
+    .bind(e.gpu_mem_util_pct)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| sql(store, e))?;
+    Ok(())
+}
+
+/// The sampler's recording beside a set-acceptance run and each row's energy (in
+/// row order; `None`: the row's phases are missing).
+pub type SynthSampler<'a> = (
+    &'a crate::measure::sampler::session::Recording,
+    &'a [Option<crate::measure::sampler::session::EnergySummary>],
+);
+
+/// Each row's stored energy (`spec_synth_energy`) of a set-acceptance run, by row id.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn synth_energy(
+    store: &Store,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    energy_rows(store, "spec_synth_energy", run_id).await
+}
+
+/// Each row's stored energy (`spec_bench_energy`) of a spec-bench run, by row id.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn bench_energy(
+    store: &Store,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    energy_rows(store, "spec_bench_energy", run_id).await
+}
+
+async fn energy_rows(
+    store: &Store,
+    table: &'static str,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT * FROM {table} WHERE run_id = ? ORDER BY row_id"
+    )))
+    .bind(run_id)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| sql(store, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (
+                r.get("row_id"),
+                crate::measure::sampler::session::EnergySummary {
+                    samples: r.get::<i64, _>("samples") as u64,
+                    mean_power_w: r.get("mean_power_w"),
+                    energy_j: r.get("energy_j"),
+                    j_per_token: r.get("j_per_token"),
+                    tokens_per_wh: r.get("tokens_per_wh"),
+                    energy_source: r.get("energy_source"),
+                    reason: r.get("reason"),
+                    peak_temp_c: r.get("peak_temp_c"),
+                    throttled: r.get("throttled"),
+                    live_dram_gbps: r.get("live_dram_gbps"),
+                    gpu_mem_util_pct: r.get("gpu_mem_util_pct"),
+                },
+            )
+        })
+        .collect())
+}
+
+/// Sets `gate_id` on every set-acceptance row with a speedup to the draft model's
+/// gate at that `k` ([`unlocking_gate`]).
+///
+/// # Errors
+/// The sentences of the rows no gate unlocks (nothing is set then).
+pub fn attach_synth_gates(
+    rows: &mut [super::synth::SpecSynthRow],
+    gates: &[StoredGate],
+) -> Result<(), String> {
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut missing: Vec<String> = Vec::new();
+    for r in rows.iter() {
+        if r.k == 0 || r.speedup_mean.is_none() {
+            ids.push(None);
+            continue;
+        }
+        match unlocking_gate(gates, &r.draft_key, r.k, r.max_new) {
+            Ok(g) => ids.push(Some(g.id)),
+            Err(e) => {
+                if !missing.contains(&e) {
+                    missing.push(e);
+                }
+                ids.push(None);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(missing.join(". "));
+    }
+    for (r, id) in rows.iter_mut().zip(ids) {
+        r.gate_id = id;
+    }
+    Ok(())
+}
+
+/// Set-acceptance rows of one run (all runs when `None`), in insertion order.
+///
+/// # Errors
+/// [`StoreError`] naming the table, row and column that cannot be read back.
+pub async fn synth_rows(
+    store: &Store,
+    run_id: Option<i64>,
+) -> Result<Vec<super::synth::SpecSynthRow>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM spec_synth WHERE (? IS NULL OR run_id = ?) ORDER BY id")
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_all(store.pool())
+        .await
+        .map_err(|e| sql(store, e))?;
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.get("id");
+            let bad = |problem: String| StoreError::Decode {
+                path: store.path().display().to_string(),
+                table: "spec_synth",
+                id,
+                problem,
+            };
+            let i = |c: &str| r.try_get::<i64, _>(c).map_err(|e| bad(format!("{c}: {e}")));
+            let s = |c: &str| {
+                r.try_get::<String, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let f = |c: &str| {
+                r.try_get::<Option<f64>, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let o = |c: &str| {
+                r.try_get::<Option<i64>, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let os = |c: &str| {
+                r.try_get::<Option<String>, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let speedup_samples = match os("speedup_samples")? {
+                None => None,
+                Some(t) => Some(
+                    serde_json::from_str(&t).map_err(|e| bad(format!("speedup_samples: {e}")))?,
+                ),
+            };
+            Ok(super::synth::SpecSynthRow {
+                id,
+                run_id: i("run_id")?,
+                prediction_id: o("prediction_id")?,
+                alpha_set: f("alpha_set")?,
+                k: i("k")? as usize,
+                target_file: s("target_file")?,
+                target_sha256: s("target_sha256")?,
+                draft_file: s("draft_file")?,
+                draft_key: s("draft_key")?,
+                seed: i("seed")? as u64,
+                prompt_set_sha256: s("prompt_set_sha256")?,
+                prompt_ids: serde_json::from_str(&s("prompt_ids")?)
+                    .map_err(|e| bad(format!("prompt_ids: {e}")))?,
+                max_new: i("max_new")? as usize,
+                reps: i("reps")? as usize,
+                n_threads: i("n_threads")? as u32,
+                n_gpu_layers: i("n_gpu_layers")? as u32,
+                tps_samples: serde_json::from_str(&s("tps_samples")?)
+                    .map_err(|e| bad(format!("tps_samples: {e}")))?,
+                tps_mean: f("tps_mean")?,
+                tps_std: f("tps_std")?,
+                speedup_samples,
+                speedup_mean: f("speedup_mean")?,
+                speedup_std: f("speedup_std")?,
+                predicted_speedup: f("predicted_speedup")?,
+                predicted_after: f("predicted_after")?,
+                alpha_hat: f("alpha_hat")?,
+                n_tested: i("n_tested")? as u64,
+                n_drafted: i("n_drafted")? as u64,
+                n_accepted: i("n_accepted")? as u64,
+                n_iterations: i("n_iterations")? as u64,
+                n_emitted: i("n_emitted")? as u64,
+                n_draft_passes: i("n_draft_passes")? as u64,
+                n_draws: i("n_draws")? as u64,
+                n_right: i("n_right")? as u64,
+                stats_json: s("stats_json")?,
+                timings_json: s("timings_json")?,
+                engine_build: s("engine_build")?,
+                build_commit: s("build_commit")?,
+                measured_at: s("measured_at")?,
+                hostname: s("hostname")?,
+                cpu_info: s("cpu_info")?,
+                gpu_info: os("gpu_info")?,
+                gate_id: o("gate_id")?,
+            })
+        })
+        .collect()
 }

@@ -193,6 +193,18 @@ impl LlamaModelHandle {
     /// # Errors
     /// As [`LlamaModelHandle::load`].
     pub fn load_no_repack(path: &Path) -> Result<LlamaModelHandle, EngineError> {
+        Self::load_no_repack_ngl(path, 0)
+    }
+
+    /// As [`LlamaModelHandle::load_no_repack`], with `n_gpu_layers` layers offloaded
+    /// (llama-bench's `-ngl`; 0 on a CPU-only build).
+    ///
+    /// # Errors
+    /// As [`LlamaModelHandle::load_no_repack`].
+    pub fn load_no_repack_ngl(
+        path: &Path,
+        n_gpu_layers: u32,
+    ) -> Result<LlamaModelHandle, EngineError> {
         check_model(path)?;
         let _backend = backend()?;
         let load_err = |reason: String| EngineError::Load {
@@ -207,7 +219,7 @@ impl LlamaModelHandle {
         // owned by the `LlamaModel` built below, which frees it on drop.
         let raw = unsafe {
             let mut p = llama_cpp_sys_2::llama_model_default_params();
-            p.n_gpu_layers = 0;
+            p.n_gpu_layers = n_gpu_layers.min(i32::MAX as u32) as i32;
             p.use_extra_bufts = false;
             llama_cpp_sys_2::llama_model_load_from_file(cpath.as_ptr(), p)
         };
@@ -220,7 +232,7 @@ impl LlamaModelHandle {
         let model: LlamaModel = unsafe { std::mem::transmute(nn) };
         Ok(LlamaModelHandle {
             model: Arc::new(model),
-            n_gpu_layers: 0,
+            n_gpu_layers,
         })
     }
 
