@@ -462,6 +462,10 @@ pub struct LoadtestArgs {
     /// Do not send ignore_eos (for servers that reject unknown fields).
     #[arg(long)]
     pub no_ignore_eos: bool,
+    /// Run without the live sampler (no power, energy per output token or time
+    /// series).
+    #[arg(long)]
+    pub no_sampler: bool,
     /// Seed of the prompts and the arrival schedule.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -1088,6 +1092,9 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on the API routes.
     #[arg(long, env = "MEMWALL_API_KEY")]
     pub api_key: Option<String>,
+    /// Run without the live sampler (no power/temperature series stored at shutdown).
+    #[arg(long)]
+    pub no_sampler: bool,
 }
 
 /// `memwall sample`.

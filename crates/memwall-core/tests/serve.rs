@@ -567,3 +567,46 @@ print("OK", repr(text), finish, usage.completion_tokens)
     assert!(stdout.starts_with("OK "));
     h.stop().await.unwrap();
 }
+
+/// The live sampler runs beside the server: at shutdown its recording (one
+/// `serving` phase) is stored as a `serve` run, and the summary counts exactly the
+/// tokens generated; its energy is measured, or `—` with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_stores_its_sampler_series_at_shutdown() {
+    use memwall_core::experiments::serve::job::{SERVING_PHASE, finish};
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = serve(path, 1, 1).await;
+    let r = call(
+        h.addr,
+        "POST",
+        "/v1/completions",
+        r#"{"prompt":"The sky is","max_tokens":5,"ignore_eos":true}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = tempfile::tempdir().unwrap();
+    let store = memwall_core::store::Store::open(&d.path().join("m.db"))
+        .await
+        .unwrap();
+    let s = finish(&store, "memwall serve", h, None).await.unwrap();
+    assert_eq!(s.tokens_predicted, 5);
+    let run_id = s.run_id.expect("stored");
+    let runs = store.runs().await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].kind, "serve");
+    let rec = memwall_core::experiments::live::store::recording(&store, run_id)
+        .await
+        .unwrap()
+        .expect("the series is stored");
+    assert_eq!(rec.phases.len(), 1);
+    assert_eq!(rec.phases[0].name, SERVING_PHASE);
+    assert!(!rec.samples.is_empty());
+    let e = s.energy.expect("a summary of the serving phase");
+    match e.j_per_token {
+        Some(j) => assert!((j - e.energy_j.unwrap() / 5.0).abs() <= 1e-9 * j.max(1.0)),
+        None => assert!(e.reason.is_some(), "{e:?}"),
+    }
+}

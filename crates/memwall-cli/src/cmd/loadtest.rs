@@ -53,6 +53,7 @@ fn plan_of(a: &LoadtestArgs) -> Result<LoadPlan> {
             None => Slo::default(),
         },
         model_file,
+        sampler: !a.no_sampler,
     })
 }
 

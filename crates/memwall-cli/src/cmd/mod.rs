@@ -60,7 +60,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Frontier(a) => frontier::frontier(&db, a).await,
         Command::Perplexity(a) => frontier::perplexity(a).await,
         Command::Spec { cmd } => speculative::spec(&db, cmd).await,
-        Command::Serve(a) => serve::serve(a).await,
+        Command::Serve(a) => serve::serve(&db, a).await,
         Command::Loadtest(a) => loadtest::loadtest(&db, a).await,
         Command::Report(a) => report::report(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),

@@ -1,11 +1,12 @@
 //! `memwall serve`: flags → [`ServeOptions`] → `serve_job`, printing its status lines.
 
-use super::{default_model, physical_cores, resolve_model};
+use super::{command_line, default_model, open_store, physical_cores, resolve_model};
 use crate::args::ServeArgs;
 use anyhow::Result;
 use memwall_core::experiments::serve::job::{ServeOptions, ServeStatus, serve_job};
 
-pub(crate) async fn serve(a: ServeArgs) -> Result<()> {
+pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
+    let store = open_store(db).await?;
     let path = match &a.model {
         Some(m) => resolve_model(m)?,
         None => default_model()?,
@@ -19,7 +20,8 @@ pub(crate) async fn serve(a: ServeArgs) -> Result<()> {
     o.host = a.host;
     o.port = a.port;
     o.api_key = a.api_key.clone();
-    serve_job(o, |s| match s {
+    o.sampler = !a.no_sampler;
+    let done = serve_job(&store, &command_line(), o, |s| match s {
         ServeStatus::Warning(w) => eprintln!("warning: {w}"),
         ServeStatus::Listening(addr) => eprintln!("listening on http://{addr} (loading the model; /health is 503 until ready)"),
         ServeStatus::Ready {
@@ -32,5 +34,18 @@ pub(crate) async fn serve(a: ServeArgs) -> Result<()> {
         ),
     })
     .await?;
+    use memwall_core::units::or_dash;
+    if let Some(id) = done.run_id {
+        let e = done.energy.as_ref();
+        eprintln!(
+            "stopped: {} tokens generated; mean power {} W, {} J/token over the session (idle included){}; sampler series stored as run {id} in {}",
+            done.tokens_predicted,
+            or_dash(e.and_then(|e| e.mean_power_w), 1),
+            or_dash(e.and_then(|e| e.j_per_token), 4),
+            e.and_then(|e| e.reason.as_deref())
+                .map_or(String::new(), |r| format!(" (energy —: {r})")),
+            db.display()
+        );
+    }
     Ok(())
 }

@@ -3,11 +3,14 @@
 //! draw the charts) and [`history_job`] (`memwall loadtest --list`).
 
 use super::metrics::{self, LoadPoint};
+use super::plan::Load;
 use super::plan::LoadPlan;
 use super::run::{self, ServerInfo};
 use super::store::{self as lstore, LoadProvenance, StoredPoint};
 use super::{LoadtestError, chart, report};
 use crate::experiments::{JobError, blocking};
+use crate::measure::sampler::MachineSampler;
+use crate::measure::sampler::session::{DEFAULT_HZ, EnergySummary, Recording, SamplerSession};
 use crate::probe::catalog::Catalog;
 use crate::probe::hw;
 use crate::probe::model::ModelFacts;
@@ -146,6 +149,10 @@ pub async fn loadtest_job(
     ));
     let shared = Arc::new(Mutex::new(info.clone()));
     let plan = Arc::new(plan);
+    let sampler = plan
+        .sampler
+        .then(|| SamplerSession::start(MachineSampler::detect(), DEFAULT_HZ));
+    let mut phases = Vec::new();
     let mut points = Vec::new();
     for (index, &load) in plan.loads.iter().enumerate() {
         progress(LoadProgress::Level {
@@ -161,15 +168,25 @@ pub async fn loadtest_job(
             shared.clone(),
             progress.clone(),
         );
+        let marker = sampler.as_ref().map(|s| s.marker());
+        let phase = level_phase(index, &load);
+        phases.push(phase.clone());
         let lr = blocking(move || {
-            run::run_level(
+            if let Some(m) = &marker {
+                m.mark(&phase);
+            }
+            let r = run::run_level(
                 &plan2,
                 &model2,
                 load,
                 &prompts2,
                 &shared2,
                 &|done, total| prog2(LoadProgress::Request { done, total }),
-            )
+            );
+            if let Some(m) = &marker {
+                m.end_phase();
+            }
+            r
         })
         .await?;
         let cref = counter
@@ -186,6 +203,13 @@ pub async fn loadtest_job(
         );
         points.push(p);
     }
+    let recording = sampler.map(|s| {
+        let rec = s.stop();
+        for (p, name) in points.iter_mut().zip(&phases) {
+            p.energy = level_energy(&rec, name, p);
+        }
+        rec
+    });
     let got = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
     info.server_header = got.server_header;
     info.system_fingerprint = got.system_fingerprint;
@@ -210,11 +234,13 @@ pub async fn loadtest_job(
         notes: String::new(),
         guard: None,
     };
-    let run_id = lstore::insert_loadtest_run(store, &run, &prov, &points).await?;
+    let run_id =
+        lstore::insert_loadtest_run(store, &run, &prov, &points, recording.as_ref()).await?;
     let report = format!(
-        "{}\n{}\n{}",
+        "{}\n{}\n{}{}",
         report::header(&prov),
         report::table(&points),
+        report::energy_table(&points),
         report::definitions()
     );
     let mut charts = Vec::new();
@@ -235,6 +261,20 @@ pub async fn loadtest_job(
         charts,
         report,
     })
+}
+
+/// The sampler phase of load level `index`: `#1 concurrency 4`.
+fn level_phase(index: usize, load: &Load) -> String {
+    crate::experiments::live::phase_name(index, &load.label())
+}
+
+/// A level's energy from its phase of `rec`: the phase's mean power over the
+/// level's measured span (`duration_s`), divided among its output tokens. `None`
+/// when the phase was not recorded.
+fn level_energy(rec: &Recording, phase: &str, p: &LoadPoint) -> Option<EnergySummary> {
+    let ph = rec.phase(phase)?;
+    let timed_ns = (p.duration_s * 1e9).round() as u64;
+    Some(rec.summary(ph, timed_ns, p.total_output_tokens))
 }
 
 type Counter = Box<dyn Fn(&str) -> Option<u64> + Sync + Send>;
@@ -266,6 +306,128 @@ mod tests {
     use super::super::fake::{self, Fake};
     use super::super::plan::{Endpoint, Load, Slo, Target, Workload};
     use super::*;
+
+    /// With the sampler on, each level is a phase of the run's stored recording and
+    /// gets an energy summary: measured figures that agree with each other (energy =
+    /// mean power × the level's duration, J/token = energy ÷ output tokens), or none
+    /// with the reason; stored and read back unchanged.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_sampler_gives_each_level_its_energy_or_the_reason_there_is_none() {
+        let url = fake::start(Fake {
+            ttft_ms: 30,
+            gap_ms: 10,
+            ..Fake::default()
+        });
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let plan = LoadPlan {
+            target: Target {
+                url,
+                model: None,
+                api_key: None,
+                endpoint: Endpoint::Completions,
+                timeout_s: 10.0,
+            },
+            workload: Workload {
+                input_tokens: 4,
+                output_tokens: 8,
+                shared_prefix_tokens: 0,
+                ignore_eos: true,
+                seed: 1,
+            },
+            loads: vec![
+                Load::Closed { concurrency: 1 },
+                Load::Closed { concurrency: 2 },
+            ],
+            num_requests: 4,
+            duration_s: None,
+            warmup: 0,
+            slo: Slo::default(),
+            model_file: None,
+            sampler: true,
+        };
+        let out = loadtest_job(&store, plan, "t", None, Arc::new(|_| {}))
+            .await
+            .unwrap();
+        let rec = crate::experiments::live::store::recording(&store, out.run_id)
+            .await
+            .unwrap()
+            .expect("the recording is stored with the run");
+        let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["#0 concurrency 1", "#1 concurrency 2"]);
+        for p in &out.points {
+            let e = p.energy.as_ref().expect("a summary per level");
+            match e.mean_power_w {
+                Some(w) => {
+                    let j = e.energy_j.unwrap();
+                    assert!(w >= 0.0 && (j - w * p.duration_s).abs() <= 1e-6 * j.max(1.0));
+                    let per = e.j_per_token.unwrap();
+                    assert!((per - j / p.total_output_tokens as f64).abs() <= 1e-9 * per.max(1.0));
+                }
+                None => {
+                    assert_eq!((e.energy_j, e.j_per_token), (None, None));
+                    assert!(e.reason.as_deref().is_some_and(|r| !r.is_empty()), "{e:?}");
+                }
+            }
+        }
+        assert!(out.report.contains("| J/out token |"), "{}", out.report);
+        let stored = history_job(&store, Some(out.run_id)).await.unwrap();
+        let got: Vec<_> = stored.iter().map(|s| s.point.energy.clone()).collect();
+        let want: Vec<_> = out.points.iter().map(|p| p.energy.clone()).collect();
+        assert_eq!(got, want);
+    }
+
+    /// The energy table: `—` and the reason once where the counters cannot be read,
+    /// and nothing at all when the sampler was off.
+    #[test]
+    fn the_energy_table_shows_dashes_with_the_reason_once() {
+        let none = EnergySummary {
+            samples: 12,
+            mean_power_w: None,
+            energy_j: None,
+            j_per_token: None,
+            tokens_per_wh: None,
+            energy_source: String::new(),
+            reason: Some("cpu_package_energy: RAPL not readable here".into()),
+            peak_temp_c: None,
+            throttled: None,
+            live_dram_gbps: None,
+            gpu_mem_util_pct: None,
+        };
+        let p = metrics::summarize(
+            Load::Closed { concurrency: 2 },
+            vec![super::super::run::RequestSample {
+                index: 0,
+                start_ms: 0.0,
+                outcome: super::super::run::Outcome::Ok,
+                chunk_ms: vec![10.0, 20.0],
+                e2el_ms: 25.0,
+                usage_prompt_tokens: Some(4),
+                usage_completion_tokens: Some(2),
+                cached_tokens: None,
+                text: String::new(),
+                finish_reason: Some("length".into()),
+                retry_after_s: None,
+                error: None,
+            }],
+            0.5,
+            &Slo::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(report::energy_table(std::slice::from_ref(&p)), "");
+        let with = LoadPoint {
+            energy: Some(none),
+            ..p
+        };
+        let t = report::energy_table(&[with.clone(), with]);
+        // 2 output tokens in 0.5 s = 4.0 tok/s.
+        assert!(
+            t.contains("| c=2 | 4.0 | — | — | — | — | — | — | — | — |"),
+            "{t}"
+        );
+        assert_eq!(t.matches("RAPL not readable here").count(), 1);
+    }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_job_stores_its_points_writes_charts_and_says_why_bandwidth_is_missing() {
@@ -304,6 +466,7 @@ mod tests {
             warmup: 1,
             slo: Slo::parse("ttft:1000").unwrap(),
             model_file: None,
+            sampler: false,
         };
         let events = Arc::new(Mutex::new(Vec::new()));
         let ev2 = events.clone();
@@ -394,6 +557,7 @@ mod tests {
             warmup: 0,
             slo: Slo::default(),
             model_file: None,
+            sampler: false,
         };
         let e = loadtest_job(&store, plan, "x", None, Arc::new(|_| {}))
             .await
@@ -492,6 +656,7 @@ mod tests {
             warmup: 1,
             slo: Slo::default(),
             model_file: Some(model),
+            sampler: true,
         };
         let out = if up {
             Some(loadtest_job(&store, plan, "test", None, Arc::new(|_| {})).await)

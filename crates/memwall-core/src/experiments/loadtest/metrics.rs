@@ -22,6 +22,7 @@
 use super::LoadtestError;
 use super::plan::{Load, Slo};
 use super::run::{Outcome, RequestSample};
+use crate::measure::sampler::session::EnergySummary;
 use crate::probe::model::{CacheType, ModelFacts};
 use crate::roofline;
 use serde::{Deserialize, Serialize};
@@ -147,6 +148,10 @@ pub struct LoadPoint {
     pub bandwidth: Bandwidth,
     /// The first error of a failed or rejected request.
     pub first_error: Option<String>,
+    /// Mean power, energy and J per output token over the level, from the live
+    /// sampler (the whole machine's counters); `None` when the sampler did not run.
+    #[serde(default)]
+    pub energy: Option<EnergySummary>,
     /// Every measured request (raw samples: the statistics above derive from them).
     pub samples: Vec<RequestSample>,
 }
@@ -283,6 +288,7 @@ pub fn summarize(
             .then(|| cached.iter().sum::<f64>() / cached.len() as f64),
         bandwidth: Bandwidth::default(),
         first_error,
+        energy: None,
         samples,
     })
 }

@@ -200,6 +200,10 @@ pub struct LoadPlan {
     pub slo: Slo,
     /// The model file the server runs, for the bandwidth columns.
     pub model_file: Option<PathBuf>,
+    /// Run the live sampler beside the levels (each level's mean power, energy and
+    /// J per output token, and the run's time series).
+    #[serde(default)]
+    pub sampler: bool,
 }
 
 /// Most in-flight requests (threads) a level may have.

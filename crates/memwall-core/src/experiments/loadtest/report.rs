@@ -161,6 +161,53 @@ pub fn table(points: &[LoadPoint]) -> String {
     s
 }
 
+/// The live sampler's figures per level: mean power, energy, J per output token,
+/// output tokens per Wh, peak temperature, live DRAM bandwidth beside the implied
+/// one; `—` where unmeasured, each reason once below. Empty when no level has a
+/// recording (the sampler was off).
+pub fn energy_table(points: &[LoadPoint]) -> String {
+    use crate::units::or_dash;
+    if points.iter().all(|p| p.energy.is_none()) {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n| load | out tok/s | mean W | energy J | J/out token | out tokens/Wh | peak °C | live GB/s | implied GB/s | energy from |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    let mut reasons: Vec<String> = Vec::new();
+    for p in points {
+        let Some(e) = &p.energy else {
+            continue;
+        };
+        if let Some(why) = &e.reason
+            && !reasons.contains(why)
+        {
+            reasons.push(why.clone());
+        }
+        s.push_str(&format!(
+            "| {} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            level(&p.load),
+            p.output_throughput_tps,
+            or_dash(e.mean_power_w, 1),
+            or_dash(e.energy_j, 1),
+            or_dash(e.j_per_token, 4),
+            or_dash(e.tokens_per_wh, 0),
+            or_dash(e.peak_temp_c, 1),
+            or_dash(e.live_dram_gbps, 1),
+            or_dash(p.bandwidth.implied_gbps, 1),
+            if e.energy_source.is_empty() {
+                "—"
+            } else {
+                &e.energy_source
+            },
+        ));
+    }
+    for why in reasons {
+        s.push_str(&format!("- energy —: {why}\n"));
+    }
+    s.push_str("- energy is the whole machine's (server and client together when both run here)\n");
+    s
+}
+
 /// One line per stored run: id, time, target, levels, best output tok/s.
 pub fn runs_table(points: &[StoredPoint]) -> String {
     let mut s = String::from(

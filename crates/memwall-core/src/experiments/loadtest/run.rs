@@ -513,6 +513,7 @@ mod tests {
             warmup: 0,
             slo: Slo::default(),
             model_file: None,
+            sampler: false,
         }
     }
 

@@ -1,9 +1,12 @@
 //! The `loadtest_points` table (migration `0016_loadtest_points.sql`): one row per
-//! load level, written with its `runs` row (kind `loadtest`) in one transaction.
+//! load level, written with its `runs` row (kind `loadtest`) in one transaction,
+//! with the live sampler's recording (`sampler_*` tables) and each level's energy
+//! (`loadtest_energy`, migration `0017_loadtest_serve_energy.sql`) when it ran.
 
 use super::metrics::{Bandwidth, Dist, LoadPoint, TokenSource};
 use super::plan::{Endpoint, Load, Slo, Workload};
 use super::run::RequestSample;
+use crate::measure::sampler::session::{EnergySummary, Recording};
 use crate::store::{NewRun, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -57,19 +60,25 @@ fn dist_values(d: &Dist) -> [Option<f64>; 4] {
     [d.mean_ms, d.median_ms, d.p90_ms, d.p99_ms]
 }
 
-/// Stores a load-test run and its points in one transaction; returns the run id.
+/// Stores a load-test run, its points, and (when the sampler ran) its recording and
+/// each point's energy, in one transaction; returns the run id.
 ///
 /// # Errors
 /// [`StoreError::Sql`] (also when a row breaks the table's checks: a point with no
-/// completed request, counts that do not add up); nothing is written then.
+/// completed request, counts that do not add up, a negative energy); nothing is
+/// written then.
 pub async fn insert_loadtest_run(
     store: &Store,
     run: &NewRun,
     prov: &LoadProvenance,
     points: &[LoadPoint],
+    recording: Option<&Recording>,
 ) -> Result<i64, StoreError> {
     let mut tx = store.begin().await?;
     let run_id = store.insert_run_tx(&mut tx, run).await?;
+    if let Some(rec) = recording {
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
+    }
     let dist_cols: Vec<String> = DISTS
         .iter()
         .flat_map(|d| STATS.iter().map(move |s| format!("{d}_{s}")))
@@ -84,7 +93,7 @@ pub async fn insert_loadtest_run(
         vec!["?"; n].join(", ")
     );
     let w = &prov.workload;
-    for p in points {
+    for (index, p) in points.iter().enumerate() {
         let (mode, conc, rate, burst) = match p.load {
             Load::Closed { concurrency } => ("closed", Some(concurrency as i64), None, None),
             Load::Open {
@@ -150,6 +159,31 @@ pub async fn insert_loadtest_run(
             .execute(&mut *tx)
             .await
             .map_err(|e| store.sql(e))?;
+        if let Some(x) = &p.energy {
+            // The level's phase in the recording, as the job named it.
+            let phase = crate::experiments::live::phase_name(index, &p.load.label());
+            sqlx::query(
+                "INSERT INTO loadtest_energy (point_id, run_id, phase, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh,
+                 energy_source, reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct)
+                 VALUES (last_insert_rowid(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(run_id)
+            .bind(phase)
+            .bind(x.samples as i64)
+            .bind(x.mean_power_w)
+            .bind(x.energy_j)
+            .bind(x.j_per_token)
+            .bind(x.tokens_per_wh)
+            .bind(&x.energy_source)
+            .bind(&x.reason)
+            .bind(x.peak_temp_c)
+            .bind(x.throttled)
+            .bind(x.live_dram_gbps)
+            .bind(x.gpu_mem_util_pct)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store.sql(e))?;
+        }
     }
     tx.commit().await.map_err(|e| store.sql(e))?;
     Ok(run_id)
@@ -161,8 +195,14 @@ pub async fn insert_loadtest_run(
 /// [`StoreError::Sql`]; [`StoreError::Decode`] for a row whose JSON or enum columns
 /// do not parse.
 pub async fn points(store: &Store, run_id: Option<i64>) -> Result<Vec<StoredPoint>, StoreError> {
-    let rows =
-        sqlx::query("SELECT * FROM loadtest_points WHERE (? IS NULL OR run_id = ?) ORDER BY id")
+    let rows = sqlx::query(
+        "SELECT p.*, e.samples AS e_samples, e.mean_power_w AS e_mean_power_w, e.energy_j AS e_energy_j,
+         e.j_per_token AS e_j_per_token, e.tokens_per_wh AS e_tokens_per_wh, e.energy_source AS e_energy_source,
+         e.reason AS e_reason, e.peak_temp_c AS e_peak_temp_c, e.throttled AS e_throttled,
+         e.live_dram_gbps AS e_live_dram_gbps, e.gpu_mem_util_pct AS e_gpu_mem_util_pct
+         FROM loadtest_points p LEFT JOIN loadtest_energy e ON e.point_id = p.id
+         WHERE (? IS NULL OR p.run_id = ?) ORDER BY p.id",
+    )
             .bind(run_id)
             .bind(run_id)
             .fetch_all(store.pool())
@@ -257,6 +297,19 @@ fn decode(store: &Store, r: &sqlx::sqlite::SqliteRow) -> Result<StoredPoint, Sto
                 note: r.get("bandwidth_note"),
             },
             first_error: r.get("first_error"),
+            energy: r.get::<Option<i64>, _>("e_samples").map(|n| EnergySummary {
+                samples: n as u64,
+                mean_power_w: f("e_mean_power_w"),
+                energy_j: f("e_energy_j"),
+                j_per_token: f("e_j_per_token"),
+                tokens_per_wh: f("e_tokens_per_wh"),
+                energy_source: r.get("e_energy_source"),
+                reason: r.get("e_reason"),
+                peak_temp_c: f("e_peak_temp_c"),
+                throttled: r.get("e_throttled"),
+                live_dram_gbps: f("e_live_dram_gbps"),
+                gpu_mem_util_pct: f("e_gpu_mem_util_pct"),
+            }),
             samples,
         },
     })
@@ -328,7 +381,7 @@ mod tests {
             notes: String::new(),
             guard: None,
         };
-        let id = insert_loadtest_run(&s, &run, &prov, std::slice::from_ref(&p))
+        let id = insert_loadtest_run(&s, &run, &prov, std::slice::from_ref(&p), None)
             .await
             .unwrap();
         let got = points(&s, Some(id)).await.unwrap();
@@ -339,7 +392,7 @@ mod tests {
         // Counts that do not add up are refused by the table, with nothing written.
         let mut bad = p.clone();
         bad.n_failed += 1;
-        let e = insert_loadtest_run(&s, &run, &prov, &[bad])
+        let e = insert_loadtest_run(&s, &run, &prov, &[bad], None)
             .await
             .unwrap_err()
             .to_string();

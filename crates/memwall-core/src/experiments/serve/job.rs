@@ -10,7 +10,10 @@ use super::template::{ChatTemplate, FALLBACK_TEMPLATE, TemplateSource};
 use crate::measure::engine::llama::LlamaModelHandle;
 use crate::measure::engine::{ChatMessage, EngineConfig, EngineError, TokenId};
 use crate::measure::guard::Guard;
+use crate::measure::sampler::MachineSampler;
+use crate::measure::sampler::session::{DEFAULT_HZ, EnergySummary, Recording, SamplerSession};
 use crate::probe::model::{CacheType, ModelFacts};
+use crate::store::{NewRun, Store};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +42,9 @@ pub struct ServeOptions {
     pub api_key: Option<String>,
     /// Tokens fed per step ([`PREFILL_CHUNK_TOKENS`]).
     pub chunk: u32,
+    /// Run the live sampler while serving (power, temperature, bandwidth as a time
+    /// series; stored by [`serve_job`] at shutdown).
+    pub sampler: bool,
 }
 
 impl ServeOptions {
@@ -56,6 +62,7 @@ impl ServeOptions {
             port: 8080,
             api_key: None,
             chunk: PREFILL_CHUNK_TOKENS,
+            sampler: true,
         }
     }
 
@@ -127,6 +134,9 @@ impl PromptTokenizer for Tok {
 pub struct ServeHandle {
     /// The bound address.
     pub addr: SocketAddr,
+    /// When it was started, UTC RFC 3339.
+    pub started_at: String,
+    sampler: Option<SamplerSession>,
     state: Arc<ServerState>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<Result<(), ServeError>>,
@@ -159,6 +169,12 @@ impl ServeHandle {
             .map_err(|e| ServeError::Io(format!("server task: {e}")))?
     }
 
+    /// Stops the live sampler (when it ran) and hands back its recording: one phase,
+    /// [`SERVING_PHASE`], from the model being ready to now.
+    pub fn take_recording(&mut self) -> Option<Recording> {
+        self.sampler.take().map(SamplerSession::stop)
+    }
+
     /// Asks the server to stop (see [`ServeHandle::stop`]).
     pub fn request_stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -178,6 +194,7 @@ pub async fn start(
     on_status: impl Fn(ServeStatus) + Send + Sync + 'static,
 ) -> Result<ServeHandle, ServeError> {
     opts.check()?;
+    let started_at = crate::util::now_rfc3339();
     let facts = ModelFacts::open(&opts.model)?;
     let mut guard = Guard::begin(Default::default())?;
     guard.check_fit(&[(&facts, opts.ctx_size as u64)], CacheType::F16)?;
@@ -262,6 +279,10 @@ pub async fn start(
             .map_err(|e| ServeError::Io(format!("cannot start the engine thread: {e}")))?
     };
 
+    let sampler = opts
+        .sampler
+        .then(|| SamplerSession::start(MachineSampler::detect(), DEFAULT_HZ));
+    let marker = sampler.as_ref().map(|s| s.marker());
     let st = state.clone();
     let model_path = opts.model.clone();
     let model_name = opts.model_name.clone();
@@ -325,6 +346,9 @@ pub async fn start(
                             .map_or(0, |d| d.as_secs()),
                     };
                     let _ = st.loaded.set(Arc::new(l));
+                    if let Some(m) = &marker {
+                        m.mark(SERVING_PHASE);
+                    }
                     on_status(ServeStatus::Ready {
                         model_id,
                         template: source.tag(),
@@ -350,20 +374,41 @@ pub async fn start(
     });
     Ok(ServeHandle {
         addr,
+        started_at,
+        sampler,
         state,
         shutdown: Some(stop_tx),
         server,
     })
 }
 
-/// `memwall serve`: [`start`], then serve until Ctrl-C.
+/// The sampler's phase covering a session: from the model being ready to shutdown.
+pub const SERVING_PHASE: &str = "serving";
+
+/// What a finished `memwall serve` session measured beside itself.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServeSummary {
+    /// The stored `serve` run (`None` when the sampler was off: nothing is stored).
+    pub run_id: Option<i64>,
+    /// Tokens generated over the session.
+    pub tokens_predicted: u64,
+    /// Mean power over the serving phase, and energy ÷ tokens generated (idle time
+    /// included: the whole machine's counters over the whole session); `None` when
+    /// the sampler was off or the phase never began (the model did not load).
+    pub energy: Option<EnergySummary>,
+}
+
+/// `memwall serve`: [`start`], then serve until Ctrl-C; at shutdown the live
+/// sampler's recording is stored as a `serve` run in `store` (one transaction).
 ///
 /// # Errors
-/// As [`start`], and a failed load.
+/// As [`start`], a failed load, and the store's errors.
 pub async fn serve_job(
+    store: &Store,
+    command: &str,
     opts: ServeOptions,
     on_status: impl Fn(ServeStatus) + Send + Sync + 'static,
-) -> Result<(), ServeError> {
+) -> Result<ServeSummary, ServeError> {
     let mut h = start(opts, on_status).await?;
     // Without a signal handler (none can be installed) only a failure ends it.
     let ctrl_c = async {
@@ -375,8 +420,60 @@ pub async fn serve_job(
         r = h.wait() => Some(r),
         _ = ctrl_c => None,
     };
-    match ended {
+    finish(store, command, h, ended).await
+}
+
+/// Ends a session: stops `h` (unless it already `ended`, with that result), then
+/// stores the live sampler's recording as a `serve` run in `store` (one transaction)
+/// when the sampler ran and the model had loaded. The summary's energy is the
+/// serving phase's (ready → now), divided among the tokens generated.
+///
+/// # Errors
+/// The session's own error (after its recording is stored), the store's errors.
+pub async fn finish(
+    store: &Store,
+    command: &str,
+    mut h: ServeHandle,
+    ended: Option<Result<(), ServeError>>,
+) -> Result<ServeSummary, ServeError> {
+    let metrics = h.state().metrics.clone();
+    let rec = h.take_recording();
+    let started_at = h.started_at.clone();
+    let served = match ended {
         Some(r) => r,
         None => h.stop().await,
-    }
+    };
+    let tokens = metrics
+        .tokens_predicted_total
+        .load(std::sync::atomic::Ordering::Relaxed);
+    // Nothing to store without a recording, or when the model never loaded.
+    let Some(rec) = rec.filter(|r| r.phase(SERVING_PHASE).is_some()) else {
+        served?;
+        return Ok(ServeSummary {
+            run_id: None,
+            tokens_predicted: tokens,
+            energy: None,
+        });
+    };
+    let energy = rec.phase(SERVING_PHASE).map(|p| {
+        let span = p.end_ns.saturating_sub(p.start_ns);
+        rec.summary(p, span, tokens)
+    });
+    let run = NewRun {
+        kind: "serve".into(),
+        started_at,
+        finished_at: crate::util::now_rfc3339(),
+        command: command.to_string(),
+        host: crate::probe::hw::host_info(),
+        notes: format!("{tokens} tokens generated"),
+        guard: None,
+    };
+    // The recording is stored even when serving later ended in an error.
+    let run_id = super::store::insert_serve_run(store, &run, &rec).await?;
+    served?;
+    Ok(ServeSummary {
+        run_id: Some(run_id),
+        tokens_predicted: tokens,
+        energy,
+    })
 }

@@ -11,7 +11,9 @@
 //! - [`api`]: OpenAI's request and response objects and the SSE framing.
 //! - [`http`]: the axum routes (`/v1/models`, `/v1/completions`,
 //!   `/v1/chat/completions`, `/health`, `/metrics`), authentication, errors.
-//! - [`job`]: `serve_job`, the one call of the CLI and the app.
+//! - [`job`]: `serve_job`, the one call of the CLI and the app; the live sampler
+//!   runs beside the server and its recording is stored at shutdown.
+//! - [`store`]: the `serve` run with its recording.
 //!
 //! The engine (a llama.cpp context is not shared across threads) runs on one
 //! dedicated thread; handlers reach it only through the admission queue and a
@@ -22,6 +24,7 @@ pub mod http;
 #[cfg(feature = "llama")]
 pub mod job;
 pub mod scheduler;
+pub mod store;
 pub mod template;
 
 /// Errors of starting or running a server.
@@ -46,4 +49,7 @@ pub enum ServeError {
     /// Binding or serving failed.
     #[error("{0}")]
     Io(String),
+    /// Storing the session's recording failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
