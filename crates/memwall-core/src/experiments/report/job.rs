@@ -59,6 +59,54 @@ fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
     }
 }
 
+/// The file a report of a PostgreSQL store reads from, inside its output folder: a
+/// copy of the whole shared store with its ids kept ([`crate::store::shared::snapshot`]),
+/// so the report's footnotes name the shared store's rows and the verifier (which
+/// reads SQLite) checks the same rows. Replaced by each report.
+pub const SHARED_SNAPSHOT: &str = "shared-store.db";
+
+/// [`report_job`] on the store `db` names: a SQLite file, or a PostgreSQL URL
+/// (`postgres://…`), which is first copied into [`SHARED_SNAPSHOT`] in the output
+/// folder. `--rerun` needs a SQLite store (re-running writes runs).
+///
+/// # Errors
+/// As [`report_job`]; [`ReportError::Store`] when the shared store cannot be read.
+pub async fn report_job_at(
+    db: &Path,
+    opts: ReportOptions,
+    mut progress: impl FnMut(&str) + Send,
+) -> Result<ReportOutcome, ReportError> {
+    let text = db.to_string_lossy().to_string();
+    if !crate::store::shared::is_postgres_url(&text) {
+        let store = Store::open(db).await?;
+        return report_job(&store, opts, progress).await;
+    }
+    let url = crate::store::shared::redact(&text);
+    if opts.rerun.is_some() {
+        return Err(ReportError::Io {
+            path: url,
+            msg: "--rerun writes new runs, which memwall writes to a SQLite store only: re-run with --db FILE, then `memwall push --to` the shared store".into(),
+        });
+    }
+    std::fs::create_dir_all(&opts.out).map_err(|e| io(&opts.out, e))?;
+    let snap = opts.out.join(SHARED_SNAPSHOT);
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", snap.display()));
+        if p.exists() {
+            std::fs::remove_file(&p).map_err(|e| io(&p, e))?;
+        }
+    }
+    progress(&format!("copying {url} into {} (ids kept)", snap.display()));
+    let (store, copied) = crate::store::shared::snapshot(&text, &snap).await?;
+    progress(&format!(
+        "{} runs, {} prediction sheets read from {url}",
+        copied.copied.len(),
+        copied.sheets_copied
+    ));
+    let label = format!("{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)");
+    report_job_labeled(&store, &label, opts, progress).await
+}
+
 /// The report job: optionally re-runs a manifest ([`super::manifest`]), reads every
 /// table, builds the report, draws its charts (PNG + SVG) and writes the folder;
 /// with `verify`, runs the independent verifier on it and fails when a figure does
@@ -69,6 +117,17 @@ fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
 /// [`ReportError::Verify`] with the verifier's output.
 pub async fn report_job(
     store: &Store,
+    opts: ReportOptions,
+    progress: impl FnMut(&str) + Send,
+) -> Result<ReportOutcome, ReportError> {
+    let label = store.path().display().to_string();
+    report_job_labeled(store, &label, opts, progress).await
+}
+
+/// [`report_job`] naming the store `label` in the report.
+async fn report_job_labeled(
+    store: &Store,
+    label: &str,
     opts: ReportOptions,
     mut progress: impl FnMut(&str) + Send,
 ) -> Result<ReportOutcome, ReportError> {
@@ -100,7 +159,7 @@ pub async fn report_job(
     }
     progress("reading the store");
     let rows = report_rows(store).await?;
-    let mut report = build(&store.path().display().to_string(), &rows)?;
+    let mut report = build(label, &rows)?;
     let dir = opts.out.clone();
     let charts_dir = dir.join("charts");
     std::fs::create_dir_all(&charts_dir).map_err(|e| io(&charts_dir, e))?;
