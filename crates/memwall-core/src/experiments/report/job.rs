@@ -416,3 +416,74 @@ async fn draw_charts(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::shared::fixture::{HostFixture, host_store};
+    use crate::store::shared::push_job;
+    use crate::testing::PgCluster;
+
+    #[tokio::test]
+    async fn a_report_of_a_shared_store_spans_its_hosts() {
+        let Some(pg) = PgCluster::start() else { return };
+        let url = pg.database("lab");
+        let d = tempfile::tempdir().unwrap();
+        let hosts = [
+            HostFixture {
+                host: "b".into(),
+                triad_gbps: 80.0,
+                tg_tps: 52.0,
+                bytes_per_step: 400_800_000.0,
+            },
+            HostFixture {
+                host: "a".into(),
+                triad_gbps: 40.0,
+                tg_tps: 20.0,
+                bytes_per_step: 400_800_000.0,
+            },
+        ];
+        for h in &hosts {
+            let p = d.path().join(format!("{}.db", h.host));
+            host_store(&p, h).await;
+            push_job(&p, &url, |_| {}).await.unwrap();
+        }
+        let out = d.path().join("report");
+        let mut lines = Vec::new();
+        let r = report_job_at(
+            Path::new(&url),
+            ReportOptions {
+                out: out.clone(),
+                rerun: None,
+                verify: false,
+            },
+            |m| lines.push(m.to_string()),
+        )
+        .await
+        .unwrap();
+        assert!(lines.iter().any(|l| l.contains("14 runs")), "{lines:?}");
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains(&format!("Generated from the store `{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)`")), "{md}");
+        // One roofline per host.
+        for h in ["a", "b"] {
+            assert!(
+                r.report.sections.iter().flat_map(|s| &s.charts).any(|c| c.title.starts_with(&format!("Roofline of {h}:"))),
+                "no roofline of {h}"
+            );
+        }
+        // The same model and test side by side, each at its own roof; b was pushed
+        // first, so its bench row is row 1 of the shared store and a's is row 2.
+        let label = crate::store::record::BenchRecord::example().test_label();
+        for (h, id) in [(&hosts[1], 2), (&hosts[0], 1)] {
+            let ceiling = h.triad_gbps * 1e9 / h.bytes_per_step;
+            let line = format!(
+                "| {label} | 2 | {} | {:.2} | {:.2} | {:.1} | [^bench_results-{id}] |",
+                h.host,
+                h.tg_tps,
+                ceiling,
+                100.0 * h.tg_tps / ceiling
+            );
+            assert!(md.contains(&line), "{line} not in\n{md}");
+        }
+    }
+}
