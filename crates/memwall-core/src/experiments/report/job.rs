@@ -467,7 +467,11 @@ mod tests {
         // One roofline per host.
         for h in ["a", "b"] {
             assert!(
-                r.report.sections.iter().flat_map(|s| &s.charts).any(|c| c.title.starts_with(&format!("Roofline of {h}:"))),
+                r.report
+                    .sections
+                    .iter()
+                    .flat_map(|s| &s.charts)
+                    .any(|c| c.title.starts_with(&format!("Roofline of {h}:"))),
                 "no roofline of {h}"
             );
         }
