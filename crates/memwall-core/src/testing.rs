@@ -7,6 +7,10 @@
 //!   lock in the temp dir): llama.cpp's OpenMP threads collapse to a few tok/s
 //!   when two engine workloads share the cores.
 //! - [`host`] and [`new_run`]: the fixed host and run that store tests insert.
+//! - [`PgCluster`]: a throwaway PostgreSQL cluster (`initdb` in a temp dir, `pg_ctl`
+//!   on a free loopback port, its socket inside the temp dir), stopped on drop; when
+//!   PostgreSQL is not installed the test is skipped loudly, unless
+//!   `MEMWALL_REQUIRE_E2E=1` (CI), where that is a failure.
 
 use std::path::PathBuf;
 
@@ -90,5 +94,195 @@ pub fn new_run(kind: &str) -> crate::store::NewRun {
         host: host(),
         notes: String::new(),
         guard: None,
+    }
+}
+
+/// The directory holding PostgreSQL's `initdb`, `pg_ctl` and `createdb`: where the
+/// `initdb` on `PATH` really lies (links followed), else Debian's
+/// `/usr/lib/postgresql/<version>/bin` (the newest version).
+pub fn postgres_bin_dir() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .filter_map(|d| std::fs::canonicalize(d.join("initdb")).ok())
+            .filter_map(|f| f.parent().map(PathBuf::from))
+            .find(|d| d.join("pg_ctl").is_file() && d.join("createdb").is_file())
+    });
+    if on_path.is_some() {
+        return on_path;
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, b)| b)
+}
+
+/// A throwaway PostgreSQL cluster: trust authentication for the user `memwall`,
+/// listening on a free loopback port and on a socket in its own temp dir; stopped
+/// (`pg_ctl stop -m immediate`) and deleted on drop.
+pub struct PgCluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    port: u16,
+    /// The user the server runs as when the tests run as root (PostgreSQL refuses
+    /// root): `postgres`.
+    run_as: Option<String>,
+}
+
+impl PgCluster {
+    /// Starts a cluster, or `None` (after a loud SKIP line) when PostgreSQL is not
+    /// installed and `MEMWALL_REQUIRE_E2E` is not `1`.
+    ///
+    /// # Panics
+    /// When PostgreSQL is missing under `MEMWALL_REQUIRE_E2E=1`, or installed but the
+    /// cluster does not start (the message holds the server's log).
+    pub fn start() -> Option<PgCluster> {
+        let Some(bin) = postgres_bin_dir() else {
+            if std::env::var("MEMWALL_REQUIRE_E2E").as_deref() == Ok("1") {
+                panic!(
+                    "PostgreSQL is required (MEMWALL_REQUIRE_E2E=1) but initdb is neither on PATH nor under /usr/lib/postgresql/*/bin: install Debian's postgresql package (scripts/setup-tests.sh does)"
+                );
+            }
+            eprintln!(
+                "\n!!!!!!!! SKIP: PostgreSQL not installed (no initdb on PATH or under /usr/lib/postgresql/*/bin) — run scripts/setup-tests.sh (CI sets MEMWALL_REQUIRE_E2E=1 so nothing is skipped there) !!!!!!!!\n"
+            );
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("memwall-pg-")
+            .tempdir()
+            .expect("temp dir for the PostgreSQL cluster");
+        // SAFETY: geteuid has no preconditions.
+        let run_as = (unsafe { libc::geteuid() } == 0).then(|| "postgres".to_string());
+        if let Some(user) = &run_as {
+            let ok = std::process::Command::new("chown")
+                .args(["-R", user])
+                .arg(dir.path())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            assert!(
+                ok,
+                "chown {user} {}: the server cannot run as root",
+                dir.path().display()
+            );
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let c = PgCluster {
+            dir,
+            bin,
+            port,
+            run_as,
+        };
+        let data = c.dir.path().join("data");
+        c.pg(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-A".as_ref(),
+                "trust".as_ref(),
+                "-U".as_ref(),
+                "memwall".as_ref(),
+                "--no-sync".as_ref(),
+            ],
+        );
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            c.port,
+            c.dir.path().display()
+        );
+        let log = c.dir.path().join("server.log");
+        c.pg(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-o".as_ref(),
+                opts.as_ref(),
+                "-l".as_ref(),
+                log.as_os_str(),
+                "-w".as_ref(),
+                "start".as_ref(),
+            ],
+        );
+        Some(c)
+    }
+
+    fn pg(&self, tool: &str, args: &[&std::ffi::OsStr]) {
+        let exe = self.bin.join(tool);
+        let mut cmd = match &self.run_as {
+            Some(user) => {
+                let mut c = std::process::Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&exe);
+                c
+            }
+            None => std::process::Command::new(&exe),
+        };
+        let out = cmd
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+        if !out.status.success() {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            panic!(
+                "{tool} failed: {}\n{}\nserver log:\n{log}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    /// A URL of a new, empty database `name` in the cluster (created here).
+    ///
+    /// # Panics
+    /// When `createdb` fails.
+    pub fn database(&self, name: &str) -> String {
+        let host = self.dir.path().display().to_string();
+        let port = self.port.to_string();
+        self.pg(
+            "createdb",
+            &[
+                "-h".as_ref(),
+                host.as_ref(),
+                "-p".as_ref(),
+                port.as_ref(),
+                "-U".as_ref(),
+                "memwall".as_ref(),
+                name.as_ref(),
+            ],
+        );
+        format!("postgres://memwall@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let data = self.dir.path().join("data");
+        let exe = self.bin.join("pg_ctl");
+        let mut cmd = match &self.run_as {
+            Some(user) => {
+                let mut c = std::process::Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(&exe);
+                c
+            }
+            None => std::process::Command::new(&exe),
+        };
+        let _ = cmd
+            .arg("-D")
+            .arg(&data)
+            .args(["-m", "immediate", "stop"])
+            .output();
     }
 }

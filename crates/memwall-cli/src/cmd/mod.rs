@@ -10,6 +10,7 @@ mod loadtest;
 mod model;
 mod models;
 mod predict;
+mod push;
 mod quant;
 mod report;
 mod roofline;
@@ -32,6 +33,14 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         .db
         .clone()
         .unwrap_or_else(memwall_core::store::default_path);
+    if memwall_core::store::shared::is_postgres_url(&db.to_string_lossy()) {
+        if let Some(name) = sqlite_only(&cli.command) {
+            bail!(
+                "memwall {name}: --db (or MEMWALL_DB) names a PostgreSQL store ({}), which only `memwall report` reads (and `memwall push --to` writes); `memwall {name}` needs a SQLite file: pass --db PATH",
+                memwall_core::store::shared::redact(&db.to_string_lossy())
+            );
+        }
+    }
     match cli.command {
         Command::Bench(a) => bench::bench(&db, a).await,
         Command::Stream(a) => stream::stream(&db, a).await,
@@ -63,11 +72,43 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Serve(a) => serve::serve(&db, a).await,
         Command::Loadtest(a) => loadtest::loadtest(&db, a).await,
         Command::Report(a) => report::report(&db, a).await,
+        Command::Push(a) => push::push(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
         Command::Sample(a) => sample::sample(a).await,
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,
     }
+}
+
+/// The name of a command that reads or writes the store and supports SQLite only, or
+/// `None` (it takes a PostgreSQL store, or uses no store).
+fn sqlite_only(c: &Command) -> Option<&'static str> {
+    Some(match c {
+        Command::Bench(_) => "bench",
+        Command::Stream(_) => "stream",
+        Command::Peak(_) => "peak",
+        Command::Roofline(_) => "roofline",
+        Command::Export(_) => "export",
+        Command::History(_) => "history",
+        Command::Kv { .. } => "kv",
+        Command::Analyze(_) => "analyze",
+        Command::Frontier(_) => "frontier",
+        Command::Spec { .. } => "spec",
+        Command::Loadtest(_) => "loadtest",
+        Command::Calc(_) => "calc",
+        Command::Predict { .. } => "predict",
+        // The local store pushed from must be SQLite.
+        Command::Push(_) => "push",
+        Command::Report(_)
+        | Command::Model { .. }
+        | Command::Models { .. }
+        | Command::Quant { .. }
+        | Command::Datasets { .. }
+        | Command::Perplexity(_)
+        | Command::Serve(_)
+        | Command::Hw { .. }
+        | Command::Sample(_) => return None,
+    })
 }
 
 pub(crate) fn command_line() -> String {

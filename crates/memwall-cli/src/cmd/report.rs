@@ -1,12 +1,10 @@
 //! `memwall report`.
 
-use super::open_store;
 use crate::args::ReportArgs;
 use anyhow::{Context, Result};
-use memwall_core::experiments::report::{ReportOptions, report_job};
+use memwall_core::experiments::report::{ReportOptions, report_job_at};
 
 pub(crate) async fn report(db: &std::path::Path, a: ReportArgs) -> Result<()> {
-    let store = open_store(db).await?;
     let rerun = match a.rerun {
         Some(m) => Some((
             m,
@@ -14,8 +12,8 @@ pub(crate) async fn report(db: &std::path::Path, a: ReportArgs) -> Result<()> {
         )),
         None => None,
     };
-    let out = report_job(
-        &store,
+    let out = report_job_at(
+        db,
         ReportOptions {
             out: a.out,
             rerun,

@@ -18,6 +18,7 @@
 //! `~/Library/Application Support/memwall/memwall.db` on macOS).
 
 pub mod record;
+pub mod shared;
 
 use crate::measure::peak::Peak;
 use crate::measure::stream::StreamResult;
@@ -79,6 +80,17 @@ pub enum StoreError {
     /// Something asked for does not exist.
     #[error("store: {0}")]
     NotFound(String),
+    /// Copying runs between stores failed (see [`shared`]).
+    #[error("store copy: {0}")]
+    Copy(String),
+    /// A PostgreSQL URL where a SQLite file is needed.
+    #[error(
+        "store {url}: this is a PostgreSQL store, which only `memwall report --db postgres://…` reads and `memwall push --to postgres://…` writes; this command (and the app) needs a SQLite file: pass --db PATH or set MEMWALL_DB to a file"
+    )]
+    PostgresUrl {
+        /// The URL, password redacted.
+        url: String,
+    },
     /// A run cannot be deleted alone: other runs' rows rest on it.
     #[error(
         "store {path}: run {run} is a speculative gate that unlocked the speedup rows of spec-bench run(s) {}: delete those first, or delete them together with it (memwall history --delete {run} --cascade)",
@@ -369,6 +381,12 @@ impl Store {
     /// # Errors
     /// [`StoreError`] naming the file.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        let text = path.to_string_lossy();
+        if shared::is_postgres_url(&text) {
+            return Err(StoreError::PostgresUrl {
+                url: shared::redact(&text),
+            });
+        }
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {

@@ -59,6 +59,54 @@ fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
     }
 }
 
+/// The file a report of a PostgreSQL store reads from, inside its output folder: a
+/// copy of the whole shared store with its ids kept ([`crate::store::shared::snapshot`]),
+/// so the report's footnotes name the shared store's rows and the verifier (which
+/// reads SQLite) checks the same rows. Replaced by each report.
+pub const SHARED_SNAPSHOT: &str = "shared-store.db";
+
+/// [`report_job`] on the store `db` names: a SQLite file, or a PostgreSQL URL
+/// (`postgres://…`), which is first copied into [`SHARED_SNAPSHOT`] in the output
+/// folder. `--rerun` needs a SQLite store (re-running writes runs).
+///
+/// # Errors
+/// As [`report_job`]; [`ReportError::Store`] when the shared store cannot be read.
+pub async fn report_job_at(
+    db: &Path,
+    opts: ReportOptions,
+    mut progress: impl FnMut(&str) + Send,
+) -> Result<ReportOutcome, ReportError> {
+    let text = db.to_string_lossy().to_string();
+    if !crate::store::shared::is_postgres_url(&text) {
+        let store = Store::open(db).await?;
+        return report_job(&store, opts, progress).await;
+    }
+    let url = crate::store::shared::redact(&text);
+    if opts.rerun.is_some() {
+        return Err(ReportError::Io {
+            path: url,
+            msg: "--rerun writes new runs, which memwall writes to a SQLite store only: re-run with --db FILE, then `memwall push --to` the shared store".into(),
+        });
+    }
+    std::fs::create_dir_all(&opts.out).map_err(|e| io(&opts.out, e))?;
+    let snap = opts.out.join(SHARED_SNAPSHOT);
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", snap.display()));
+        if p.exists() {
+            std::fs::remove_file(&p).map_err(|e| io(&p, e))?;
+        }
+    }
+    progress(&format!("copying {url} into {} (ids kept)", snap.display()));
+    let (store, copied) = crate::store::shared::snapshot(&text, &snap).await?;
+    progress(&format!(
+        "{} runs, {} prediction sheets read from {url}",
+        copied.copied.len(),
+        copied.sheets_copied
+    ));
+    let label = format!("{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)");
+    report_job_labeled(&store, &label, opts, progress).await
+}
+
 /// The report job: optionally re-runs a manifest ([`super::manifest`]), reads every
 /// table, builds the report, draws its charts (PNG + SVG) and writes the folder;
 /// with `verify`, runs the independent verifier on it and fails when a figure does
@@ -69,6 +117,17 @@ fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
 /// [`ReportError::Verify`] with the verifier's output.
 pub async fn report_job(
     store: &Store,
+    opts: ReportOptions,
+    progress: impl FnMut(&str) + Send,
+) -> Result<ReportOutcome, ReportError> {
+    let label = store.path().display().to_string();
+    report_job_labeled(store, &label, opts, progress).await
+}
+
+/// [`report_job`] naming the store `label` in the report.
+async fn report_job_labeled(
+    store: &Store,
+    label: &str,
     opts: ReportOptions,
     mut progress: impl FnMut(&str) + Send,
 ) -> Result<ReportOutcome, ReportError> {
@@ -100,7 +159,7 @@ pub async fn report_job(
     }
     progress("reading the store");
     let rows = report_rows(store).await?;
-    let mut report = build(&store.path().display().to_string(), &rows)?;
+    let mut report = build(label, &rows)?;
     let dir = opts.out.clone();
     let charts_dir = dir.join("charts");
     std::fs::create_dir_all(&charts_dir).map_err(|e| io(&charts_dir, e))?;
@@ -356,4 +415,79 @@ async fn draw_charts(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::shared::fixture::{HostFixture, host_store};
+    use crate::store::shared::push_job;
+    use crate::testing::PgCluster;
+
+    #[tokio::test]
+    async fn a_report_of_a_shared_store_spans_its_hosts() {
+        let Some(pg) = PgCluster::start() else { return };
+        let url = pg.database("lab");
+        let d = tempfile::tempdir().unwrap();
+        let hosts = [
+            HostFixture {
+                host: "b".into(),
+                triad_gbps: 80.0,
+                tg_tps: 52.0,
+                bytes_per_step: 400_800_000.0,
+            },
+            HostFixture {
+                host: "a".into(),
+                triad_gbps: 40.0,
+                tg_tps: 20.0,
+                bytes_per_step: 400_800_000.0,
+            },
+        ];
+        for h in &hosts {
+            let p = d.path().join(format!("{}.db", h.host));
+            host_store(&p, h).await;
+            push_job(&p, &url, |_| {}).await.unwrap();
+        }
+        let out = d.path().join("report");
+        let mut lines = Vec::new();
+        let r = report_job_at(
+            Path::new(&url),
+            ReportOptions {
+                out: out.clone(),
+                rerun: None,
+                verify: false,
+            },
+            |m| lines.push(m.to_string()),
+        )
+        .await
+        .unwrap();
+        assert!(lines.iter().any(|l| l.contains("14 runs")), "{lines:?}");
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains(&format!("Generated from the store `{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)`")), "{md}");
+        // One roofline per host.
+        for h in ["a", "b"] {
+            assert!(
+                r.report
+                    .sections
+                    .iter()
+                    .flat_map(|s| &s.charts)
+                    .any(|c| c.title.starts_with(&format!("Roofline of {h}:"))),
+                "no roofline of {h}"
+            );
+        }
+        // The same model and test side by side, each at its own roof; b was pushed
+        // first, so its bench row is row 1 of the shared store and a's is row 2.
+        let label = crate::store::record::BenchRecord::example().test_label();
+        for (h, id) in [(&hosts[1], 2), (&hosts[0], 1)] {
+            let ceiling = h.triad_gbps * 1e9 / h.bytes_per_step;
+            let line = format!(
+                "| {label} | 2 | {} | {:.2} | {:.2} | {:.1} | [^bench_results-{id}] |",
+                h.host,
+                h.tg_tps,
+                ceiling,
+                100.0 * h.tg_tps / ceiling
+            );
+            assert!(md.contains(&line), "{line} not in\n{md}");
+        }
+    }
 }

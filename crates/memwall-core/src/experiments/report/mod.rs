@@ -20,7 +20,7 @@ pub mod manifest;
 pub mod render;
 pub mod store;
 
-pub use job::{ReportOptions, ReportOutcome, report_job, verify_job};
+pub use job::{ReportOptions, ReportOutcome, report_job, report_job_at, verify_job};
 
 use serde::Serialize;
 
