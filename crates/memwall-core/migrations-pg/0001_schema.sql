@@ -1,6 +1,7 @@
 -- memwall's store on PostgreSQL (a lab's shared store): the same tables, columns,
 -- nullability, checks and triggers as the SQLite store after its migrations
--- 0001-0017 (crates/memwall-core/migrations/), which `store::pg` tests keep in step by
+-- (crates/memwall-core/migrations/): this file matches SQLite 0001-0016 and 0019 (the
+-- run uuid), 0002 here matches 0017-0018. `store::shared` tests keep them in step by
 -- introspecting both after migrating. Types: SQLite INTEGER = BIGINT (booleans stay
 -- 0/1 integers, as in SQLite), REAL = DOUBLE PRECISION, TEXT = TEXT (JSON columns
 -- stay text, hashed and parsed exactly as stored). Ids are identity columns; `memwall

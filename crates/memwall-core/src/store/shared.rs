@@ -267,11 +267,42 @@ const CARRIED: &[Carried] = &[
         has_id: true,
         order: "id",
     },
+    Carried {
+        table: "loadtest_energy",
+        parent: Parent::Run,
+        refs: &[("point_id", "loadtest_points")],
+        has_id: false,
+        order: "point_id",
+    },
+    Carried {
+        table: "spec_bench_energy",
+        parent: Parent::Run,
+        refs: &[("row_id", "spec_bench")],
+        has_id: false,
+        order: "row_id",
+    },
+    Carried {
+        table: "spec_synth",
+        parent: Parent::Run,
+        refs: &[
+            ("prediction_id", "spec_synth_predictions"),
+            ("gate_id", "spec_gates"),
+        ],
+        has_id: true,
+        order: "id",
+    },
+    Carried {
+        table: "spec_synth_energy",
+        parent: Parent::Run,
+        refs: &[("row_id", "spec_synth")],
+        has_id: false,
+        order: "row_id",
+    },
 ];
 
 /// Tables copied on their own, not under a run: prediction sheets (matched by their
 /// `sha256`, which is unique), and the runs themselves.
-const NOT_UNDER_RUNS: &[&str] = &["runs", "prediction_sheets"];
+const NOT_UNDER_RUNS: &[&str] = &["runs", "prediction_sheets", "spec_synth_predictions"];
 
 /// The storage class of a column (SQLite's declared type; PostgreSQL's is the matching
 /// BIGINT, DOUBLE PRECISION or TEXT).
@@ -562,13 +593,29 @@ impl Copy<'_> {
     /// Copies the prediction sheets the destination lacks (by `sha256`), in one
     /// transaction, and maps every source sheet to its destination id.
     async fn sheets(&mut self) -> Result<usize, StoreError> {
+        self.keyed("prediction_sheets", &["sha256"]).await
+    }
+
+    /// Copies the rows of `table` (a table not under a run) that the destination lacks,
+    /// a row being the same when every `key` column is equal, in one transaction, and
+    /// maps every source row to its destination id.
+    async fn keyed(&mut self, table: &'static str, key: &[&str]) -> Result<usize, StoreError> {
         let rows = self
-            .src_rows("prediction_sheets", "1=1", "id", None)
+            .src_rows(table, "1=1", "id", None)
             .await
             .map_err(StoreError::Copy)?;
-        let cols = self.cols("prediction_sheets").to_vec();
+        let cols = self.cols(table).to_vec();
         let col = |n: &str| cols.iter().position(|(c, _)| c == n).expect("column");
-        let (id_at, sha_at) = (col("id"), col("sha256"));
+        let id_at = col("id");
+        let key_at: Vec<usize> = key.iter().map(|k| col(k)).collect();
+        let find = format!(
+            "SELECT id FROM {table} WHERE {}",
+            key.iter()
+                .enumerate()
+                .map(|(i, k)| format!("{k} = ${}", i + 1))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        );
         let dst_at = self.dst_at.clone();
         sqlx::query("BEGIN")
             .execute(&mut *self.dst)
@@ -577,12 +624,12 @@ impl Copy<'_> {
         let mut n = 0;
         let mut staged = Vec::new();
         for row in rows {
-            let Cell::Text(Some(sha)) = row[sha_at].clone() else {
-                continue;
-            };
             let from = row[id_at].int().unwrap_or(-1);
-            let there = sqlx::query("SELECT id FROM prediction_sheets WHERE sha256 = $1")
-                .bind(&sha)
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(find.clone())).persistent(false);
+            for &k in &key_at {
+                q = bind(q, row[k].clone());
+            }
+            let there = q
                 .fetch_optional(&mut *self.dst)
                 .await
                 .map_err(|e| sql_err(&dst_at, e))?;
@@ -590,7 +637,7 @@ impl Copy<'_> {
                 Some(r) => r.try_get::<i64, _>(0).map_err(|e| sql_err(&dst_at, e))?,
                 None => {
                     n += 1;
-                    match self.insert("prediction_sheets", row, true).await {
+                    match self.insert(table, row, true).await {
                         Ok(id) => id.expect("has id"),
                         Err(e) => {
                             let _ = sqlx::query("ROLLBACK").execute(&mut *self.dst).await;
@@ -606,7 +653,7 @@ impl Copy<'_> {
             .await
             .map_err(|e| sql_err(&dst_at, e))?;
         for (from, to) in staged {
-            self.map.insert(("prediction_sheets", from), to);
+            self.map.insert((table, from), to);
         }
         Ok(n)
     }
@@ -801,6 +848,13 @@ async fn copy(
         ..Default::default()
     };
     out.sheets_copied = c.sheets().await?;
+    // Set-acceptance predictions are written before their run exists: copied on their
+    // own, the same prediction being the same (time, host, target, draft, α, k).
+    c.keyed(
+        "spec_synth_predictions",
+        &["created_at", "hostname", "target_sha256", "draft_key", "alpha_set", "k"],
+    )
+    .await?;
     c.runs(&mut out, progress).await?;
     Ok(out)
 }
