@@ -150,8 +150,13 @@ pub fn table(rows: &[AgreeRow]) -> String {
         );
     }
     let sm = Summary::of(rows);
+    let n_gen = rows
+        .iter()
+        .map(|r| r.llama.len().max(r.mlx.len()))
+        .max()
+        .unwrap_or(0);
     s += &format!(
-        "\n{}/{} prompts identical over {N_GEN} tokens (need ≥ {:.0} %), min cosine {:.6} (need ≥ {MIN_COSINE}): {}\n",
+        "\n{}/{} prompts identical over up to {n_gen} tokens (need ≥ {:.0} %), min cosine {:.6} (need ≥ {MIN_COSINE}): {}\n",
         sm.n_identical,
         sm.n,
         MIN_IDENTICAL_FRACTION * 100.0,
