@@ -60,6 +60,10 @@ case "${MEMWALL_SETUP_LLAMA_TOOLS:-all}" in
   *) echo "setup-tests: building llama.cpp reference tools (~6 min cold on 2 cores; cached)"
      ./scripts/build-llama-tools.sh ;;
 esac
+# The MLX agreement check's F16 model needs llama-quantize (just built) and the
+# default model: setup-mlx.sh makes it now if setup.sh could not.
+. scripts/features.sh
+if [ -n "$MEMWALL_FEATURES" ]; then ./scripts/setup-mlx.sh; fi
 npm --prefix ui ci --no-audit --no-fund --loglevel=error
 if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
   cargo install tauri-driver --version '^2' --locked

@@ -51,8 +51,16 @@ for cache in "$target_dir"/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.
   fi
 done
 
+# The MLX engine (feature `mlx`): on Linux x86_64 it builds against PyPI's mlx-cpu
+# wheel with Debian's OpenBLAS, which scripts/setup-mlx.sh fetches. scripts/test.sh
+# builds the workspace with the same feature (MEMWALL_FEATURES), so llama.cpp is
+# compiled once.
+# shellcheck source=scripts/features.sh
+. scripts/features.sh
+if [ -n "$MEMWALL_FEATURES" ]; then ./scripts/setup-mlx.sh; fi
+
 echo "setup: building memwall (release; a cold build takes ~7 min on 2 cores)"
-cargo build --release --locked -p memwall-cli
+cargo build --release --locked -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
 
 case "${MEMWALL_SETUP_MODELS:-default}" in
   none) ;;

@@ -35,9 +35,12 @@ fi
 echo "== cargo test (release: the engine is only meaningful optimized, and the build is shared with memwall bench)"
 # The CLI (scripts/setup.sh) and the workspace's tests share one build of llama.cpp
 # and memwall-core: crates/workspace-hack makes both resolve the same features.
-cargo test --release --locked --workspace --no-run --message-format=json-render-diagnostics \
+# shellcheck source=scripts/features.sh
+. scripts/features.sh
+feat=(${MEMWALL_FEATURES:+--features "memwall-cli/$MEMWALL_FEATURES"})
+cargo test --release --locked --workspace "${feat[@]}" --no-run --message-format=json-render-diagnostics \
   | python3 scripts/check-built-once.py
-cargo test --release --locked --workspace -- --test-threads="${MEMWALL_TEST_THREADS:-2}"
+cargo test --release --locked --workspace "${feat[@]}" -- --test-threads="${MEMWALL_TEST_THREADS:-2}"
 
 echo "== GPU bundle: the H200 pass's script, dry-run on this CPU (CPU back end, tiny settings)"
 ./scripts/gpu-bundle/dry-run.sh

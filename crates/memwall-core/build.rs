@@ -105,6 +105,10 @@ fn main() {
         }
     });
     println!("cargo:rustc-env=MEMWALL_LLAMA_CPP_PROFILE={profile}");
+    println!(
+        "cargo:rustc-env=MEMWALL_MLX_VERSION={}",
+        std::env::var("DEP_MLX_VERSION").unwrap_or_default()
+    );
     println!("cargo:rerun-if-env-changed=LLAMA_LIB_PROFILE");
     println!(
         "cargo:rerun-if-changed={}",

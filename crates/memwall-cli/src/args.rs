@@ -96,6 +96,12 @@ pub enum Command {
     Push(PushArgs),
     /// Live machine state: power, energy, temperatures, clocks, memory, swap and DRAM bandwidth, with the list of counters this machine has and why the others are missing.
     Sample(SampleArgs),
+    /// The MLX engine (built with feature `mlx`): agreement with llama.cpp.
+    Mlx {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: MlxCmd,
+    },
     /// This machine: CPU, memory, caches, power and thermal state.
     Hw {
         /// JSON output.
@@ -177,6 +183,10 @@ pub struct BenchArgs {
     /// Seed of the synthetic tokens.
     #[arg(long, default_value_t = BenchPlan::llama_bench_defaults().seed)]
     pub seed: u64,
+    /// Engines, comma-separated: llama, mlx (= mlx-4bit), mlx-8bit, mlx-f16 (MLX needs a
+    /// build with `--features mlx`; it requantizes the GGUF's weights itself).
+    #[arg(long = "engine", value_delimiter = ',', default_value = "llama")]
+    pub engine: Vec<String>,
     /// Battery and memory overrides.
     #[command(flatten)]
     pub guard: GuardArgs,
@@ -1119,6 +1129,29 @@ pub struct SampleArgs {
     #[arg(long, default_value_t = 10.0)]
     pub hz: f64,
     /// Print the recording and summary as JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `memwall mlx …`.
+#[derive(Debug, Subcommand)]
+pub enum MlxCmd {
+    /// Greedy agreement of MLX and llama.cpp on the frozen prompts, both from the same
+    /// GGUF (give an F16 one for the check proper): identical first 32 tokens and the
+    /// first-position logit cosine per prompt, with the first differing position.
+    Agree(MlxAgreeArgs),
+}
+
+/// `memwall mlx agree`.
+#[derive(Debug, Args)]
+pub struct MlxAgreeArgs {
+    /// Model file or catalogue name (a Qwen2 GGUF).
+    #[arg(long, short = 'm')]
+    pub model: String,
+    /// Compare only the first N prompts of the set (default: all 54).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Print the rows as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }

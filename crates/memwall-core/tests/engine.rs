@@ -129,6 +129,7 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         reps: 2,
         seed: 1,
         allow_battery: true,
+        engines: Vec::new(),
         skip_capacity_check: false,
     };
     let host = memwall_core::probe::hw::host_info();

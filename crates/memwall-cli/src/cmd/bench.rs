@@ -5,7 +5,7 @@ use crate::args::BenchArgs;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use memwall_core::experiments::bench::job;
-use memwall_core::experiments::bench::{BenchPlan, Progress};
+use memwall_core::experiments::bench::{BenchEngine, BenchPlan, Progress};
 use memwall_core::experiments::predict;
 use memwall_core::present::export::Format;
 use memwall_core::units::{Gbps, or_dash};
@@ -44,6 +44,11 @@ pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
         reps: a.reps,
         seed: a.seed,
         allow_battery: a.guard.allow_battery,
+        engines: a
+            .engine
+            .iter()
+            .map(|e| BenchEngine::parse(e))
+            .collect::<Result<_, _>>()?,
         skip_capacity_check: a.guard.skip_capacity_check,
     };
     plan.validate()?;
@@ -95,7 +100,9 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
                 _ => String::new(),
             };
             pb2.println(format!(
-                "  {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%{read}",
+                "  {:<9} {:<8} {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%{read}",
+                record.engine,
+                record.quant,
                 record.test_label(),
                 record.avg_ts,
                 record.stddev_ts,

@@ -7,6 +7,7 @@ mod evidence;
 mod frontier;
 mod hw;
 mod loadtest;
+mod mlx;
 mod model;
 mod models;
 mod predict;
@@ -74,6 +75,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Report(a) => report::report(&db, a).await,
         Command::Push(a) => push::push(&db, a).await,
         Command::Hw { json } => hw::hw_cmd(json),
+        Command::Mlx { cmd } => mlx::mlx(cmd),
         Command::Sample(a) => sample::sample(a).await,
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,

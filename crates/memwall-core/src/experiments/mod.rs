@@ -3,6 +3,7 @@
 //! a **job**: the one function the CLI and the app call per command, so both produce
 //! identical rows, files and charts.
 //!
+//! - [`agree`]: greedy agreement of two engines (MLX vs llama.cpp) on the same weights.
 //! - [`roof`]: the machine's roof (STREAM + compute peaks) as a stored run.
 //! - [`bench`]: llama-bench-style pp/tg tests placed on the roofline.
 //! - [`evidence`]: the roofline evidence (KV bytes, batching, depth, threads).
@@ -21,6 +22,7 @@
 //! Long, CPU-bound work runs on tokio's blocking pool; the caller's runtime thread
 //! only waits, so it adds no load while measuring.
 
+pub mod agree;
 pub mod bench;
 pub mod calc;
 pub mod chat;

@@ -21,6 +21,51 @@ use crate::store::record::BenchRecord;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// An engine a bench runs on. MLX holds the GGUF's weights (dequantized by
+/// llama.cpp's `to_float`) as f16 or requantized by MLX (affine, group 64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchEngine {
+    /// llama.cpp on the GGUF as it is.
+    Llama,
+    /// MLX at 4 bits (`mlx`, `mlx-4bit`).
+    Mlx4bit,
+    /// MLX at 8 bits (`mlx-8bit`).
+    Mlx8bit,
+    /// MLX at f16 (`mlx-f16`).
+    MlxF16,
+}
+
+impl BenchEngine {
+    /// `llama`, `mlx-4bit`, `mlx-8bit`, `mlx-f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchEngine::Llama => "llama",
+            BenchEngine::Mlx4bit => "mlx-4bit",
+            BenchEngine::Mlx8bit => "mlx-8bit",
+            BenchEngine::MlxF16 => "mlx-f16",
+        }
+    }
+
+    /// Parses `llama` (or `llama.cpp`), `mlx` (= `mlx-4bit`), `mlx-4bit`, `mlx-8bit`, `mlx-f16`.
+    ///
+    /// # Errors
+    /// [`BenchError::Plan`] naming the value and the accepted ones.
+    pub fn parse(s: &str) -> Result<BenchEngine, BenchError> {
+        Ok(match s.trim() {
+            "llama" | "llama.cpp" => BenchEngine::Llama,
+            "mlx" | "mlx-4bit" => BenchEngine::Mlx4bit,
+            "mlx-8bit" => BenchEngine::Mlx8bit,
+            "mlx-f16" => BenchEngine::MlxF16,
+            other => {
+                return Err(BenchError::Plan(format!(
+                    "--engine {other:?}: use llama, mlx (= mlx-4bit), mlx-8bit or mlx-f16"
+                )));
+            }
+        })
+    }
+}
+
 /// A validated benchmark plan (the "HiArgs": core never sees raw CLI flags).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchPlan {
@@ -54,6 +99,10 @@ pub struct BenchPlan {
     pub seed: u64,
     /// Record even on battery power (rows are marked).
     pub allow_battery: bool,
+    /// Engines to run every instance on, in order (`--engine llama,mlx`); empty means
+    /// llama.cpp alone.
+    #[serde(default)]
+    pub engines: Vec<BenchEngine>,
     /// Start even when the models' fit in memory cannot be checked or fails (`--skip-capacity-check`).
     #[serde(default)]
     pub skip_capacity_check: bool,
@@ -108,7 +157,17 @@ impl BenchPlan {
             reps: 5,
             seed: 42,
             allow_battery: false,
+            engines: Vec::new(),
             skip_capacity_check: false,
+        }
+    }
+
+    /// The engines to run ([`BenchPlan::engines`], llama.cpp when empty).
+    pub fn engine_list(&self) -> Vec<BenchEngine> {
+        if self.engines.is_empty() {
+            vec![BenchEngine::Llama]
+        } else {
+            self.engines.clone()
         }
     }
 

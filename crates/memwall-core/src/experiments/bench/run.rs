@@ -50,11 +50,58 @@ pub fn run_plan(
         check_capacity(&facts, max_ctx, plan.type_k, plan.skip_capacity_check)?;
         let sha256 = crate::util::sha256_file(path)?;
         let mr = ModelRun { facts, sha256 };
-        on_progress(Progress::Loading {
-            model: path.display().to_string(),
-        });
-        let handle = LlamaModelHandle::load(path, plan.n_gpu_layers)?;
-        for (index, inst) in mine {
+        for (ei, &which) in plan.engine_list().iter().enumerate() {
+            on_progress(Progress::Loading {
+                model: path.display().to_string(),
+            });
+            let offset = ei * total;
+            if which == super::BenchEngine::Llama {
+                let handle = LlamaModelHandle::load(path, plan.n_gpu_layers)?;
+                run_llama(
+                    cx,
+                    &mr,
+                    &handle,
+                    &mine,
+                    offset,
+                    total,
+                    &mut records,
+                    on_progress,
+                )?;
+            } else {
+                run_mlx(
+                    cx,
+                    &mr,
+                    path,
+                    which,
+                    &mine,
+                    offset,
+                    total,
+                    &mut records,
+                    on_progress,
+                )?;
+            }
+        }
+    }
+    Ok(records)
+}
+
+/// The instances `mine` of one model on llama.cpp.
+#[allow(clippy::too_many_arguments)]
+fn run_llama(
+    cx: &RunContext<'_>,
+    mr: &ModelRun,
+    handle: &LlamaModelHandle,
+    mine: &[(usize, Instance)],
+    offset: usize,
+    total: usize,
+    records: &mut Vec<BenchRecord>,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<(), BenchError> {
+    let plan = cx.plan;
+    let total = total * plan.engine_list().len();
+    {
+        for &(index, inst) in mine {
+            let index = index + offset;
             if cx.cancel.load(Ordering::Relaxed) {
                 return Err(BenchError::Cancelled);
             }
@@ -100,14 +147,118 @@ pub fn run_plan(
                 before,
                 after,
             };
-            let rec = make_record(cx, &mr, &inst, measured);
+            let rec = make_record(cx, mr, &inst, measured);
             on_progress(Progress::TestDone {
                 record: Box::new(rec.clone()),
             });
             records.push(rec);
         }
     }
-    Ok(records)
+    Ok(())
+}
+
+/// The instances `mine` of one model on MLX: one model load (weights requantized
+/// as `which` says), a fresh KV cache per instance. The roofline's bytes are the
+/// bytes of the arrays MLX holds ([`crate::measure::engine::mlx::MlxEngine::weight_bytes`]),
+/// not the GGUF's. MLX picks its own CPU threads: `n_threads` is recorded as planned.
+#[allow(clippy::too_many_arguments)]
+#[cfg(feature = "mlx")]
+fn run_mlx(
+    cx: &RunContext<'_>,
+    mr: &ModelRun,
+    path: &std::path::Path,
+    which: super::BenchEngine,
+    mine: &[(usize, Instance)],
+    offset: usize,
+    total: usize,
+    records: &mut Vec<BenchRecord>,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<(), BenchError> {
+    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
+    use crate::units::Bytes;
+    let plan = cx.plan;
+    let total = total * plan.engine_list().len();
+    let quant = match which {
+        super::BenchEngine::Mlx8bit => MlxQuant::Q8,
+        super::BenchEngine::MlxF16 => MlxQuant::F16,
+        _ => MlxQuant::Q4,
+    };
+    let n_ctx = mine.iter().map(|(_, i)| i.n_ctx()).max().unwrap_or(0);
+    let mut engine = MlxEngine::load(path, quant, n_ctx, plan.n_batch)?;
+    let held = Bytes(engine.weight_bytes());
+    let mut facts = mr.facts.clone();
+    facts.tensor_bytes = held;
+    facts.streamed_bytes = held;
+    facts.quant = quant.name().into();
+    let mr = ModelRun {
+        facts,
+        sha256: mr.sha256.clone(),
+    };
+    for &(index, inst) in mine {
+        let index = index + offset;
+        if cx.cancel.load(Ordering::Relaxed) {
+            return Err(BenchError::Cancelled);
+        }
+        if inst.n_seqs > 1 {
+            return Err(BenchError::Plan(
+                "the MLX engine decodes one sequence per pass: drop --n-seqs above 1 with --engine mlx"
+                    .into(),
+            ));
+        }
+        on_progress(Progress::TestStarted {
+            index,
+            total,
+            label: inst.label(),
+        });
+        let before = hw::live_state();
+        let test_time = crate::util::now_rfc3339();
+        let samples = measure_instance(
+            &mut engine,
+            &inst,
+            plan,
+            plan.seed ^ index as u64,
+            cx.cancel,
+            &mut |rep| {
+                on_progress(Progress::Repetition {
+                    index,
+                    rep,
+                    reps: plan.reps,
+                })
+            },
+        )?;
+        let after = hw::live_state();
+        let measured = Measured {
+            engine: engine.info(),
+            samples_ns: samples,
+            test_time,
+            before,
+            after,
+        };
+        let rec = make_record(cx, &mr, &inst, measured);
+        on_progress(Progress::TestDone {
+            record: Box::new(rec.clone()),
+        });
+        records.push(rec);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+#[cfg(not(feature = "mlx"))]
+fn run_mlx(
+    _cx: &RunContext<'_>,
+    _mr: &ModelRun,
+    _path: &std::path::Path,
+    _which: super::BenchEngine,
+    _mine: &[(usize, Instance)],
+    _offset: usize,
+    _total: usize,
+    _records: &mut Vec<BenchRecord>,
+    _on_progress: &mut dyn FnMut(Progress),
+) -> Result<(), BenchError> {
+    Err(BenchError::Plan(
+        "this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`".into(),
+    ))
 }
 
 /// Synthetic prompt tokens as llama-bench makes them: BOS first when the model adds

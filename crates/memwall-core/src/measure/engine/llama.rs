@@ -236,6 +236,32 @@ impl LlamaModelHandle {
         })
     }
 
+    /// Loads only the vocabulary of the model at `path` (llama.cpp `vocab_only`: no
+    /// weights are read): the tokenizer another engine (MLX) shares with llama.cpp.
+    /// The handle tokenizes; it cannot make an engine.
+    ///
+    /// # Errors
+    /// As [`LlamaModelHandle::load`].
+    pub fn load_vocab_only(path: &Path) -> Result<LlamaModelHandle, EngineError> {
+        let VocabOnly { model } = VocabOnly::load(path)?;
+        Ok(LlamaModelHandle {
+            model: Arc::new(model),
+            n_gpu_layers: 0,
+        })
+    }
+
+    /// The bytes of one token (as [`Engine::token_bytes`]).
+    pub fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        self.model
+            .vocab()
+            .token_to_piece(LlamaToken(token), false, None)
+    }
+
+    /// End-of-generation token? (as [`Engine::is_eog`]).
+    pub fn is_eog(&self, token: TokenId) -> bool {
+        self.model.vocab().is_eog(LlamaToken(token))
+    }
+
     /// Layers offloaded to the GPU (llama-bench's `-ngl`).
     pub fn n_gpu_layers(&self) -> u32 {
         self.n_gpu_layers

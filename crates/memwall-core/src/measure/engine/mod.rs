@@ -7,11 +7,13 @@
 //! ([`Engine::kv_truncate`]) for rollback. Everything else (prefill in chunks,
 //! single-token decode, greedy argmax) is a provided method built on those.
 //!
-//! Implementations: `llama` (llama.cpp through `llama-cpp-2`, feature `llama`).
-//! An MLX engine plugs in the same way.
+//! Implementations: `llama` (llama.cpp through `llama-cpp-2`, feature `llama`) and
+//! `mlx` (models written with mlx-rs ops, feature `mlx`).
 
 #[cfg(feature = "llama")]
 pub mod llama;
+#[cfg(feature = "mlx")]
+pub mod mlx;
 
 /// The build string of the engine compiled into this binary (see
 /// [`llama::engine_build`]); `none` without the `llama` feature.

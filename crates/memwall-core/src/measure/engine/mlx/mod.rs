@@ -1,0 +1,484 @@
+//! The MLX engine (feature `mlx`): models written with mlx-rs ops, one file per
+//! architecture ([`qwen2`]), weights read from the same GGUF files llama.cpp
+//! loads ([`weights`]: dequantized by llama.cpp's own `to_float`, then held as
+//! f16 or quantized by MLX to 8 or 4 bits, group 64), and tokenization through
+//! llama.cpp's vocabulary of that file (a vocab-only load), so both engines see
+//! identical tokens.
+//!
+//! On Linux MLX runs on the CPU (PyPI's `mlx-cpu` build, `scripts/setup-mlx.sh`);
+//! on macOS stock mlx-rs uses Metal.
+//!
+//! Batches: the items of one [`Engine::decode`] call are grouped by sequence, and
+//! each sequence's items must continue that sequence's cache (positions
+//! `len, len+1, …`); each group is one forward pass (sequences are not yet batched
+//! together into one pass).
+
+pub mod qwen2;
+pub mod weights;
+
+use super::llama::LlamaModelHandle;
+use super::{BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId};
+use qwen2::{KvCache, Qwen2};
+use std::collections::BTreeMap;
+use std::path::Path;
+pub use weights::MlxQuant;
+
+/// Version of MLX this binary links (the mlx-cpu wheel's on Linux).
+pub const MLX_VERSION: &str = env!("MEMWALL_MLX_VERSION");
+
+/// The build string rows carry: `mlx 0.32.2 (mlx-rs 0.33.0, cpu)`.
+pub fn engine_build() -> String {
+    format!("mlx {MLX_VERSION} (mlx-rs 0.33.0, {})", device())
+}
+
+/// MLX's default device: `cpu` or `gpu`.
+pub fn device() -> &'static str {
+    let gpu = mlx_rs::Device::try_default()
+        .and_then(|d| d.get_type())
+        .is_ok_and(|t| matches!(t, mlx_rs::DeviceType::Gpu));
+    if gpu { "gpu" } else { "cpu" }
+}
+
+/// The BLAS libmlx's matmuls run on: OpenBLAS's configuration string on Linux
+/// (e.g. `OpenBLAS 0.3.21 NO_AFFINITY Zen MAX_THREADS=64`), `Accelerate` on macOS.
+pub fn blas() -> String {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: returns a pointer to a static NUL-terminated string.
+        let p = unsafe { mlx_sys::openblas_get_config() };
+        if p.is_null() {
+            return "OpenBLAS".into();
+        }
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .trim()
+            .to_string()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        "Accelerate".into()
+    }
+}
+
+/// Errors of loading a model into MLX.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MlxError {
+    /// A metadata key the architecture needs is missing or wrong.
+    #[error("{path}: metadata key {key} {reason}")]
+    Config {
+        /// The GGUF file.
+        path: String,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tensor could not be read or converted.
+    #[error("{path}: tensor `{tensor}`: {reason}")]
+    Weights {
+        /// The GGUF file.
+        path: String,
+        /// The tensor name.
+        tensor: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl From<MlxError> for EngineError {
+    fn from(e: MlxError) -> Self {
+        let path = match &e {
+            MlxError::Config { path, .. } | MlxError::Weights { path, .. } => path.clone(),
+        };
+        EngineError::Load {
+            path,
+            reason: e.to_string(),
+        }
+    }
+}
+
+fn mlx_err(what: &str) -> impl Fn(mlx_rs::error::Exception) -> EngineError + '_ {
+    move |e| EngineError::Decode(format!("MLX {what}: {e}"))
+}
+
+/// An MLX model with its KV caches (one per sequence) and its tokenizer.
+pub struct MlxEngine {
+    model: Qwen2,
+    quant: MlxQuant,
+    vocab: LlamaModelHandle,
+    caches: BTreeMap<i32, KvCache>,
+    logits: Vec<f32>,
+    n_logits: usize,
+    n_ctx: u32,
+    n_batch: u32,
+}
+
+impl MlxEngine {
+    /// Loads the GGUF at `path` into MLX as `quant` says, with a context of `n_ctx`
+    /// positions per sequence and batches of up to `n_batch` tokens.
+    ///
+    /// # Errors
+    /// [`EngineError::Model`] when the file fails memwall's GGUF checks;
+    /// [`EngineError::Load`] naming the file and key or tensor otherwise.
+    pub fn load(
+        path: &Path,
+        quant: MlxQuant,
+        n_ctx: u32,
+        n_batch: u32,
+    ) -> Result<MlxEngine, EngineError> {
+        let gguf = crate::probe::gguf::Gguf::open(path)?;
+        let model = Qwen2::load(&gguf, quant)?;
+        let vocab = LlamaModelHandle::load_vocab_only(path)?;
+        Ok(MlxEngine {
+            model,
+            quant,
+            vocab,
+            caches: BTreeMap::new(),
+            logits: Vec::new(),
+            n_logits: 0,
+            n_ctx,
+            n_batch: n_batch.max(1),
+        })
+    }
+
+    /// The arm: `mlx-f16`, `mlx-8bit`, `mlx-4bit`.
+    pub fn quant(&self) -> MlxQuant {
+        self.quant
+    }
+
+    /// Bytes of the weight arrays held (the roofline's bytes per decoded token,
+    /// before the KV cache).
+    pub fn weight_bytes(&self) -> u64 {
+        self.model.weight_bytes()
+    }
+
+    /// Bytes of the KV cache of sequence `seq` (0 when it holds nothing).
+    pub fn kv_bytes(&self, seq: i32) -> u64 {
+        self.caches.get(&seq).map_or(0, KvCache::nbytes)
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &qwen2::Qwen2Config {
+        &self.model.cfg
+    }
+}
+
+impl Engine for MlxEngine {
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            name: "mlx".into(),
+            build: engine_build(),
+            backends: if device() == "gpu" {
+                "MLX-GPU".into()
+            } else {
+                "CPU".into()
+            },
+            system_info: format!(
+                "MLX {MLX_VERSION} {} {}; BLAS {}",
+                device(),
+                self.quant.name(),
+                blas()
+            ),
+        }
+    }
+
+    fn n_vocab(&self) -> usize {
+        self.model.n_vocab()
+    }
+
+    fn n_ctx(&self) -> u32 {
+        self.n_ctx
+    }
+
+    fn n_batch(&self) -> u32 {
+        self.n_batch
+    }
+
+    fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+        if batch.len() > self.n_batch as usize {
+            return Err(EngineError::Decode(format!(
+                "batch of {} tokens exceeds n_batch {}",
+                batch.len(),
+                self.n_batch
+            )));
+        }
+        // Group by sequence, keeping the caller's order of logits rows.
+        let mut order: Vec<i32> = Vec::new();
+        for it in batch {
+            if !order.contains(&it.seq) {
+                order.push(it.seq);
+            }
+        }
+        let n_vocab = self.model.n_vocab();
+        let mut rows: Vec<(usize, Vec<f32>)> = Vec::new();
+        for seq in order {
+            let items: Vec<(usize, &BatchItem)> = batch
+                .iter()
+                .enumerate()
+                .filter(|(_, it)| it.seq == seq)
+                .collect();
+            let cache = self.caches.entry(seq).or_default();
+            for (j, (_, it)) in items.iter().enumerate() {
+                let want = cache.len() + j as u32;
+                if it.pos != want {
+                    return Err(EngineError::Decode(format!(
+                        "sequence {seq}: position {} given where the cache continues at {want} \
+                         (truncate the KV cache first to rewrite positions)",
+                        it.pos
+                    )));
+                }
+            }
+            if cache.len() + items.len() as u32 > self.n_ctx {
+                return Err(EngineError::Decode(format!(
+                    "sequence {seq}: {} + {} positions exceed n_ctx {}",
+                    cache.len(),
+                    items.len(),
+                    self.n_ctx
+                )));
+            }
+            let tokens: Vec<i32> = items.iter().map(|(_, it)| it.token).collect();
+            let keep: Vec<i32> = items
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, it))| it.logits)
+                .map(|(j, _)| j as i32)
+                .collect();
+            let out = self
+                .model
+                .forward(&tokens, cache, &keep)
+                .map_err(mlx_err("forward pass"))?;
+            if let Some(out) = out {
+                let flat = out.as_slice::<f32>();
+                for (r, &j) in keep.iter().enumerate() {
+                    let at = items[j as usize].0;
+                    rows.push((at, flat[r * n_vocab..(r + 1) * n_vocab].to_vec()));
+                }
+            }
+        }
+        rows.sort_by_key(|(at, _)| *at);
+        self.n_logits = rows.len();
+        self.logits.clear();
+        for (_, r) in rows {
+            self.logits.extend_from_slice(&r);
+        }
+        Ok(())
+    }
+
+    fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
+        let n = self.model.n_vocab();
+        if i >= self.n_logits {
+            return Err(EngineError::NoLogits {
+                index: i,
+                kept: self.n_logits,
+            });
+        }
+        Ok(&self.logits[i * n..(i + 1) * n])
+    }
+
+    fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
+        if let Some(c) = self.caches.get_mut(&seq) {
+            c.truncate(from_pos)
+                .map_err(|e| EngineError::Kv(format!("MLX truncate: {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn kv_clear(&mut self) {
+        self.caches.clear();
+    }
+
+    fn synchronize(&mut self) {}
+
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        self.vocab.tokenize(text, add_special)
+    }
+
+    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        self.vocab.token_bytes(token)
+    }
+
+    fn is_eog(&self, token: TokenId) -> bool {
+        self.vocab.is_eog(token)
+    }
+
+    fn bos(&self) -> Option<TokenId> {
+        self.vocab.bos()
+    }
+
+    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        self.vocab.apply_builtin_template(None, messages)
+    }
+
+    fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
+        let mut c = self.caches.get(&src).cloned().unwrap_or_default();
+        c.truncate(n_tokens)
+            .map_err(|e| EngineError::Kv(format!("MLX copy: {e}")))?;
+        self.caches.insert(dst, c);
+        Ok(())
+    }
+}
+
+/// Where `scripts/setup-mlx.sh` writes the F16 GGUF of the default model (llama.cpp's
+/// `llama-quantize --allow-requantize … F16` of qwen2.5-coder-0.5b-instruct Q4_K_M:
+/// the Q4_K_M values exactly, held at f16), the agreement check's input.
+pub fn derived_f16_path() -> std::path::PathBuf {
+    crate::probe::catalog::env_dir("MEMWALL_DERIVED", "derived")
+        .join("qwen2.5-coder-0.5b-instruct-f16.gguf")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::engine::argmax;
+
+    /// Tolerance of a quantized matmul against the same matmul on the dequantized
+    /// weights: both see identical weight values, only summation order differs.
+    const QMM_TOL: f32 = 1e-4;
+
+    #[test]
+    fn q8_0_block_decodes_to_scale_times_quants() {
+        // One Q8_0 block: f16 scale 0.5 (0x3800) then 32 signed bytes q[i] = i - 16;
+        // value[i] = 0.5 · (i - 16), worked out by hand.
+        let mut raw = vec![0x00u8, 0x38];
+        raw.extend((0..32).map(|i| (i as i8 - 16) as u8));
+        let mut out = [0f32; 32];
+        weights::to_f32(8, &raw, &mut out).unwrap();
+        for (i, v) in out.iter().enumerate() {
+            assert_eq!(*v, 0.5 * (i as f32 - 16.0), "element {i}");
+        }
+        // F16 (type 1): 1.0 = 0x3C00, -2.0 = 0xC000.
+        let mut out = [0f32; 2];
+        weights::to_f32(1, &[0x00, 0x3C, 0x00, 0xC0], &mut out).unwrap();
+        assert_eq!(out, [1.0, -2.0]);
+        // A short buffer is refused, not read past.
+        let e = weights::to_f32(8, &raw[..20], &mut [0f32; 32]).unwrap_err();
+        assert!(e.contains("20 bytes for 32 values"), "{e}");
+    }
+
+    #[test]
+    fn quantized_matmul_matches_the_dequantized_matmul() {
+        use mlx_rs::Array;
+        // A deterministic 128×256 weight and a 2×256 input.
+        let w: Vec<f32> = (0..128 * 256)
+            .map(|i| ((i * 7919 % 1000) as f32 / 1000.0) - 0.5)
+            .collect();
+        let x: Vec<f32> = (0..2 * 256)
+            .map(|i| ((i * 104729 % 997) as f32 / 997.0) - 0.5)
+            .collect();
+        let w = Array::from_slice(&w, &[128, 256]);
+        let x = Array::from_slice(&x, &[2, 256]);
+        for bits in [4, 8] {
+            let (q, s, b) = mlx_rs::ops::quantize(&w, weights::GROUP_SIZE, bits).unwrap();
+            let y = mlx_rs::ops::quantized_matmul(&x, &q, &s, &b, true, weights::GROUP_SIZE, bits)
+                .unwrap();
+            let wd = mlx_rs::ops::dequantize(&q, &s, &b, weights::GROUP_SIZE, bits).unwrap();
+            let r = x.matmul(wd.t()).unwrap();
+            let (y, r) = (y.as_slice::<f32>().to_vec(), r.as_slice::<f32>().to_vec());
+            assert_eq!(y.len(), 2 * 128);
+            for (a, b) in y.iter().zip(&r) {
+                assert!(
+                    (a - b).abs() <= QMM_TOL * (1.0 + b.abs()),
+                    "{bits}-bit: {a} vs {b}"
+                );
+            }
+            // 4-bit packs 8 weights per u32, 8-bit 4: the packed width is 256·bits/32.
+            assert_eq!(q.shape(), &[128, 256 * bits / 32]);
+        }
+    }
+
+    /// libmlx's matmuls go to OpenBLAS, not the wheel's bundled reference BLAS.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn cblas_resolves_to_openblas() {
+        unsafe extern "C" {
+            fn cblas_sgemm();
+        }
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        let addr = cblas_sgemm as *const libc::c_void;
+        assert_ne!(unsafe { libc::dladdr(addr, &mut info) }, 0);
+        let lib = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned();
+        assert!(lib.contains("openblas"), "cblas_sgemm comes from {lib}");
+        assert!(blas().starts_with("OpenBLAS"), "{}", blas());
+    }
+
+    #[test]
+    fn f16_engine_agrees_with_llama_cpp_on_a_few_prompts() {
+        use crate::experiments::agree;
+        use crate::experiments::speculative::prompts::PromptSet;
+        let path = derived_f16_path();
+        if !path.is_file() {
+            assert_ne!(
+                std::env::var("MEMWALL_REQUIRE_MODELS").as_deref(),
+                Ok("1"),
+                "{} is required: run scripts/setup-mlx.sh",
+                path.display()
+            );
+            eprintln!(
+                "\n!!!!!!!! SKIP: {} missing — run scripts/setup-mlx.sh !!!!!!!!\n",
+                path.display()
+            );
+            return;
+        }
+        let _lock = crate::testing::engine_lock();
+        let cfg = crate::measure::engine::EngineConfig {
+            n_ctx: 1024,
+            n_batch: 512,
+            n_gpu_layers: 0,
+            ..Default::default()
+        };
+        let mut llama = crate::measure::engine::llama::LlamaModelHandle::load_no_repack(&path)
+            .unwrap()
+            .engine(&cfg)
+            .unwrap();
+        let mut mlx = MlxEngine::load(&path, MlxQuant::F16, 1024, 512).unwrap();
+        assert_eq!(mlx.n_vocab(), llama.n_vocab());
+        let set = PromptSet::builtin().unwrap();
+        // Three prompts, one per category.
+        let mut picked = PromptSet {
+            prompts: Vec::new(),
+            ..set.clone()
+        };
+        for c in crate::experiments::speculative::prompts::Category::ALL {
+            picked.prompts.push(set.of(c)[0].clone());
+        }
+        let rows = agree::run(&mut llama, &mut mlx, &picked, 3, 16, |_| {}).unwrap();
+        eprintln!("{}", agree::table(&rows));
+        for r in &rows {
+            assert!(
+                r.cosine >= agree::MIN_COSINE,
+                "{}: cosine {}",
+                r.id,
+                r.cosine
+            );
+        }
+        assert!(
+            rows.iter().filter(|r| r.first_diff.is_none()).count() >= 2,
+            "{}",
+            agree::table(&rows)
+        );
+
+        // KV truncation: decode 4 tokens, roll back 2, redo them: same logits.
+        let toks = mlx.tokenize("fn main() {", true).unwrap();
+        mlx.kv_clear();
+        mlx.prefill(&toks, 0, 0, true).unwrap();
+        let t1 = argmax(mlx.logits(0).unwrap());
+        let p = toks.len() as u32;
+        mlx.decode_one(t1, p, 0).unwrap();
+        let t2 = argmax(mlx.logits(0).unwrap());
+        mlx.decode_one(t2, p + 1, 0).unwrap();
+        let after: Vec<f32> = mlx.logits(0).unwrap().to_vec();
+        mlx.kv_truncate(0, p + 1).unwrap();
+        mlx.decode_one(t2, p + 1, 0).unwrap();
+        assert!(agree::cosine(&after, mlx.logits(0).unwrap()) > 0.99999);
+        // A position that does not continue the cache is refused.
+        assert!(mlx.decode_one(t2, p + 5, 0).is_err());
+        // Held bytes: every f16 matrix at 2 bytes a weight; the file's tensors are f16
+        // matrices plus f32 vectors, so the held bytes equal the file's tensor bytes.
+        let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
+        let file_bytes: u64 = gguf.tensors.iter().map(|t| t.n_bytes().0).sum();
+        assert_eq!(mlx.weight_bytes(), file_bytes);
+    }
+}

@@ -1,0 +1,316 @@
+//! Qwen2 (Qwen2.5, Qwen2.5-Coder) written with MLX ops: GQA attention with q/k/v
+//! biases, RoPE (NEOX style: rotate halves, as llama.cpp's `LLAMA_ROPE_TYPE_NEOX`
+//! for this architecture and mlx-lm's `traditional=False`), RMSNorm, SwiGLU MLP.
+//! Shapes follow mlx-lm's `models/qwen2.py`: activations `[B, L, D]`, attention
+//! heads `[B, H, L, head_dim]`. Activations are f32 (llama.cpp's CPU path keeps
+//! f32 activations too); weights are f16 or MLX-quantized ([`super::weights`]); the
+//! KV cache is f16 (llama.cpp's default), widened to f32 for the attention itself.
+
+use super::MlxError;
+use super::weights::{Matrix, MlxQuant, TensorReader};
+use crate::probe::gguf::Gguf;
+use mlx_rs::error::Exception;
+use mlx_rs::fast::ScaledDotProductAttentionMask;
+use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::{Array, Dtype};
+
+/// Hyper-parameters read from the GGUF's `qwen2.*` metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qwen2Config {
+    /// `qwen2.block_count`.
+    pub n_layer: usize,
+    /// `qwen2.embedding_length`.
+    pub n_embd: usize,
+    /// `qwen2.attention.head_count`.
+    pub n_head: usize,
+    /// `qwen2.attention.head_count_kv`.
+    pub n_head_kv: usize,
+    /// `qwen2.rope.freq_base` (Qwen2.5: 1e6).
+    pub rope_theta: f32,
+    /// `qwen2.attention.layer_norm_rms_epsilon`.
+    pub rms_eps: f32,
+    /// `qwen2.context_length`.
+    pub n_ctx_train: usize,
+}
+
+impl Qwen2Config {
+    /// Reads the config from `gguf`; names the missing or bad key.
+    pub fn from_gguf(gguf: &Gguf) -> Result<Qwen2Config, MlxError> {
+        let arch = gguf.architecture().unwrap_or("");
+        let bad = |key: &str, why: &str| MlxError::Config {
+            path: gguf.path.display().to_string(),
+            key: key.to_string(),
+            reason: why.to_string(),
+        };
+        if arch != "qwen2" {
+            return Err(bad(
+                "general.architecture",
+                &format!("is `{arch}`; the MLX engine implements qwen2 only"),
+            ));
+        }
+        let int = |k: &str| -> Result<usize, MlxError> {
+            let key = format!("qwen2.{k}");
+            gguf.get(&key)
+                .and_then(|v| v.as_u64())
+                .filter(|&v| v > 0 && v < 1 << 20)
+                .map(|v| v as usize)
+                .ok_or_else(|| bad(&key, "missing or not a positive integer"))
+        };
+        let float = |k: &str, default: Option<f64>| -> Result<f32, MlxError> {
+            let key = format!("qwen2.{k}");
+            match gguf.get(&key).and_then(|v| v.as_f64()).or(default) {
+                Some(v) if v.is_finite() && v > 0.0 => Ok(v as f32),
+                _ => Err(bad(&key, "missing or not a positive number")),
+            }
+        };
+        let cfg = Qwen2Config {
+            n_layer: int("block_count")?,
+            n_embd: int("embedding_length")?,
+            n_head: int("attention.head_count")?,
+            n_head_kv: int("attention.head_count_kv")?,
+            // llama.cpp's default when the key is absent.
+            rope_theta: float("rope.freq_base", Some(10000.0))?,
+            rms_eps: float("attention.layer_norm_rms_epsilon", None)?,
+            n_ctx_train: int("context_length")?,
+        };
+        if cfg.n_embd % cfg.n_head != 0 || cfg.n_head % cfg.n_head_kv != 0 {
+            return Err(bad(
+                "qwen2.attention.head_count",
+                "embedding length, head count and KV head count do not divide",
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// Width of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.n_embd / self.n_head
+    }
+}
+
+struct Layer {
+    attn_norm: Array,
+    wq: Matrix,
+    bq: Array,
+    wk: Matrix,
+    bk: Array,
+    wv: Matrix,
+    bv: Array,
+    wo: Matrix,
+    ffn_norm: Array,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+}
+
+/// One sequence's KV cache: per layer `[1, n_head_kv, len, head_dim]` keys and values.
+#[derive(Default, Clone)]
+pub struct KvCache {
+    layers: Vec<(Array, Array)>,
+    len: u32,
+}
+
+impl KvCache {
+    /// Positions held.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keeps positions `< n` (speculative rollback).
+    pub fn truncate(&mut self, n: u32) -> Result<(), Exception> {
+        if n >= self.len {
+            return Ok(());
+        }
+        if n == 0 {
+            *self = KvCache::default();
+            return Ok(());
+        }
+        let n = n as i32;
+        for (k, v) in &mut self.layers {
+            *k = k.index((.., .., ..n, ..));
+            *v = v.index((.., .., ..n, ..));
+        }
+        mlx_rs::transforms::eval(self.layers.iter().flat_map(|(k, v)| [k, v]))?;
+        self.len = n as u32;
+        Ok(())
+    }
+
+    /// Bytes of the cached keys and values.
+    pub fn nbytes(&self) -> u64 {
+        self.layers
+            .iter()
+            .map(|(k, v)| (k.nbytes() + v.nbytes()) as u64)
+            .sum()
+    }
+}
+
+/// A Qwen2 model held in MLX arrays.
+pub struct Qwen2 {
+    /// Its hyper-parameters.
+    pub cfg: Qwen2Config,
+    embed: Matrix,
+    /// `None`: tied to the embedding (Qwen2.5 0.5B/1.5B).
+    output: Option<Matrix>,
+    norm: Array,
+    layers: Vec<Layer>,
+}
+
+impl Qwen2 {
+    /// Loads every tensor of `gguf` (dequantized by llama.cpp's `to_float`), holding
+    /// matrices as `quant` says; norms and biases stay f32.
+    pub fn load(gguf: &Gguf, quant: MlxQuant) -> Result<Qwen2, MlxError> {
+        let cfg = Qwen2Config::from_gguf(gguf)?;
+        let mut r = TensorReader::new(gguf)?;
+        let embed = r.matrix("token_embd.weight", quant)?;
+        let output = if r.has("output.weight") {
+            Some(r.matrix("output.weight", quant)?)
+        } else {
+            None
+        };
+        let norm = r.vector("output_norm.weight")?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for i in 0..cfg.n_layer {
+            let t = |s: &str| format!("blk.{i}.{s}");
+            layers.push(Layer {
+                attn_norm: r.vector(&t("attn_norm.weight"))?,
+                wq: r.matrix(&t("attn_q.weight"), quant)?,
+                bq: r.vector(&t("attn_q.bias"))?,
+                wk: r.matrix(&t("attn_k.weight"), quant)?,
+                bk: r.vector(&t("attn_k.bias"))?,
+                wv: r.matrix(&t("attn_v.weight"), quant)?,
+                bv: r.vector(&t("attn_v.bias"))?,
+                wo: r.matrix(&t("attn_output.weight"), quant)?,
+                ffn_norm: r.vector(&t("ffn_norm.weight"))?,
+                gate: r.matrix(&t("ffn_gate.weight"), quant)?,
+                up: r.matrix(&t("ffn_up.weight"), quant)?,
+                down: r.matrix(&t("ffn_down.weight"), quant)?,
+            });
+        }
+        Ok(Qwen2 {
+            cfg,
+            embed,
+            output,
+            norm,
+            layers,
+        })
+    }
+
+    /// Width of a logit row.
+    pub fn n_vocab(&self) -> usize {
+        let m = self.output.as_ref().unwrap_or(&self.embed);
+        match m {
+            Matrix::Dense(w) => w.shape()[0] as usize,
+            Matrix::Quantized { w, .. } => w.shape()[0] as usize,
+        }
+    }
+
+    /// Bytes of every weight array held (matrices with their scales and biases,
+    /// norms, attention biases): what one decode step streams from memory.
+    pub fn weight_bytes(&self) -> u64 {
+        let v = |a: &Array| a.nbytes() as u64;
+        let mut n =
+            self.embed.nbytes() + self.output.as_ref().map_or(0, Matrix::nbytes) + v(&self.norm);
+        for l in &self.layers {
+            n += v(&l.attn_norm) + v(&l.bq) + v(&l.bk) + v(&l.bv) + v(&l.ffn_norm);
+            n += [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
+                .iter()
+                .map(|m| m.nbytes())
+                .sum::<u64>();
+        }
+        n
+    }
+
+    /// Runs `tokens` (consecutive positions from `cache.len()`) through the model,
+    /// appending to `cache`; returns the logits `[n, n_vocab]` (f32) of the rows in
+    /// `keep` (indices into `tokens`), evaluated; `None` when `keep` is empty (the
+    /// output projection is then skipped, as llama.cpp skips unrequested rows).
+    pub fn forward(
+        &self,
+        tokens: &[i32],
+        cache: &mut KvCache,
+        keep: &[i32],
+    ) -> Result<Option<Array>, Exception> {
+        let c = &self.cfg;
+        let (l, d) = (tokens.len() as i32, c.n_embd as i32);
+        let (h, hkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim() as i32);
+        let offset = cache.len as i32;
+        let ids = Array::from_slice(tokens, &[l]);
+        let mut x = self.embed.rows(&ids)?.reshape(&[1, l, d])?;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let first = cache.layers.is_empty();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.attn_norm), c.rms_eps)?;
+            let heads = |m: &Matrix, b: &Array, n: i32| -> Result<Array, Exception> {
+                m.apply(&hn)?
+                    .add(b)?
+                    .reshape(&[1, l, n, hd])?
+                    .transpose_axes(&[0, 2, 1, 3])
+            };
+            let q = heads(&layer.wq, &layer.bq, h)?;
+            let k = heads(&layer.wk, &layer.bk, hkv)?;
+            let v = heads(&layer.wv, &layer.bv, hkv)?;
+            let q = mlx_rs::fast::rope(&q, hd, false, c.rope_theta, 1.0, offset, None)?;
+            // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
+            let k = mlx_rs::fast::rope(&k, hd, false, c.rope_theta, 1.0, offset, None)?
+                .as_dtype(Dtype::Float16)?;
+            let v = v.as_dtype(Dtype::Float16)?;
+            let (k, v) = if first {
+                (k, v)
+            } else {
+                let (ck, cv) = &cache.layers[i];
+                (
+                    mlx_rs::ops::concatenate(&[ck, &k], 2)?,
+                    mlx_rs::ops::concatenate(&[cv, &v], 2)?,
+                )
+            };
+            let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+            let o = mlx_rs::fast::scaled_dot_product_attention(
+                &q,
+                k.as_dtype(Dtype::Float32)?,
+                v.as_dtype(Dtype::Float32)?,
+                scale,
+                mask,
+                None,
+            )?;
+            if first {
+                cache.layers.push((k, v));
+            } else {
+                cache.layers[i] = (k, v);
+            }
+            let o = o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, h * hd])?;
+            x = x.add(layer.wo.apply(&o)?)?;
+            let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.ffn_norm), c.rms_eps)?;
+            let g = layer.gate.apply(&hn)?;
+            let u = layer.up.apply(&hn)?;
+            let m = mlx_rs::nn::silu(&g)?.multiply(&u)?;
+            x = x.add(layer.down.apply(&m)?)?;
+        }
+        cache.len += l as u32;
+        if keep.is_empty() {
+            mlx_rs::transforms::eval(cache.layers.iter().flat_map(|(k, v)| [k, v]))?;
+            return Ok(None);
+        }
+        let x = x.reshape(&[l, d])?;
+        let x = if keep.len() as i32 == l {
+            x
+        } else {
+            x.take_axis(Array::from_slice(keep, &[keep.len() as i32]), 0)?
+        };
+        let x = mlx_rs::fast::rms_norm(&x, Some(&self.norm), c.rms_eps)?;
+        let logits = self
+            .output
+            .as_ref()
+            .unwrap_or(&self.embed)
+            .apply(&x)?
+            .as_dtype(Dtype::Float32)?;
+        mlx_rs::transforms::eval(
+            std::iter::once(&logits).chain(cache.layers.iter().flat_map(|(k, v)| [k, v])),
+        )?;
+        Ok(Some(logits))
+    }
+}
