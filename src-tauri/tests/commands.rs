@@ -48,7 +48,7 @@ async fn an_empty_store_shows_dashes_not_numbers() {
     );
     assert!(s.runs(&RunFilter::default()).await.unwrap().is_empty());
     let r = s.roofline(None).await.unwrap();
-    assert!(r.points.is_empty() && r.bandwidth_gbps.is_none());
+    assert!(r.points.is_empty() && r.roofs.is_empty());
     assert!(s.frontier().await.unwrap().rows.is_empty());
     let e = s
         .chart_svg(AppChart::Roofline, None)

@@ -109,6 +109,7 @@ fn sqlite_only(c: &Command) -> Option<&'static str> {
         | Command::Perplexity(_)
         | Command::Serve(_)
         | Command::Hw { .. }
+        | Command::Mlx { .. }
         | Command::Sample(_) => return None,
     })
 }
