@@ -852,7 +852,14 @@ async fn copy(
     // own, the same prediction being the same (time, host, target, draft, α, k).
     c.keyed(
         "spec_synth_predictions",
-        &["created_at", "hostname", "target_sha256", "draft_key", "alpha_set", "k"],
+        &[
+            "created_at",
+            "hostname",
+            "target_sha256",
+            "draft_key",
+            "alpha_set",
+            "k",
+        ],
     )
     .await?;
     c.runs(&mut out, progress).await?;
