@@ -1215,23 +1215,6 @@ html: string,
 files: number, };
 
 /**
- * Where the roof came from, for the report line under the table.
- */
-export type RoofSource = { 
-/**
- * The bandwidth and compute peak the ceilings are computed from.
- */
-roof: MachineRoof, 
-/**
- * The STREAM row used.
- */
-stream: StoredStream, 
-/**
- * `measured in this run` or `stored run N from <time>`.
- */
-provenance: string, };
-
-/**
  * One roof of the roofline chart: one host and placement (its CPU, or the GPU its
  * layers were offloaded to), from the rows measured there.
  */
@@ -1263,6 +1246,23 @@ ridge: number | null,
 roof: Array<[number, number]>, };
 
 /**
+ * Where the roof came from, for the report line under the table.
+ */
+export type RoofSource = { 
+/**
+ * The bandwidth and compute peak the ceilings are computed from.
+ */
+roof: MachineRoof, 
+/**
+ * The STREAM row used.
+ */
+stream: StoredStream, 
+/**
+ * `measured in this run` or `stored run N from <time>`.
+ */
+provenance: string, };
+
+/**
  * One measured point of the roofline chart, with its provenance.
  */
 export type RooflinePoint = { 
@@ -1287,7 +1287,7 @@ intensity: number,
  */
 achieved_gflops: number, 
 /**
- * Attainable GFLOP/s at this intensity on this machine's roof.
+ * Attainable GFLOP/s at this intensity under its own roof.
  */
 attainable_gflops: number, 
 /**
