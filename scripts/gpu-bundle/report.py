@@ -18,7 +18,7 @@ import tempfile
 
 
 def load(dirs):
-    stream, bench, energy, files, synth = [], [], [], {}, []
+    stream, bench, energy, files, synth, gates = [], [], [], {}, [], []
     for d in dirs:
         db = os.path.join(d, "memwall.db")
         if os.path.exists(db):
@@ -28,6 +28,10 @@ def load(dirs):
             stream += [dict(r) for r in c.execute(
                 "SELECT s.id, s.run_id, s.measured_at, s.kernel, s.best_gbps, s.array_bytes, s.device FROM stream_results s WHERE s.device != 'cpu' ORDER BY s.id")
                 if (r["measured_at"], r["kernel"], r["best_gbps"]) not in seen]
+            if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'spec_gates'").fetchone():
+                seen_g = {(r["measured_at"], r["k"]) for r in gates}
+                gates += [dict(r, call=os.path.basename(os.path.normpath(d))) for r in c.execute("SELECT * FROM spec_gates ORDER BY id")
+                          if (r["measured_at"], r["k"]) not in seen_g]
             if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'spec_synth'").fetchone():
                 seen_s = {(r["measured_at"], r["alpha_set"], r["k"]) for r in synth}
                 synth += [dict(r) for r in c.execute("SELECT * FROM spec_synth ORDER BY id")
@@ -61,7 +65,7 @@ def load(dirs):
                 # Each call's results.tgz holds every output of the warm machine so
                 # far: one copy of each file is enough.
                 files[os.path.basename(f)] = [doc]
-    return stream, bench, energy, files, synth
+    return stream, bench, energy, files, synth, gates
 
 
 def fmt(x, p=1):
@@ -149,7 +153,7 @@ def spec_table(w, synth, files):
 
 
 def main(dirs):
-    stream, bench, energy, files, synth = load(dirs)
+    stream, bench, energy, files, synth, gates = load(dirs)
     out = []
     w = out.append
     w("# memwall on an NVIDIA H200\n")
@@ -282,6 +286,16 @@ def main(dirs):
             w(f"| {r['model_type']} | {test} | {r['avg_ts']:.1f} | {fmt(r.get('mean_power_w'))} | {fmt(r.get('j_per_token'), 3)}{why} | "
               f"{fmt(r.get('tokens_per_wh'), 0)} | {r['energy_source'] or '—'} | {fmt(r.get('peak_temp_c'))} | {fmt(r.get('gpu_mem_util_pct'))} | "
               f"{fmt(r.get('implied_bandwidth_gbps'), 0)} | #{r['bench_id']} |")
+        w("")
+    if gates:
+        w("## Speculative decoding: the greedy gate (does the verify path reproduce target-only decoding?)\n")
+        w("A set-acceptance speedup is stored only at a k whose real draft model passed this gate, and only when every "
+          "output of the timed run equals target-only decoding.\n")
+        w("| call | target | drafter | k | identical outputs | tokens per prompt | passed | gate row |")
+        w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for g in gates:
+            w(f"| {g['call']} | {os.path.basename(g['target_file']) if g.get('target_file') else g['target_sha256'][:12]} | {g['drafter_key']} | {g['k']} | "
+              f"{g['n_identical']}/{g['n_prompts']} | {g['max_new']} | {'yes' if g['passed'] else 'no'} | #{g['id']} |")
         w("")
     spec_table(w, synth, files)
     rep = os.path.join(os.path.dirname(os.path.abspath(dirs[-1])), "report", "report.md")
