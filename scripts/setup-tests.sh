@@ -46,14 +46,18 @@ if ! command -v npm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
 fi
 
+# The same memwall-cli features as scripts/setup.sh's build: a `cargo run` with other
+# features would rebuild memwall-core (and the test build would then rebuild it again).
+# shellcheck source=scripts/features.sh
+. scripts/features.sh
 case "${MEMWALL_SETUP_MODELS:-all}" in
   none) ;;
-  default) cargo run --release --locked -q -p memwall-cli -- models fetch ;;
-  *) cargo run --release --locked -q -p memwall-cli -- models fetch --all ;;
+  default) cargo run --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"} -- models fetch ;;
+  *) cargo run --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"} -- models fetch --all ;;
 esac
 case "${MEMWALL_SETUP_DATASETS:-all}" in
   none) ;;
-  *) cargo run --release --locked -q -p memwall-cli -- datasets fetch ;;
+  *) cargo run --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"} -- datasets fetch ;;
 esac
 case "${MEMWALL_SETUP_LLAMA_TOOLS:-all}" in
   none) ;;

@@ -64,7 +64,7 @@ cargo build --release --locked -p memwall-cli ${MEMWALL_FEATURES:+--features "$M
 
 case "${MEMWALL_SETUP_MODELS:-default}" in
   none) ;;
-  all) cargo run --release --locked -q -p memwall-cli -- models fetch --all ;;
-  *) cargo run --release --locked -q -p memwall-cli -- models fetch ;;
+  all) cargo run --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"} -- models fetch --all ;;
+  *) cargo run --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"} -- models fetch ;;
 esac
 echo "setup: done"
