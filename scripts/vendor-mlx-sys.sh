@@ -23,6 +23,9 @@ src=$(cd "$tmp/fetch" && cargo fetch -q && cargo metadata --format-version 1 -q 
 src=$(dirname "$src")
 mkdir -p "$tmp/a"
 cp -r "$src/." "$tmp/a/"
+# mlx-c's examples are not built (MLX_C_BUILD_EXAMPLES=OFF) and carry a weight file
+# (arrays.safetensors): the vendored copy leaves them out.
+rm -rf "$tmp/a/src/mlx-c/examples"
 rm -f "$tmp/a/.cargo-ok" "$tmp/a/.cargo_vcs_info.json"
 
 case "$mode" in
