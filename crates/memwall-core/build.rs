@@ -5,7 +5,14 @@ use std::path::Path;
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
-    let o = Command::new("git").args(args).output().ok()?;
+    // `--no-optional-locks`: `git status` otherwise refreshes and rewrites the index,
+    // and a build script that touches what it is watched on rebuilds memwall-core on
+    // the next cargo command (scripts/check-built-once.py caught it in CI).
+    let o = Command::new("git")
+        .arg("--no-optional-locks")
+        .args(args)
+        .output()
+        .ok()?;
     o.status
         .success()
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
@@ -66,7 +73,17 @@ fn main() {
         _ => String::new(),
     };
     println!("cargo:rustc-env=MEMWALL_BUILD_NUMBER={build_number}");
-    for p in [".git/HEAD", ".git/refs/heads", ".git/index"] {
+    // Re-run on a new commit (HEAD, branch refs) and on an edit of the sources a
+    // stored row's commit describes (the "-dirty" suffix). Not on `.git/index`: any
+    // git command may rewrite it without a change to the tree, and each rewrite
+    // recompiled memwall-core between the CLI build and the workspace's test build.
+    for p in [
+        ".git/HEAD",
+        ".git/refs/heads",
+        ".git/packed-refs",
+        "crates",
+        "src-tauri/src",
+    ] {
         let p = root.join(p);
         if p.exists() {
             println!("cargo:rerun-if-changed={}", p.display());
