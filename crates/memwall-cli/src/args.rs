@@ -678,6 +678,10 @@ pub struct FrontierArgs {
     /// Skip the speed cells.
     #[arg(long)]
     pub no_speed: bool,
+    /// Run the speed cells without the live sampler (no power or energy per token);
+    /// for measuring the sampler's own overhead.
+    #[arg(long)]
+    pub no_sampler: bool,
     /// GSM8K items (0 = skip).
     #[arg(long, default_value_t = 50)]
     pub gsm8k: usize,

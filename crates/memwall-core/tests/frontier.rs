@@ -289,6 +289,7 @@ fn tiny_plan(source: PathBuf) -> FrontierPlan {
             allow_battery: true,
             skip_capacity_check: false,
         },
+        sampler: true,
     }
 }
 

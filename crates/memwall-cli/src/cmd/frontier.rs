@@ -74,6 +74,7 @@ fn plan_of(a: &FrontierArgs) -> Result<FrontierPlan> {
         tasks,
         remeasure: a.remeasure.clone(),
         guard: a.guard.options(),
+        sampler: !a.no_sampler,
     };
     plan.validate()?;
     Ok(plan)
@@ -174,6 +175,15 @@ fn write_outputs(
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let points = chart::energy_points(rows);
+    if !points.is_empty() {
+        let memwall_core::present::chart::ChartFiles { png, .. } = chart::tokens_per_joule_chart(
+            &dir.join("frontier_tokens_per_joule"),
+            &points,
+            &format!("Decode tokens per joule against the arms of {name}"),
+        )?;
+        println!("chart: {} (+ .svg)", png.display());
+    }
     for q in chart::qualities(rows) {
         let title = format!("Quantization frontier of {name}");
         let memwall_core::present::chart::ChartFiles { png, svg } = chart::frontier_chart(

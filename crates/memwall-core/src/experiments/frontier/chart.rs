@@ -342,6 +342,212 @@ pub fn frontier_svg(
     Ok(s)
 }
 
+/// One arm on the tokens-per-joule chart: its decode energy, or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnergyPoint {
+    /// The arm's weight format (`Q4_K_M`).
+    pub arm: String,
+    /// The run that measured it (the speed cell's or the bench run's).
+    pub run_id: i64,
+    /// Weight bytes streamed per decode step.
+    pub streamed_bytes: u64,
+    /// Generated tokens per joule (1 ÷ J/token); `None`: not measured.
+    pub tokens_per_joule: Option<f64>,
+    /// Tokens per watt-hour as stored (3600 ÷ J/token).
+    pub tokens_per_wh: Option<f64>,
+    /// Why there is no figure, when there is none.
+    pub reason: Option<String>,
+}
+
+impl EnergyPoint {
+    /// A point from a stored J/token (`None`, zero or negative: not measured, with
+    /// `reason`).
+    pub fn new(
+        arm: String,
+        run_id: i64,
+        streamed_bytes: u64,
+        j_per_token: Option<f64>,
+        tokens_per_wh: Option<f64>,
+        reason: Option<String>,
+    ) -> EnergyPoint {
+        let tpj = j_per_token
+            .filter(|j| j.is_finite() && *j > 0.0)
+            .map(|j| 1.0 / j);
+        EnergyPoint {
+            arm,
+            run_id,
+            streamed_bytes,
+            tokens_per_joule: tpj,
+            tokens_per_wh: tpj.and(tokens_per_wh),
+            reason: if tpj.is_some() {
+                None
+            } else {
+                Some(reason.unwrap_or_else(|| "no energy figure stored".into()))
+            },
+        }
+    }
+}
+
+/// The chart's points: every arm with a speed cell, in row order.
+pub fn energy_points(rows: &[FrontierRow]) -> Vec<EnergyPoint> {
+    rows.iter()
+        .filter(|r| r.speed.is_some())
+        .map(|r| {
+            let e = r.energy.as_ref();
+            EnergyPoint::new(
+                r.arm.clone(),
+                e.map_or(0, |e| e.run_id),
+                r.streamed_bytes,
+                e.and_then(|e| e.j_per_token),
+                e.and_then(|e| e.tokens_per_wh),
+                Some(
+                    e.and_then(|e| e.reason.clone())
+                        .unwrap_or_else(|| super::table::NO_RECORDING.to_string()),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The distinct reasons of the points without a figure, joined.
+pub fn energy_reasons(points: &[EnergyPoint]) -> String {
+    let mut r: Vec<&str> = Vec::new();
+    for p in points {
+        if let Some(w) = p.reason.as_deref().filter(|w| !r.contains(w)) {
+            r.push(w);
+        }
+    }
+    r.join("; ")
+}
+
+/// Draws generated tokens per joule (tg) against the bytes each arm streams per
+/// token, one labelled point per arm, from measured energy only. Arms without a
+/// figure are listed below the plot with the reason; with none measured the chart
+/// says "not measured: <reason>" instead of an empty axis.
+pub fn draw_tokens_per_joule<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    points: &[EnergyPoint],
+    title: &str,
+) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    if points.is_empty() {
+        return Err(Box::new(ChartError::Empty("tokens per joule")));
+    }
+    root.fill(&WHITE)?;
+    let grey = RGBColor(110, 110, 110);
+    let measured: Vec<(&EnergyPoint, f64, f64)> = points
+        .iter()
+        .filter_map(|p| Some((p, p.streamed_bytes as f64 / 1e9, p.tokens_per_joule?)))
+        .collect();
+    let missing: Vec<&EnergyPoint> = points
+        .iter()
+        .filter(|p| p.tokens_per_joule.is_none())
+        .collect();
+    let (_, h) = root.dim_in_pixel();
+    if measured.is_empty() {
+        root.draw(&Text::new(
+            title.to_string(),
+            (20, 30),
+            ("sans-serif", 22).into_font().color(&BLACK),
+        ))?;
+        let mut why = format!("not measured: {}", energy_reasons(points));
+        if why.chars().count() > 180 {
+            why = why.chars().take(179).collect::<String>() + "…";
+        }
+        root.draw(&Text::new(
+            "Tokens per joule (tg): not measured".to_string(),
+            (20, h as i32 / 2 - 20),
+            ("sans-serif", 22),
+        ))?;
+        root.draw(&Text::new(why, (20, h as i32 / 2 + 12), ("sans-serif", 14)))?;
+        root.present()?;
+        return Ok(());
+    }
+    let (plot, foot) = root.split_vertically(h.saturating_sub(30 + 18 * missing.len() as u32));
+    let (x0, x1) = measured.iter().fold((f64::INFINITY, 0.0f64), |(a, b), m| {
+        (a.min(m.1), b.max(m.1))
+    });
+    let y1 = measured.iter().map(|m| m.2).fold(0.0f64, f64::max);
+    let dx = (x1 - x0).max(x1 * 0.1).max(1e-3);
+    let mut chart = ChartBuilder::on(&plot)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0 - 0.15 * dx).max(0.0)..x1 + 0.25 * dx, 0.0..y1 * 1.2)?;
+    chart
+        .configure_mesh()
+        .x_desc("weight GB streamed per generated token (10^9 B)")
+        .y_desc("generated tokens per joule (tg; 1 ÷ J/token)")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let blue = RGBColor(31, 119, 180);
+    for (p, x, y) in &measured {
+        chart.draw_series(std::iter::once(Circle::new((*x, *y), 6, blue.filled())))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{} {:.3} tok/J", p.arm, y),
+            (*x, *y),
+            ("sans-serif", 14).into_font().color(&BLACK).pos(
+                plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Left,
+                    plotters::style::text_anchor::VPos::Bottom,
+                ),
+            ),
+        )))?;
+    }
+    for (i, p) in missing.iter().enumerate() {
+        foot.draw(&Text::new(
+            format!(
+                "{}: not measured: {}",
+                p.arm,
+                p.reason.as_deref().unwrap_or("no energy figure stored")
+            ),
+            (80, 4 + 18 * i as i32),
+            ("sans-serif", 13).into_font().color(&grey),
+        ))?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Renders `<stem>.png` and `<stem>.svg` of [`draw_tokens_per_joule`].
+///
+/// # Errors
+/// [`ChartError`] naming the file, or `Empty` without points.
+pub fn tokens_per_joule_chart(
+    stem: &Path,
+    points: &[EnergyPoint],
+    title: &str,
+) -> Result<ChartFiles, ChartError> {
+    render_both(
+        stem,
+        |r| draw_tokens_per_joule(r, points, title),
+        |r| draw_tokens_per_joule(r, points, title),
+    )
+}
+
+/// [`draw_tokens_per_joule`] to an SVG string.
+///
+/// # Errors
+/// [`ChartError`], or `Empty` without points.
+pub fn tokens_per_joule_svg(points: &[EnergyPoint], title: &str) -> Result<String, ChartError> {
+    if points.is_empty() {
+        return Err(ChartError::Empty("tokens per joule"));
+    }
+    ensure_font();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, (WIDTH, HEIGHT)).into_drawing_area();
+        draw_tokens_per_joule(&root, points, title).map_err(|e| ChartError::Draw {
+            path: "<svg>".into(),
+            msg: e.to_string(),
+        })?;
+    }
+    Ok(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +595,7 @@ mod tests {
                 }),
             )],
             tasks: vec![],
+            energy: None,
         }
     }
 

@@ -69,6 +69,15 @@ pub struct FrontierPlan {
     /// What the measuring guard allows (battery, skipping the capacity check).
     #[serde(default)]
     pub guard: crate::measure::guard::GuardOptions,
+    /// Run the live sampler beside each speed cell (power, energy per token,
+    /// temperature; stored in the cell's transaction). Off only to measure its
+    /// overhead.
+    #[serde(default = "yes")]
+    pub sampler: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Errors of the frontier.
@@ -299,6 +308,9 @@ struct NewCell {
     bench: Vec<crate::store::record::BenchRecord>,
     started_at: String,
     guard: Option<crate::measure::guard::GuardReport>,
+    /// The live sampler's recording beside the bench rows and the phase names of
+    /// their tests, in the order they finished (speed cells).
+    sampled: Option<(crate::experiments::live::Recording, Vec<String>)>,
 }
 
 struct CellContext<'a> {
@@ -509,11 +521,17 @@ pub async fn load_rows(
     let mut rows = Vec::new();
     for a in arms {
         let mut cells = Vec::new();
+        let mut energy = None;
         for (m, name, cfg) in cell_configs(plan, source, a)? {
             let c = find_cell(store, &a.arm.sha256, &name, &config_key(&name, &cfg)).await?;
+            if let (Measure::Speed, Some(c)) = (&m, &c) {
+                energy = Some(store::speed_energy(store, c.run_id).await?);
+            }
             cells.push((m, c));
         }
-        rows.push(table::FrontierRow::from_cells(a, &cells));
+        let mut row = table::FrontierRow::from_cells(a, &cells);
+        row.energy = energy.filter(|_| row.speed.is_some());
+        rows.push(row);
     }
     Ok(rows)
 }

@@ -271,6 +271,7 @@ fn new_cell(result: serde_json::Value) -> NewCell {
         bench: vec![],
         started_at: String::new(),
         guard: None,
+        sampled: None,
     }
 }
 
@@ -303,13 +304,24 @@ fn measure_speed(
     };
     let of = 2 * (plan.reps as usize + 1);
     let mut done = 0;
+    // The sampler beside the cell, as beside `memwall bench`: each test's timed part
+    // is a phase; it stops as soon as the tests end.
+    let sampler = plan
+        .sampler
+        .then(crate::experiments::live::job::RunSampler::start);
+    let mut observe = sampler.as_ref().map(|s| s.observer());
     let recs = crate::experiments::bench::run_plan(&rcx, &mut |p| {
+        if let Some(o) = observe.as_mut() {
+            o(&p);
+        }
         if let Progress::Repetition { .. } = p {
             done += 1;
             progress(FrontierProgress::Step { done, of });
         }
-    })
-    .map_err(bench_err)?;
+    });
+    drop(observe);
+    let sampled = sampler.map(|s| s.stop());
+    let recs = recs.map_err(bench_err)?;
     let pp = recs.iter().find(|r| r.n_prompt > 0);
     let tg = recs.iter().find(|r| r.is_decode());
     let (Some(pp), Some(tg)) = (pp, tg) else {
@@ -335,6 +347,7 @@ fn measure_speed(
     c.value_unc = Some(s.tg_std);
     c.n = Some(s.tg_n as i64);
     c.bench = recs;
+    c.sampled = sampled;
     Ok(c)
 }
 

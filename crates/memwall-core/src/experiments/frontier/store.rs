@@ -2,6 +2,8 @@
 //! `frontier_items` (a task cell's items). A cell is written in one transaction with
 //! its `runs` row and bench rows, so a killed run leaves no partial cell.
 
+use super::chart::EnergyPoint;
+use super::table::ArmEnergy;
 use super::{ArmInfo, CellContext, FrontierCell, FrontierError, NewCell, config_key};
 use crate::store::{NewRun, Store};
 use sqlx::Row;
@@ -42,6 +44,73 @@ pub async fn find_cell(
             .unwrap_or(serde_json::Value::Null),
         finished_at: r.get("finished_at"),
     }))
+}
+
+/// The decode energy of the speed cell stored as run `run_id`: its tg row's
+/// `row_energy` (J/token, tokens per Wh, or the sampler's reason for none), or,
+/// for a cell measured without the sampler, a reason saying so.
+///
+/// # Errors
+/// Store errors.
+pub async fn speed_energy(store: &Store, run_id: i64) -> Result<ArmEnergy, FrontierError> {
+    let (e, recorded) = crate::experiments::live::store::decode_energy(store, run_id).await?;
+    Ok(ArmEnergy::from_stored(run_id, e.as_ref(), recorded))
+}
+
+/// Decode rows of `memwall bench` runs as "arms" for the tokens-per-joule chart where
+/// a host has no frontier cells: per host and model size (`model_n_params`), the
+/// latest single-sequence tg row at depth 0 of each model (weight format) that has an
+/// energy row, largest streamed bytes first. Each group is `(label, points)`, the
+/// label `host: model`; only groups with at least two formats are returned.
+///
+/// # Errors
+/// Store errors.
+pub async fn bench_energy_arms(
+    store: &Store,
+) -> Result<Vec<(String, Vec<EnergyPoint>)>, FrontierError> {
+    let rows = sqlx::query(
+        "SELECT b.hostname AS host, b.run_id AS run_id, b.model_n_params AS n_params, b.model_type AS model_type,
+                b.quant AS quant, b.streamed_bytes AS streamed, e.j_per_token AS j, e.tokens_per_wh AS wh, e.reason AS reason
+         FROM bench_results b JOIN runs r ON r.id = b.run_id JOIN row_energy e ON e.row_id = b.id
+         WHERE r.kind = 'bench' AND b.n_prompt = 0 AND b.n_gen > 0 AND b.n_depth = 0 AND b.n_seqs = 1
+         AND b.id = (SELECT MAX(b2.id) FROM bench_results b2 JOIN runs r2 ON r2.id = b2.run_id
+                     JOIN row_energy e2 ON e2.row_id = b2.id
+                     WHERE r2.kind = 'bench' AND b2.hostname = b.hostname AND b2.model_type = b.model_type
+                     AND b2.n_prompt = 0 AND b2.n_gen > 0 AND b2.n_depth = 0 AND b2.n_seqs = 1)
+         ORDER BY b.hostname, b.model_n_params, b.streamed_bytes DESC, b.id",
+    )
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| store.sql(e))?;
+    let mut groups: Vec<((String, i64), String, Vec<EnergyPoint>)> = Vec::new();
+    for r in &rows {
+        let key = (r.get::<String, _>("host"), r.get::<i64, _>("n_params"));
+        let quant: String = r.get("quant");
+        let model: String = r.get("model_type");
+        let model = model
+            .strip_suffix(quant.as_str())
+            .map_or(model.clone(), |m| m.trim_end().to_string());
+        let p = EnergyPoint::new(
+            quant,
+            r.get("run_id"),
+            r.get::<i64, _>("streamed").max(0) as u64,
+            r.get("j"),
+            r.get("wh"),
+            r.get("reason"),
+        );
+        match groups.last_mut() {
+            Some(g) if g.0 == key => g.2.push(p),
+            _ => {
+                let label = format!("{}: {model}", key.0);
+                groups.push((key, label, vec![p]))
+            }
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .filter(|g| g.2.len() > 1)
+        .map(|(_, l, p)| (l, p))
+        .collect())
 }
 
 /// Count of stored cells (all sources).
@@ -89,6 +158,10 @@ pub(super) async fn store_cell(
                 c.bench.iter().map(|b| b.id).collect::<Vec<_>>().into(),
             );
         }
+    }
+    if let Some((rec, phases)) = &c.sampled {
+        let energies = crate::experiments::live::row_energies(rec, &c.bench, phases);
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &energies).await?;
     }
     let key = config_key(&c.measure, &c.config);
     let a = &arm.arm;
@@ -179,4 +252,241 @@ pub async fn cell_items(
             correct: r.get::<i64, _>("correct") != 0,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::frontier::quant::{Arm, Relation, Source};
+    use crate::experiments::frontier::table::{NO_RECORDING, render_markdown};
+    use crate::experiments::frontier::{
+        FrontierPlan, Measure, SpeedSummary, chart, config_json, load_rows,
+    };
+    use crate::experiments::live::{Counter, Phase, Recording, Sample, phase_name};
+    use crate::store::record::BenchRecord;
+
+    /// Tolerance of the hand-computed energy figures (f64 rounding only).
+    const EXACT: f64 = 1e-12;
+
+    fn source() -> Source {
+        let b = crate::probe::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .data(2560)
+            .build();
+        let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "src.gguf".into())
+            .expect("fixture parses");
+        Source {
+            path: "src.gguf".into(),
+            facts: crate::probe::model::ModelFacts::from_gguf(&g).expect("facts"),
+            sha256: "source-sha".into(),
+        }
+    }
+
+    fn arm(quant: &str, streamed_bytes: u64) -> ArmInfo {
+        ArmInfo {
+            arm: Arm {
+                key: quant.into(),
+                quant: quant.into(),
+                path: format!("{quant}.gguf").into(),
+                sha256: format!("sha-{quant}"),
+                file_bytes: streamed_bytes,
+                bits_per_weight: 4.0,
+                source_path: "src.gguf".into(),
+                source_sha256: "source-sha".into(),
+                source_quant: "F16".into(),
+                source_bits_per_weight: 16.0,
+                relation: Relation::Below,
+                made_at: String::new(),
+                quantize_ns: 0,
+                engine_build: String::new(),
+            },
+            streamed_bytes,
+        }
+    }
+
+    fn plan() -> FrontierPlan {
+        FrontierPlan {
+            source: "src.gguf".into(),
+            arms: vec![],
+            n_threads: 2,
+            reps: 3,
+            n_prompt: 512,
+            n_gen: 128,
+            speed: true,
+            ppl: vec![],
+            kld: false,
+            tasks: vec![],
+            remeasure: vec![],
+            guard: Default::default(),
+            sampler: true,
+        }
+    }
+
+    /// A speed cell: pp512 and tg128, 3 timed reps of 2 s each. With `joules`, a
+    /// recording whose CPU package counter rises by `joules` over the tg phase's 2 s.
+    fn cell(joules: Option<f64>) -> NewCell {
+        let pp = BenchRecord {
+            n_prompt: 512,
+            n_gen: 0,
+            samples_ns: vec![2_000_000_000; 3],
+            ..BenchRecord::example()
+        };
+        let tg = BenchRecord {
+            n_prompt: 0,
+            n_gen: 128,
+            n_seqs: 1,
+            samples_ns: vec![2_000_000_000; 3],
+            ..BenchRecord::example()
+        };
+        let s = SpeedSummary {
+            tg_tps: 64.0,
+            tg_std: 0.0,
+            tg_n: 3,
+            tg_ceiling: 100.0,
+            tg_achieved: 0.64,
+            pp_tps: 256.0,
+            pp_std: 0.0,
+            pp_ceiling: None,
+            pp_achieved: None,
+            bandwidth_gbps: 40.0,
+            bench_ids: vec![],
+        };
+        let sampled = joules.map(|j| {
+            let at = |t: u64, e: f64| Sample {
+                t_ns: t,
+                cpu_energy_j: Some(e),
+                ..Sample::default()
+            };
+            let rec = Recording {
+                hz: 10.0,
+                samples: vec![at(1_000_000_000, 0.0), at(3_000_000_000, j)],
+                phases: vec![Phase {
+                    name: phase_name(1, "tg128"),
+                    start_ns: 1_000_000_000,
+                    end_ns: 3_000_000_000,
+                }],
+                counters: vec![Counter::available("cpu_package_energy", "fixture")],
+            };
+            (rec, vec![phase_name(0, "pp512"), phase_name(1, "tg128")])
+        });
+        NewCell {
+            measure: "speed".into(),
+            config: config_json(&Measure::Speed, &plan(), None, None),
+            value: Some(s.tg_tps),
+            value_unc: Some(0.0),
+            ci: None,
+            n: Some(3),
+            result: serde_json::to_value(&s).expect("serialize"),
+            items: vec![],
+            bench: vec![pp, tg],
+            started_at: crate::util::now_rfc3339(),
+            guard: None,
+            sampled,
+        }
+    }
+
+    #[tokio::test]
+    async fn planted_energy_gives_the_hand_computed_tokens_per_joule_and_a_missing_one_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("f.db")).await.unwrap();
+        let src = source();
+        let host = crate::testing::host();
+        let cx = CellContext {
+            store: &store,
+            host: &host,
+            source: &src,
+            command: "test",
+            n_threads: 2,
+        };
+        let arms = vec![
+            arm("Q8_0", 800_000_000),
+            arm("Q4_K_M", 450_000_000),
+            arm("Q2_K", 300_000_000),
+        ];
+        // Q8_0: 100 J over the 2 s phase = 50 W; × 6 s timed = 300 J; 3 × 128 tokens
+        // → 300 / 384 = 0.78125 J/token, 1.28 tokens/J, 3600 / 0.78125 = 4608 tokens/Wh.
+        // Q4_K_M: 60 J / 2 s = 30 W; × 6 s = 180 J; 180 / 384 = 0.46875 J/token,
+        // 2.1333… tokens/J, 7680 tokens/Wh. Q2_K: measured without the sampler.
+        store_cell(&cx, &arms[0], cell(Some(100.0))).await.unwrap();
+        store_cell(&cx, &arms[1], cell(Some(60.0))).await.unwrap();
+        store_cell(&cx, &arms[2], cell(None)).await.unwrap();
+
+        let rows = load_rows(&store, &plan(), &src, &arms).await.unwrap();
+        let e: Vec<_> = rows.iter().map(|r| r.energy.clone().unwrap()).collect();
+        let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < EXACT * b.max(1.0);
+        assert!(close(e[0].j_per_token, 0.78125), "{:?}", e[0]);
+        assert!(close(e[0].tokens_per_wh, 4608.0), "{:?}", e[0]);
+        assert!(close(e[0].tokens_per_joule(), 1.28), "{:?}", e[0]);
+        assert!(close(e[0].mean_power_w, 50.0), "{:?}", e[0]);
+        assert!(close(e[1].j_per_token, 0.46875), "{:?}", e[1]);
+        assert!(close(e[1].tokens_per_wh, 7680.0), "{:?}", e[1]);
+        assert!(close(e[1].tokens_per_joule(), 384.0 / 180.0), "{:?}", e[1]);
+        assert_eq!(
+            (e[2].j_per_token, e[2].tokens_per_wh, e[2].row_id),
+            (None, None, None)
+        );
+        assert_eq!(e[2].reason.as_deref(), Some(NO_RECORDING));
+        // The energy row is the cell's tg row, written with the cell.
+        let tg_id: i64 =
+            sqlx::query_scalar("SELECT id FROM bench_results WHERE run_id = ? AND n_prompt = 0")
+                .bind(e[0].run_id)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(e[0].row_id, Some(tg_id));
+        let series = |run: i64| {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sampler_series WHERE run_id = ?")
+                .bind(run)
+                .fetch_one(store.pool())
+        };
+        assert_eq!(series(e[0].run_id).await.unwrap(), 2);
+        assert_eq!(series(e[2].run_id).await.unwrap(), 0);
+
+        // The table: J/token and tokens/Wh beside tok/s; — and the reason once.
+        let md = render_markdown(&rows);
+        let line = |arm: &str| {
+            md.lines()
+                .find(|l| l.starts_with(&format!("| {arm} |")))
+                .unwrap()
+                .to_string()
+        };
+        assert!(
+            line("Q8_0").contains("| 64.00 ± 0.00 (3) | 64.0% | 0.7812 | 4608 |"),
+            "{md}"
+        );
+        assert!(line("Q4_K_M").contains("| 64.0% | 0.4688 | 7680 |"), "{md}");
+        assert!(line("Q2_K").contains("| 64.0% | — | — |"), "{md}");
+        assert_eq!(md.matches(NO_RECORDING).count(), 1, "{md}");
+
+        // The chart's data: exactly those tokens per joule, — for Q2_K with its reason.
+        let pts = chart::energy_points(&rows);
+        assert_eq!(
+            pts.iter().map(|p| p.arm.as_str()).collect::<Vec<_>>(),
+            ["Q8_0", "Q4_K_M", "Q2_K"]
+        );
+        assert!(close(pts[0].tokens_per_joule, 1.28));
+        assert!(close(pts[1].tokens_per_joule, 384.0 / 180.0));
+        assert_eq!(pts[2].tokens_per_joule, None);
+        assert_eq!(pts[2].reason.as_deref(), Some(NO_RECORDING));
+        let svg = chart::tokens_per_joule_svg(&pts, "t").unwrap();
+        assert!(
+            svg.contains("Q8_0 1.280 tok/J") && svg.contains("Q4_K_M 2.133 tok/J"),
+            "{svg}"
+        );
+        assert!(svg.contains(&format!("Q2_K: not measured: {NO_RECORDING}")));
+        // Nothing measured: the chart says so instead of drawing an empty axis.
+        let svg = chart::tokens_per_joule_svg(&pts[2..], "t").unwrap();
+        assert!(
+            svg.contains("Tokens per joule (tg): not measured")
+                && svg.contains(&format!("not measured: {NO_RECORDING}")),
+            "{svg}"
+        );
+
+        // Bench rows are not frontier arms: none of these runs is a `bench` run.
+        assert!(bench_energy_arms(&store).await.unwrap().is_empty());
+    }
 }

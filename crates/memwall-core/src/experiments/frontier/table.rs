@@ -5,7 +5,7 @@ use super::{ArmInfo, FrontierCell, Measure, SpeedSummary, ppl_of, speed_of, task
 use crate::experiments::frontier::quant::Relation;
 use crate::measure::evals::ppl::PplResult;
 use crate::measure::evals::tasks::TaskResult;
-use crate::units::Bytes;
+use crate::units::{Bytes, or_dash};
 use serde::{Deserialize, Serialize};
 
 /// One arm's figures.
@@ -29,6 +29,78 @@ pub struct FrontierRow {
     pub ppl: Vec<(String, Option<PplResult>)>,
     /// Task cells, per task.
     pub tasks: Vec<(String, Option<TaskResult>)>,
+    /// Decode energy of the speed cell from the live sampler beside it (`None`
+    /// without a speed cell).
+    #[serde(default)]
+    pub energy: Option<ArmEnergy>,
+}
+
+/// The decode (tg) energy of an arm's speed cell, read from the `row_energy` row
+/// the live sampler wrote in the cell's transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmEnergy {
+    /// The speed cell's run.
+    pub run_id: i64,
+    /// The tg bench row (`row_energy.row_id`); `None` without a recording.
+    pub row_id: Option<i64>,
+    /// Energy per generated token, J/token.
+    pub j_per_token: Option<f64>,
+    /// Tokens per watt-hour (3600 ÷ J/token), as stored.
+    pub tokens_per_wh: Option<f64>,
+    /// Mean power over the tg phase, W.
+    pub mean_power_w: Option<f64>,
+    /// The counters the energy sums (`RAPL package`, `NVML GPU`); empty without.
+    pub energy_source: String,
+    /// Why there is no energy figure, when there is none.
+    pub reason: Option<String>,
+}
+
+/// The reason of a speed cell stored without a sampler recording.
+pub const NO_RECORDING: &str = "no live sampler recording with this speed cell (measured with --no-sampler or by a version without the sampler beside the frontier)";
+
+impl ArmEnergy {
+    /// From the stored decode energy row of run `run_id` (`recorded`: the run has a
+    /// sampler recording at all).
+    pub fn from_stored(
+        run_id: i64,
+        e: Option<&crate::experiments::live::RowEnergy>,
+        recorded: bool,
+    ) -> ArmEnergy {
+        match e {
+            Some(e) => ArmEnergy {
+                run_id,
+                row_id: Some(e.row_id),
+                j_per_token: e.energy.j_per_token,
+                tokens_per_wh: e.energy.tokens_per_wh,
+                mean_power_w: e.energy.mean_power_w,
+                energy_source: e.energy.energy_source.clone(),
+                reason: e.energy.reason.clone().or_else(|| {
+                    e.energy
+                        .j_per_token
+                        .is_none()
+                        .then(|| "the sampler gave no energy for the tg phase".to_string())
+                }),
+            },
+            None => ArmEnergy {
+                run_id,
+                row_id: None,
+                j_per_token: None,
+                tokens_per_wh: None,
+                mean_power_w: None,
+                energy_source: String::new(),
+                reason: Some(if recorded {
+                    "the sampler recorded no phase for the tg test".into()
+                } else {
+                    NO_RECORDING.into()
+                }),
+            },
+        }
+    }
+
+    /// Generated tokens per joule (1 ÷ J/token), when measured.
+    pub fn tokens_per_joule(&self) -> Option<f64> {
+        self.j_per_token.filter(|j| *j > 0.0).map(|j| 1.0 / j)
+    }
 }
 
 impl FrontierRow {
@@ -44,6 +116,7 @@ impl FrontierRow {
             speed: None,
             ppl: vec![],
             tasks: vec![],
+            energy: None,
         };
         for (m, c) in cells {
             match m {
@@ -77,6 +150,8 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
         "streamed GB/token".into(),
         "tg tok/s ± std (n)".into(),
         "tg % of ceiling".into(),
+        "tg J/token".into(),
+        "tg tokens/Wh".into(),
         "pp tok/s ± std".into(),
         "pp % of ceiling".into(),
     ];
@@ -93,6 +168,7 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
         head.join(" | "),
         head.iter().map(|_| "---").collect::<Vec<_>>().join("|")
     );
+    let mut reasons: Vec<String> = Vec::new();
     for r in rows {
         let b = Bytes(r.file_bytes);
         let rel = match r.relation {
@@ -111,10 +187,18 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
             Some(s) => {
                 cols.push(format!("{:.2} ± {:.2} ({})", s.tg_tps, s.tg_std, s.tg_n));
                 cols.push(pct(s.tg_achieved));
+                let e = r.energy.as_ref();
+                cols.push(or_dash(e.and_then(|e| e.j_per_token), 4));
+                cols.push(or_dash(e.and_then(|e| e.tokens_per_wh), 0));
+                if let Some(why) = e.and_then(|e| e.reason.clone()) {
+                    if !reasons.contains(&why) {
+                        reasons.push(why);
+                    }
+                }
                 cols.push(format!("{:.1} ± {:.1}", s.pp_tps, s.pp_std));
                 cols.push(pct(s.pp_achieved.unwrap_or(f64::NAN)));
             }
-            None => cols.extend([dash(), dash(), dash(), dash()]),
+            None => cols.extend([dash(), dash(), dash(), dash(), dash(), dash()]),
         }
         for (_, p) in &r.ppl {
             match p {
@@ -152,7 +236,10 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
     out.push_str(
         "\nvs source: `above` = more bits per weight than the source; requantized from it, such an arm carries only the source's information (its quality equals the source's up to rounding) and isolates bytes vs speed. `below` = real quantization damage. `—` = not measured.\n",
     );
-    out.push_str("GB = 10^9 B, GiB = 2^30 B. Streamed = weight bytes read per decode step. Ceilings: STREAM bandwidth ÷ bytes per step (tg), compute/bandwidth roof (pp). KLD vs the source, in nats, over the same tokens as the PPL.\n");
+    for why in &reasons {
+        out.push_str(&format!("energy —: {why}\n"));
+    }
+    out.push_str("GB = 10^9 B, GiB = 2^30 B. Streamed = weight bytes read per decode step. Ceilings: STREAM bandwidth ÷ bytes per step (tg), compute/bandwidth roof (pp). KLD vs the source, in nats, over the same tokens as the PPL. tg J/token: the live sampler's energy over the tg test's timed repetitions ÷ the tokens they generated; tokens/Wh = 3600 ÷ J/token.\n");
     out
 }
 
@@ -180,12 +267,13 @@ mod tests {
             speed: None,
             ppl: vec![("wiki".into(), None)],
             tasks: vec![("gsm8k".into(), None)],
+            energy: None,
         };
         let md = render_markdown(&[r]);
         let line = md.lines().nth(2).unwrap();
         assert_eq!(
             line,
-            "| Q8_0 | above | 8.50 | 1.650 (1.537) | 1.500 | — | — | — | — | — | — | — | — |"
+            "| Q8_0 | above | 8.50 | 1.650 (1.537) | 1.500 | — | — | — | — | — | — | — | — | — | — |"
         );
         assert!(md.lines().next().unwrap().contains("gsm8k % [95% CI] (n)"));
     }

@@ -1,7 +1,8 @@
 //! The sampler's charts: a run's time series with its phases shaded (power on top;
 //! temperature, else DRAM bandwidth, else GPU memory utilisation, else CPU clock
-//! below), and tokens per joule per quantization arm. A panel with nothing measured
-//! says "not measured" and why, instead of drawing an empty axis.
+//! below). A panel with nothing measured says "not measured" and why, instead of
+//! drawing an empty axis. Tokens per joule against the frontier's arms is
+//! [`crate::experiments::frontier::chart::tokens_per_joule_chart`].
 
 use super::{Recording, Sample};
 use crate::present::chart::{ChartError, ChartFiles, DrawResult, PALETTE, render_both};
@@ -227,94 +228,6 @@ pub fn series_svg(rec: &Recording, w: u32, h: u32) -> Result<String, ChartError>
     Ok(s)
 }
 
-/// Draws tokens per joule per arm (bars); arms without energy are named "not
-/// measured"; with none measured, the whole chart says so.
-pub fn draw_tokens_per_joule<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    arms: &[(String, Option<f64>)],
-) -> DrawResult<()>
-where
-    DB::ErrorType: 'static,
-{
-    root.fill(&WHITE)?;
-    let measured: Vec<(usize, f64)> = arms
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, v))| Some((i, (*v)?)))
-        .collect();
-    if measured.is_empty() {
-        let why = if arms.is_empty() {
-            "no frontier arm has a decode row".to_string()
-        } else {
-            format!(
-                "no energy counter answered for {} arm(s) (see `memwall sample`)",
-                arms.len()
-            )
-        };
-        not_measured(root, "Tokens per joule", &why)?;
-        root.present()?;
-        return Ok(());
-    }
-    let y_max = measured.iter().map(|m| m.1).fold(0.0f64, f64::max) * 1.2;
-    let n = arms.len();
-    let mut chart = ChartBuilder::on(root)
-        .caption(
-            "Decode tokens per joule by quantization",
-            ("sans-serif", 24),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..y_max)?;
-    let labels: Vec<String> = arms.iter().map(|a| a.0.clone()).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .y_desc("tokens / J")
-        .x_label_formatter(&|x| match x {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        })
-        .draw()?;
-    chart.draw_series(measured.iter().map(|&(i, v)| {
-        Rectangle::new(
-            [
-                (SegmentValue::Exact(i), 0.0),
-                (SegmentValue::Exact(i + 1), v),
-            ],
-            PALETTE[0].filled(),
-        )
-    }))?;
-    for (i, (_, v)) in arms.iter().enumerate() {
-        let text = match v {
-            Some(v) => format!("{v:.2}"),
-            None => "not measured".into(),
-        };
-        chart.draw_series(std::iter::once(Text::new(
-            text,
-            (SegmentValue::CenterOf(i), v.unwrap_or(0.0) + y_max * 0.02),
-            ("sans-serif", 14),
-        )))?;
-    }
-    root.present()?;
-    Ok(())
-}
-
-/// Writes tokens per joule per arm to `stem`.png and `stem`.svg.
-///
-/// # Errors
-/// [`ChartError`] naming the file.
-pub fn tokens_per_joule(
-    stem: &Path,
-    arms: &[(String, Option<f64>)],
-) -> Result<ChartFiles, ChartError> {
-    render_both(
-        stem,
-        |r| draw_tokens_per_joule(r, arms),
-        |r| draw_tokens_per_joule(r, arms),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,15 +282,5 @@ mod tests {
             ..rec
         };
         assert!(series(&d.path().join("e"), &empty).is_err());
-    }
-
-    #[test]
-    fn tokens_per_joule_names_the_arms_without_energy() {
-        let s = svg(|r| {
-            draw_tokens_per_joule(r, &[("Q4_K_M".into(), Some(3.5)), ("F16".into(), None)])
-        });
-        assert!(s.contains("Q4_K_M") && s.contains("3.50") && s.contains("not measured"));
-        let s = svg(|r| draw_tokens_per_joule(r, &[("Q8_0".into(), None)]));
-        assert!(s.contains("Tokens per joule: not measured"));
     }
 }

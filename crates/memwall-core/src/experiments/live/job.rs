@@ -35,30 +35,45 @@ impl RunSampler {
         &self,
         mut progress: F,
     ) -> impl FnMut(Progress) + Send + 'static {
+        let mut observe = self.observer();
+        move |p: Progress| {
+            observe(&p);
+            progress(p)
+        }
+    }
+
+    /// The phase marking of [`RunSampler::wrap`] alone, for a caller whose progress
+    /// callback borrows (the frontier's speed cell): call it with every event of
+    /// [`crate::experiments::bench::run_plan`].
+    pub fn observer(&self) -> impl FnMut(&Progress) + Send + 'static {
         let marker: PhaseMarker = self.session.marker();
         let done = self.done.clone();
         let mut current = String::new();
-        move |p: Progress| {
-            match &p {
-                Progress::TestStarted { index, label, .. } => current = phase_name(*index, label),
-                Progress::Repetition { rep: 0, .. } => marker.mark(&current),
-                Progress::TestDone { .. } => {
-                    marker.end_phase();
-                    if let Ok(mut d) = done.lock() {
-                        d.push(current.clone());
-                    }
+        move |p: &Progress| match p {
+            Progress::TestStarted { index, label, .. } => current = phase_name(*index, label),
+            Progress::Repetition { rep: 0, .. } => marker.mark(&current),
+            Progress::TestDone { .. } => {
+                marker.end_phase();
+                if let Ok(mut d) = done.lock() {
+                    d.push(current.clone());
                 }
-                _ => {}
             }
-            progress(p)
+            _ => {}
         }
+    }
+
+    /// Stops the sampler now, before the rows have store ids: the recording and the
+    /// phase names of the finished tests in order; [`row_energies`] pairs them with
+    /// the rows once they are stored.
+    pub fn stop(self) -> (Recording, Vec<String>) {
+        let names = self.done.lock().map(|d| d.clone()).unwrap_or_default();
+        (self.session.stop(), names)
     }
 
     /// Stops the sampler; the recording and each row's energy (rows in the order
     /// their tests finished, with their store ids set).
     pub fn finish(self, rows: &[BenchRecord]) -> (Recording, Vec<RowEnergy>) {
-        let names = self.done.lock().map(|d| d.clone()).unwrap_or_default();
-        let rec = self.session.stop();
+        let (rec, names) = self.stop();
         let e = row_energies(&rec, rows, &names);
         (rec, e)
     }

@@ -8,7 +8,8 @@
 //!   tray's and Machine page's lines).
 //! - [`store`]: `sampler_counters`, `sampler_phases`, `sampler_series`,
 //!   `row_energy`.
-//! - [`chart`]: a run's time series with its phases; tokens per joule per arm.
+//! - [`chart`]: a run's time series with its phases (tokens per joule against the
+//!   frontier's arms is drawn by `frontier::chart`).
 
 pub mod chart;
 pub mod job;

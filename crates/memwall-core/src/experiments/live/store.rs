@@ -222,34 +222,32 @@ pub async fn row_energy(store: &Store, run_id: i64) -> Result<Vec<RowEnergy>, St
     )
 }
 
-/// Tokens per joule of the latest decode row of each quantization (the frontier's
-/// arms), `None` where that row has no energy (or no row has an energy record).
-/// Rows come from frontier runs; the quant label is `bench_results.quant`.
+/// The energy row of run `run_id`'s decode row (`n_prompt` = 0, `n_gen` > 0; the
+/// latest when there are several), and whether the run has a sampler recording at
+/// all (`sampler_counters` rows): `(None, false)` for a run measured without it.
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub async fn tokens_per_joule_by_quant(
+pub async fn decode_energy(
     store: &Store,
-) -> Result<Vec<(String, Option<f64>)>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT b.quant AS quant, e.j_per_token AS j
-         FROM bench_results b JOIN runs r ON r.id = b.run_id
-         LEFT JOIN row_energy e ON e.row_id = b.id
-         WHERE r.kind = 'frontier' AND b.n_prompt = 0 AND b.n_gen > 0
-         AND b.id = (SELECT MAX(b2.id) FROM bench_results b2 JOIN runs r2 ON r2.id = b2.run_id
-                     WHERE r2.kind = 'frontier' AND b2.quant = b.quant AND b2.n_prompt = 0 AND b2.n_gen > 0)
-         ORDER BY b.quant",
+    run_id: i64,
+) -> Result<(Option<RowEnergy>, bool), StoreError> {
+    let e = |x| store.sql(x);
+    let row = sqlx::query(
+        "SELECT e.* FROM row_energy e JOIN bench_results b ON b.id = e.row_id
+         WHERE e.run_id = ? AND b.n_prompt = 0 AND b.n_gen > 0 ORDER BY e.row_id DESC LIMIT 1",
     )
-    .fetch_all(store.pool())
+    .bind(run_id)
+    .fetch_optional(store.pool())
     .await
-    .map_err(|x| store.sql(x))?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            let j: Option<f64> = r.get("j");
-            (r.get("quant"), j.filter(|j| *j > 0.0).map(|j| 1.0 / j))
-        })
-        .collect())
+    .map_err(e)?;
+    let recorded: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM sampler_counters WHERE run_id = ?")
+            .bind(run_id)
+            .fetch_one(store.pool())
+            .await
+            .map_err(e)?;
+    Ok((row.as_ref().map(row_energy_of), recorded > 0))
 }
 
 #[cfg(test)]
@@ -321,7 +319,5 @@ mod tests {
         assert!((e[0].energy.mean_power_w.unwrap() - 35.0).abs() < 1e-9);
         assert_eq!(e[0].energy.live_dram_gbps, None);
         assert!(recording(&store, run_id + 1).await.unwrap().is_none());
-        // No frontier run: no arms.
-        assert!(tokens_per_joule_by_quant(&store).await.unwrap().is_empty());
     }
 }

@@ -762,6 +762,9 @@ fn frontier(rows: &ReportRows) -> Section {
             })
             .collect(),
     });
+    if let Some(t) = frontier_energy(rows) {
+        s.tables.push(t);
+    }
     let mut groups: BTreeMap<(String, String, String), Vec<(i64, f64)>> = BTreeMap::new();
     for r in rows.frontier.iter().filter(|r| r.measure == "speed") {
         if let Some(v) = r.value {
@@ -798,6 +801,98 @@ fn frontier(rows: &ReportRows) -> Section {
         });
     }
     s
+}
+
+/// Each speed cell's decode energy beside its tok/s and bytes: J/token and tokens per
+/// Wh from the `row_energy` row the live sampler wrote in the cell's transaction;
+/// — with the sampler's reason where none was measured.
+fn frontier_energy(rows: &ReportRows) -> Option<Table> {
+    use crate::experiments::frontier::table::NO_RECORDING;
+    if rows.frontier_energy.is_empty() {
+        return None;
+    }
+    let mut v: Vec<_> = rows.frontier_energy.iter().collect();
+    v.sort_by(|a, b| {
+        (&a.hostname, &a.source_file, -a.arm_streamed_bytes, a.id).cmp(&(
+            &b.hostname,
+            &b.source_file,
+            -b.arm_streamed_bytes,
+            b.id,
+        ))
+    });
+    Some(Table {
+        caption: "Decode energy per arm (speed cells; tokens per Wh = 3600 ÷ J/token)".into(),
+        headers: [
+            "host",
+            "source",
+            "arm",
+            "streamed MB",
+            "tg tok/s",
+            "tg J/token",
+            "tg tokens per Wh",
+            "mean power W",
+            "energy source",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: v
+            .iter()
+            .map(|r| {
+                let mb = format!("{:.2}", r.arm_streamed_bytes as f64 * 1e-6);
+                match r.energy_row_id {
+                    Some(row_id) => {
+                        let why = r.reason.clone().unwrap_or_else(|| NULL.to_string());
+                        Row {
+                            src: Some(Src {
+                                table: "row_energy",
+                                row_id,
+                                run_id: r.run_id,
+                            }),
+                            cells: vec![
+                                text(&r.hostname),
+                                text(base(&r.source_file)),
+                                text(&r.arm_quant),
+                                text(mb),
+                                text(r.value.map_or("—".into(), |v| format!("{v:.2}"))),
+                                num(r.j_per_token, 1.0, 4, "j_per_token", &why),
+                                num(r.tokens_per_wh, 1.0, 0, "tokens_per_wh", &why),
+                                num(r.mean_power_w, 1.0, 1, "mean_power_w", &why),
+                                match r.energy_source.as_deref() {
+                                    Some(x) if !x.is_empty() => text(x),
+                                    _ => missing(&why),
+                                },
+                            ],
+                        }
+                    }
+                    None => {
+                        let why = if r.n_counters > 0 {
+                            "the sampler recorded no phase for the tg test"
+                        } else {
+                            NO_RECORDING
+                        };
+                        Row {
+                            src: Some(Src {
+                                table: "frontier_cells",
+                                row_id: r.id,
+                                run_id: r.run_id,
+                            }),
+                            cells: vec![
+                                text(&r.hostname),
+                                text(base(&r.source_file)),
+                                text(&r.arm_quant),
+                                text(mb),
+                                num(r.value, 1.0, 2, "value", NULL),
+                                missing(why),
+                                missing(why),
+                                missing(why),
+                                missing(why),
+                            ],
+                        }
+                    }
+                }
+            })
+            .collect(),
+    })
 }
 
 fn speculative(rows: &ReportRows) -> Section {

@@ -381,6 +381,103 @@ async fn draw_charts(
             f,
         ));
     }
+    // Decode tokens per joule against each frontier's arms (per host and source),
+    // from measured energy only; with none measured the chart says why.
+    let mut fronts: BTreeMap<(&str, &str), Vec<&super::store::FrontierEnergyRow>> = BTreeMap::new();
+    for r in &rows.frontier_energy {
+        fronts
+            .entry((&r.hostname, &r.source_file))
+            .or_default()
+            .push(r);
+    }
+    for ((host, source), v) in &fronts {
+        use crate::experiments::frontier::chart::{EnergyPoint, tokens_per_joule_chart};
+        // The latest cell of each arm.
+        let mut latest: BTreeMap<&str, &super::store::FrontierEnergyRow> = BTreeMap::new();
+        for r in v {
+            latest.insert(&r.arm_quant, r);
+        }
+        let mut arms: Vec<_> = latest.into_values().collect();
+        arms.sort_by_key(|r| -r.arm_streamed_bytes);
+        let points: Vec<EnergyPoint> = arms
+            .iter()
+            .map(|r| {
+                let why = match (r.energy_row_id, r.n_counters) {
+                    (Some(_), _) => r.reason.clone(),
+                    (None, 0) => Some(crate::experiments::frontier::table::NO_RECORDING.into()),
+                    (None, _) => Some("the sampler recorded no phase for the tg test".into()),
+                };
+                EnergyPoint::new(
+                    r.arm_quant.clone(),
+                    r.run_id,
+                    r.arm_streamed_bytes.max(0) as u64,
+                    r.j_per_token,
+                    r.tokens_per_wh,
+                    why,
+                )
+            })
+            .collect();
+        let name = std::path::Path::new(source)
+            .file_name()
+            .map_or(source.to_string(), |n| n.to_string_lossy().into_owned());
+        let stem = format!("frontier-tokens-per-joule-{}-{}", slug(host), slug(&name));
+        let f = tokens_per_joule_chart(
+            &dir.join(&stem),
+            &points,
+            &format!("Decode tokens per joule against the arms of {name} ({host})"),
+        )
+        .map_err(|e| chart_err(&stem, e))?;
+        let mut runs: Vec<i64> = arms.iter().map(|r| r.run_id).collect();
+        runs.sort();
+        out.push((
+            "frontier",
+            ChartRef {
+                stem,
+                title: format!(
+                    "Decode tokens per joule against the frontier's arms: {name} on {host}"
+                ),
+                runs,
+            },
+            f,
+        ));
+    }
+    // Where a host has no frontier cells, bench rows of several weight formats of one
+    // model size stand in as its arms.
+    let hosts: std::collections::BTreeSet<&str> = rows
+        .frontier_energy
+        .iter()
+        .map(|r| r.hostname.as_str())
+        .collect();
+    for (label, points) in crate::experiments::frontier::store::bench_energy_arms(store)
+        .await
+        .map_err(|e| chart_err("bench-tokens-per-joule", e))?
+    {
+        let host = label.split(": ").next().unwrap_or_default();
+        if hosts.contains(host) {
+            continue;
+        }
+        let stem = format!("bench-tokens-per-joule-{}", slug(&label));
+        let f = crate::experiments::frontier::chart::tokens_per_joule_chart(
+            &dir.join(&stem),
+            &points,
+            &format!("Decode tokens per joule by weight format: {label}"),
+        )
+        .map_err(|e| chart_err(&stem, e))?;
+        let mut runs: Vec<i64> = points.iter().map(|p| p.run_id).collect();
+        runs.sort();
+        runs.dedup();
+        out.push((
+            "power",
+            ChartRef {
+                stem,
+                title: format!(
+                    "Decode tokens per joule against weight formats (bench rows as arms; no frontier cells on this host): {label}"
+                ),
+                runs,
+            },
+            f,
+        ));
+    }
     // The speculative charts, over every stored cell.
     let spec = crate::experiments::speculative::store::bench_rows(store, None).await?;
     if spec.iter().any(|r| r.k > 0 && !r.k_auto) {

@@ -287,6 +287,40 @@ pub struct EnergyRow {
     pub implied_bandwidth_gbps: Option<f64>,
 }
 
+/// A frontier speed cell with its tg row's energy (`row_energy` of the cell's run's
+/// decode row; all energy fields NULL when the cell has no energy row).
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct FrontierEnergyRow {
+    /// The cell (`frontier_cells.id`).
+    pub id: i64,
+    /// Its run.
+    pub run_id: i64,
+    /// Machine.
+    pub hostname: String,
+    /// Source model file.
+    pub source_file: String,
+    /// Arm's quantization.
+    pub arm_quant: String,
+    /// Weight bytes read per decode step.
+    pub arm_streamed_bytes: i64,
+    /// Decode tok/s (the cell's value).
+    pub value: Option<f64>,
+    /// The tg bench row with an energy row (`row_energy.row_id`).
+    pub energy_row_id: Option<i64>,
+    /// Energy per generated token, J.
+    pub j_per_token: Option<f64>,
+    /// 3600 ÷ J/token.
+    pub tokens_per_wh: Option<f64>,
+    /// Mean power over the tg phase, W.
+    pub mean_power_w: Option<f64>,
+    /// The counters the energy sums.
+    pub energy_source: Option<String>,
+    /// Why a figure is missing.
+    pub reason: Option<String>,
+    /// Sampler counters stored with the cell's run (0: measured without the sampler).
+    pub n_counters: i64,
+}
+
 /// Everything the report draws from.
 #[derive(Debug, Clone, Default)]
 pub struct ReportRows {
@@ -312,6 +346,8 @@ pub struct ReportRows {
     pub loadtest: Vec<LoadtestRow>,
     /// `row_energy` joined with its bench row.
     pub energy: Vec<EnergyRow>,
+    /// Frontier speed cells with their tg row's energy.
+    pub frontier_energy: Vec<FrontierEnergyRow>,
 }
 
 async fn all(store: &Store, sql: &'static str) -> Result<Vec<SqliteRow>, StoreError> {
@@ -399,8 +435,22 @@ pub async fn report_rows(store: &Store) -> Result<ReportRows, StoreError> {
         "SELECT e.row_id, e.run_id, b.hostname, b.model_type, b.n_prompt, b.n_gen, b.n_seqs, b.n_depth, b.avg_ts, e.samples, e.mean_power_w, e.energy_j, e.j_per_token, e.tokens_per_wh, e.energy_source, e.reason, e.peak_temp_c, e.throttled, e.live_dram_gbps, e.gpu_mem_util_pct, e.implied_bandwidth_gbps FROM row_energy e JOIN bench_results b ON b.id = e.row_id ORDER BY e.row_id",
     )
     .await?;
+    let frontier_energy = rows(
+        store,
+        "frontier_cells",
+        "SELECT c.id, c.run_id, c.hostname, c.source_file, c.arm_quant, c.arm_streamed_bytes, c.value,
+                e.row_id AS energy_row_id, e.j_per_token, e.tokens_per_wh, e.mean_power_w, e.energy_source, e.reason,
+                (SELECT COUNT(*) FROM sampler_counters s WHERE s.run_id = c.run_id) AS n_counters
+         FROM frontier_cells c
+         LEFT JOIN row_energy e ON e.run_id = c.run_id AND e.row_id = (
+             SELECT MAX(b.id) FROM bench_results b JOIN row_energy e2 ON e2.row_id = b.id
+             WHERE b.run_id = c.run_id AND b.n_prompt = 0 AND b.n_gen > 0)
+         WHERE c.measure = 'speed' ORDER BY c.id",
+    )
+    .await?;
     let bench = store.bench_rows(&Default::default()).await?;
     Ok(ReportRows {
+        frontier_energy,
         loadtest,
         energy,
         runs,
