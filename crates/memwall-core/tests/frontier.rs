@@ -524,3 +524,96 @@ fn tiny_frontier_runs_every_path_and_resumes_without_partial_cells() {
         frontier::chart::frontier_chart(&d.path().join("f"), rows, &qs[0], "tiny").unwrap();
     assert!(png.is_file() && std::fs::read_to_string(svg).unwrap().contains("Q8_0"));
 }
+
+/// A real speed cell on the default model with the live sampler beside it: the cell's
+/// transaction holds the sampler's counters, series and the tg row's energy; where no
+/// energy counter is readable (this VM: no RAPL) J/token is NULL with the reason.
+#[test]
+fn a_speed_cell_stores_the_samplers_recording_in_its_transaction() {
+    let Some(src) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dbdir = tempfile::tempdir().unwrap();
+    let store = rt
+        .block_on(Store::open(&dbdir.path().join("f.db")))
+        .unwrap();
+    let roof = MachineRoof {
+        bandwidth: Gbps(40.0),
+        stream_id: 0,
+        read_bandwidth: None,
+        peak_f32: None,
+        peak_int8: None,
+        gpu: None,
+    };
+    let plan = FrontierPlan {
+        arms: vec![],
+        reps: 2,
+        n_prompt: 16,
+        n_gen: 16,
+        ppl: vec![],
+        kld: false,
+        tasks: vec![],
+        ..tiny_plan(src)
+    };
+    let out = rt
+        .block_on(frontier::run_frontier(
+            &store,
+            plan,
+            roof,
+            "test".into(),
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        ))
+        .unwrap();
+    assert_eq!((out.measured, out.rows.len()), (1, 1));
+    let e = out.rows[0]
+        .energy
+        .clone()
+        .expect("a speed cell has energy or its reason");
+    let q = |sql: &'static str| -> i64 {
+        rt.block_on(
+            sqlx::query_scalar(sql)
+                .bind(e.run_id)
+                .fetch_one(store.pool()),
+        )
+        .unwrap()
+    };
+    assert!(q("SELECT COUNT(*) FROM sampler_series WHERE run_id = ?") >= 1);
+    assert!(q("SELECT COUNT(*) FROM sampler_counters WHERE run_id = ?") >= 1);
+    // One phase per test (pp16, tg16), each with an energy row naming its bench row.
+    assert_eq!(q("SELECT COUNT(*) FROM sampler_phases WHERE run_id = ?"), 2);
+    assert_eq!(
+        q(
+            "SELECT COUNT(*) FROM row_energy e JOIN bench_results b ON b.id = e.row_id WHERE e.run_id = ? AND b.run_id = e.run_id"
+        ),
+        2
+    );
+    let tg: i64 = q("SELECT id FROM bench_results WHERE run_id = ? AND n_prompt = 0");
+    assert_eq!(e.row_id, Some(tg));
+    let energy_readable = q(
+        "SELECT COUNT(*) FROM sampler_counters WHERE run_id = ? AND name LIKE '%energy%' AND available",
+    ) > 0;
+    match e.j_per_token {
+        Some(j) => {
+            assert!(energy_readable && j > 0.0, "{e:?}");
+            let wh = e.tokens_per_wh.expect("tokens per Wh beside J/token");
+            assert!((wh - 3600.0 / j).abs() < 1e-9 * wh, "{e:?}");
+        }
+        None => {
+            assert_eq!(e.tokens_per_wh, None);
+            let why = e.reason.as_deref().unwrap_or_default();
+            assert!(!why.is_empty(), "a missing J/token says why: {e:?}");
+            eprintln!("tg J/token not measured here: {why}");
+        }
+    }
+    if !energy_readable {
+        assert_eq!(e.j_per_token, None, "no energy counter, no J/token");
+    }
+    let md = frontier::table::render_markdown(&out.rows);
+    assert!(
+        md.contains("tg J/token") && md.contains("tg tokens/Wh"),
+        "{md}"
+    );
+}

@@ -1499,6 +1499,84 @@ mod tests {
     }
 
     #[test]
+    fn frontier_speed_cells_show_their_decode_energy_or_why_not() {
+        use super::super::store::{FrontierEnergyRow, FrontierRow};
+        use crate::experiments::frontier::table::NO_RECORDING;
+        let mut r = rows();
+        let cell = |id: i64, run_id: i64, quant: &str, bytes: i64| FrontierRow {
+            id,
+            run_id,
+            hostname: "h".into(),
+            source_file: "/m/src.gguf".into(),
+            arm_quant: quant.into(),
+            arm_streamed_bytes: bytes,
+            measure: "speed".into(),
+            config_key: "k".into(),
+            value: Some(64.0),
+            value_unc: Some(0.5),
+        };
+        r.frontier = vec![
+            cell(1, 10, "Q8_0", 800_000_000),
+            cell(2, 11, "Q4_K_M", 450_000_000),
+            cell(3, 12, "Q2_K", 300_000_000),
+        ];
+        let energy = |id: i64, run_id: i64, quant: &str, bytes: i64| FrontierEnergyRow {
+            id,
+            run_id,
+            hostname: "h".into(),
+            source_file: "/m/src.gguf".into(),
+            arm_quant: quant.into(),
+            arm_streamed_bytes: bytes,
+            value: Some(64.0),
+            energy_row_id: None,
+            j_per_token: None,
+            tokens_per_wh: None,
+            mean_power_w: None,
+            energy_source: None,
+            reason: None,
+            n_counters: 0,
+        };
+        // 0.78125 J/token → 3600 / 0.78125 = 4608 tokens per Wh.
+        r.frontier_energy = vec![
+            FrontierEnergyRow {
+                energy_row_id: Some(21),
+                j_per_token: Some(0.78125),
+                tokens_per_wh: Some(4608.0),
+                mean_power_w: Some(50.0),
+                energy_source: Some("RAPL package".into()),
+                n_counters: 5,
+                ..energy(1, 10, "Q8_0", 800_000_000)
+            },
+            FrontierEnergyRow {
+                energy_row_id: Some(23),
+                energy_source: Some(String::new()),
+                reason: Some("cpu_package_energy: RAPL not readable in this VM".into()),
+                n_counters: 5,
+                ..energy(2, 11, "Q4_K_M", 450_000_000)
+            },
+            energy(3, 12, "Q2_K", 300_000_000),
+        ];
+        let md = markdown(&build("m.db", &r).unwrap());
+        assert!(
+            md.contains("| h | src.gguf | Q8_0 | 800.00 | 64.00 | 0.7812 | 4608 | 50.0 | RAPL package | [^row_energy-21] |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| h | src.gguf | Q4_K_M | 450.00 | 64.00 | — | — | — | — | [^row_energy-23] |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| h | src.gguf | Q2_K | 300.00 | 64.00 | — | — | — | — | [^frontier_cells-3] |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("RAPL not readable in this VM") && md.contains(NO_RECORDING));
+    }
+
+    #[test]
     fn three_models_of_one_format_give_a_floor_table_with_the_hand_fit() {
         let mut r = rows();
         assert!(!markdown(&build("m.db", &r).unwrap()).contains("Per-token floor: t ="));
