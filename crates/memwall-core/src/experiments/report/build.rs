@@ -1259,7 +1259,11 @@ fn power(rows: &ReportRows) -> Section {
                         num(r.mean_power_w, 1.0, 1, "mean_power_w", &why),
                         num(r.j_per_token, 1.0, 4, "j_per_token", &why),
                         num(r.tokens_per_wh, 1.0, 0, "tokens_per_wh", &why),
-                        text(&r.energy_source),
+                        if r.energy_source.is_empty() {
+                            missing(&why)
+                        } else {
+                            text(&r.energy_source)
+                        },
                         num(
                             r.peak_temp_c,
                             1.0,
