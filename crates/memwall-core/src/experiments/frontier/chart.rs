@@ -420,6 +420,30 @@ pub fn energy_reasons(points: &[EnergyPoint]) -> String {
     r.join("; ")
 }
 
+/// Characters per line of a chart's wrapped reason text (13–14 px sans-serif on a
+/// 1000 px wide chart).
+const WRAP_CHARS: usize = 120;
+
+/// `text` broken at spaces into lines of at most `width` characters (a longer word
+/// stays whole on its own line): a reason is drawn whole, never cut off.
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// Draws generated tokens per joule (tg) against the bytes each arm streams per
 /// token, one labelled point per arm, from measured energy only. Arms without a
 /// figure are listed below the plot with the reason; with none measured the chart
@@ -452,20 +476,36 @@ where
             (20, 30),
             ("sans-serif", 22).into_font().color(&BLACK),
         ))?;
-        let mut why = format!("not measured: {}", energy_reasons(points));
-        if why.chars().count() > 180 {
-            why = why.chars().take(179).collect::<String>() + "…";
-        }
         root.draw(&Text::new(
             "Tokens per joule (tg): not measured".to_string(),
             (20, h as i32 / 2 - 20),
             ("sans-serif", 22),
         ))?;
-        root.draw(&Text::new(why, (20, h as i32 / 2 + 12), ("sans-serif", 14)))?;
+        let why = format!("not measured: {}", energy_reasons(points));
+        for (i, line) in wrap_words(&why, WRAP_CHARS).iter().enumerate() {
+            root.draw(&Text::new(
+                line.clone(),
+                (20, h as i32 / 2 + 12 + 18 * i as i32),
+                ("sans-serif", 14),
+            ))?;
+        }
         root.present()?;
         return Ok(());
     }
-    let (plot, foot) = root.split_vertically(h.saturating_sub(30 + 18 * missing.len() as u32));
+    let foot_lines: Vec<String> = missing
+        .iter()
+        .flat_map(|p| {
+            wrap_words(
+                &format!(
+                    "{}: not measured: {}",
+                    p.arm,
+                    p.reason.as_deref().unwrap_or("no energy figure stored")
+                ),
+                WRAP_CHARS,
+            )
+        })
+        .collect();
+    let (plot, foot) = root.split_vertically(h.saturating_sub(30 + 18 * foot_lines.len() as u32));
     let (x0, x1) = measured.iter().fold((f64::INFINITY, 0.0f64), |(a, b), m| {
         (a.min(m.1), b.max(m.1))
     });
@@ -497,13 +537,9 @@ where
             ),
         )))?;
     }
-    for (i, p) in missing.iter().enumerate() {
+    for (i, line) in foot_lines.iter().enumerate() {
         foot.draw(&Text::new(
-            format!(
-                "{}: not measured: {}",
-                p.arm,
-                p.reason.as_deref().unwrap_or("no energy figure stored")
-            ),
+            line.clone(),
             (80, 4 + 18 * i as i32),
             ("sans-serif", 13).into_font().color(&grey),
         ))?;
@@ -633,5 +669,25 @@ mod tests {
             &s[..200]
         );
         assert!(frontier_svg(&rows, &Quality::Task("gsm8k".into()), "t").is_err());
+    }
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::wrap_words;
+
+    #[test]
+    fn wrapping_keeps_every_word_in_order_within_the_width() {
+        let text = "not measured: RAPL not readable here: /sys/class/powercap absent; gpu_energy: no NVIDIA driver";
+        let lines = wrap_words(text, 30);
+        assert_eq!(lines.join(" "), text);
+        assert!(lines.iter().all(|l| l.chars().count() <= 30), "{lines:?}");
+        assert_eq!(
+            lines[0], "not measured: RAPL not",
+            "the first line breaks before the word that would pass 30"
+        );
+        // A word longer than the width stays whole.
+        assert_eq!(wrap_words("a /a/very/long/path b", 5), ["a", "/a/very/long/path", "b"]);
+        assert!(wrap_words("", 10).is_empty());
     }
 }
