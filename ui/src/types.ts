@@ -1847,3 +1847,20 @@ memory: string, };
 
 /** The broadcast event sent after the store changed (`events::STORE_CHANGED`). */
 export const STORE_CHANGED = "store-changed";
+export type ServeRequest = { model: string, parallel: number, queue: number, port: number, ctx_per_slot: number | null };
+export type LoadtestRequest = { url: string, model: string | null, api_key: string | null, concurrency: Array<number>, num_requests: number, input_tokens: number, output_tokens: number, model_file: string | null };
+export type LoadProgress = { "event": "server", model_ids: Array<string> } | { "event": "level", label: string, index: number, total: number, n_requests: number } | { "event": "request", done: number, total: number };
+export type TokenSource = "usage" | "tokenizer" | "chunks";
+export type ServerTimings = { cache_n: number | null, prompt_n: number | null, prompt_ms: number | null, prompt_per_second: number | null, predicted_n: number | null, predicted_ms: number | null, predicted_per_second: number | null };
+export type UrlChatStats = { model: string, server_model: string | null, n_chunks: number, completion_tokens: number | null, prompt_tokens: number | null, token_source: TokenSource, ttft_ms: number | null, last_chunk_ms: number | null, e2el_ms: number | null, decode_tps: number | null, finish_reason: string | null, cancelled: boolean, timings: ServerTimings | null };
+export type UrlChatEvent = { "event": "started", url: string, model: string } | { "event": "token", text: string, stats: UrlChatStats } | { "event": "done", stats: UrlChatStats };
+export type UrlChatRequest = { url: string, model: string | null, api_key: string | null, messages: Array<ChatMessage>, max_tokens: number };
+export type Dist = { mean_ms: number | null, median_ms: number | null, p90_ms: number | null, p99_ms: number | null };
+export type Bandwidth = { bytes_per_token: number | null, implied_gbps: number | null, stream_gbps: number | null, pct_of_stream: number | null, note: string | null };
+export type LoadRow = { label: string, concurrency: number | null, rate_rps: number | null, n_sent: number, n_completed: number, n_rejected: number, n_failed: number, output_throughput_tps: number, request_throughput_rps: number, token_source: TokenSource, ttft: Dist, tpot: Dist, itl: Dist, e2el: Dist, mean_cached_tokens: number | null, bandwidth: Bandwidth, first_error: string | null };
+export type LoadChart = { stem: string, title: string, svg: string };
+export type LoadView = { run_id: number, url: string, server_model: string | null, server_header: string | null, model_file: string | null, rows: Array<LoadRow>, charts: Array<LoadChart>, report: string | null };
+export type ServePhase = "loading" | "ready" | "ended";
+export type MetricsSnapshot = { prompt_tokens_total: number, prompt_seconds_total: number, tokens_predicted_total: number, tokens_predicted_seconds_total: number, n_decode_total: number, n_busy_slots_per_decode: number | null, prompt_tokens_seconds: number | null, predicted_tokens_seconds: number | null, requests_processing: number, requests_deferred: number, requests_cancelled_total: number, requests_served_total: number };
+export type ServeLive = { url: string, model_file: string, started_at: string, phase: ServePhase, model_id: string | null, template: string | null, n_slots: number, n_ctx_slot: number | null, queue_capacity: number, metrics: MetricsSnapshot, warnings: Array<string> };
+export type ServeSummary = { run_id: number | null, tokens_predicted: number, energy: EnergySummary | null };
