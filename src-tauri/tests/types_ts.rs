@@ -176,6 +176,6 @@ fn the_generated_types_follow_the_json_the_records_serialize_to() {
     );
     assert_eq!(
         decl("JobKind"),
-        "export type JobKind = \"stream\" | \"bench\" | \"chat\" | \"fetch\" | \"spec_gate\" | \"spec_bench\""
+        "export type JobKind = \"stream\" | \"bench\" | \"chat\" | \"fetch\" | \"spec_gate\" | \"spec_bench\" | \"loadtest\""
     );
 }
