@@ -23,6 +23,12 @@ const COMMANDS: &[&str] = &[
     "export_report",
     "spec_gate",
     "spec_bench",
+    "serve_start",
+    "serve_state",
+    "serve_stop",
+    "loadtest_run",
+    "loadtest_view",
+    "chat_url_start",
 ];
 
 /// `tauri::generate_context!` embeds `ui/dist`, which only exists after

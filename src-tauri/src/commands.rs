@@ -4,15 +4,20 @@
 //! [`events::store_changed`] tells every page (and the tray) to reload.
 
 use crate::error::AppError;
-use crate::events::{self, ChatEvent, FetchProgress, Progress};
+use crate::events::{self, ChatEvent, FetchProgress, LoadProgress, Progress, UrlChatEvent};
 use crate::job::JobKind;
+use crate::serve::{LoadtestRequest, ServeRequest};
 use crate::speculative::{SpecBenchRequest, SpecGateRequest};
 use crate::state::{
     AppState, BenchRequest, ChatRequest, Exported, MachineView, ModelItem, ReportExport,
 };
 use memwall_core::experiments::bench::job::BenchOutcome;
 use memwall_core::experiments::chat::ChatStats;
+use memwall_core::experiments::loadtest::url_chat::{UrlChatRequest, UrlChatStats};
+use memwall_core::experiments::loadtest::view::LoadView;
 use memwall_core::experiments::roof::StreamOutcome;
+use memwall_core::experiments::serve::job::ServeSummary;
+use memwall_core::experiments::serve::session::ServeLive;
 use memwall_core::experiments::speculative::job::{GateOutcome, SpecBenchOutcome, SpecProgress};
 use memwall_core::present::chart::app::AppChart;
 use memwall_core::present::views::{BenchRow, CompareRow, FrontierView, RooflineView, TrayStatus};
@@ -134,6 +139,65 @@ pub async fn chat_start(
             let _ = on_event.send(e);
         })
         .await
+}
+
+/// One chat turn streamed from an OpenAI-compatible URL; chunks and the figures
+/// measured at the client on `on_event`. "Stop" is `chat_stop`.
+#[tauri::command]
+pub async fn chat_url_start(
+    state: State<'_, AppState>,
+    request: UrlChatRequest,
+    on_event: Channel<UrlChatEvent>,
+) -> R<UrlChatStats> {
+    state
+        .chat_url(request, move |e| {
+            let _ = on_event.send(e);
+        })
+        .await
+}
+
+/// Starts `memwall serve` on a catalogue model (127.0.0.1).
+#[tauri::command]
+pub async fn serve_start(state: State<'_, AppState>, request: ServeRequest) -> R<ServeLive> {
+    state.serve_start(request).await
+}
+
+/// The running server's state (null when none runs).
+#[tauri::command]
+pub async fn serve_state(state: State<'_, AppState>) -> R<Option<ServeLive>> {
+    Ok(state.serve_live().await)
+}
+
+/// Stops the server (its port is free when this returns); its sampler series is
+/// stored.
+#[tauri::command]
+pub async fn serve_stop(app: AppHandle, state: State<'_, AppState>) -> R<Option<ServeSummary>> {
+    let out = state.serve_stop().await?;
+    events::store_changed(&app);
+    Ok(out)
+}
+
+/// Runs a load test against a URL; progress on `on_progress`.
+#[tauri::command]
+pub async fn loadtest_run(
+    app: AppHandle,
+    state: State<'_, AppState>,
+    request: LoadtestRequest,
+    on_progress: Channel<LoadProgress>,
+) -> R<LoadView> {
+    let out = state
+        .loadtest(request, move |p| {
+            let _ = on_progress.send(p);
+        })
+        .await?;
+    events::store_changed(&app);
+    Ok(out)
+}
+
+/// A stored load-test run (the latest when `run_id` is null) as the Serve page draws it.
+#[tauri::command]
+pub async fn loadtest_view(state: State<'_, AppState>, run_id: Option<i64>) -> R<Option<LoadView>> {
+    state.loadtest_view(run_id).await
 }
 
 /// Stops the chat turn (within one token).

@@ -5,12 +5,15 @@
 //!   too, so neither the commands nor the tray know about each other.
 //! - The payloads streamed over each long command's typed `Channel`: [`Progress`]
 //!   (a benchmark), [`ChatEvent`] (a chat turn), [`FetchProgress`] (a model fetch),
+//!   [`LoadProgress`] (a load test), [`UrlChatEvent`] (a chat turn sent to a URL),
 //!   all memwall-core's own types.
 //!
 //! `ui/src/types.ts` carries the same names (generated, see `tests/types_ts.rs`).
 
 pub use memwall_core::experiments::bench::Progress;
 pub use memwall_core::experiments::chat::ChatEvent;
+pub use memwall_core::experiments::loadtest::job::LoadProgress;
+pub use memwall_core::experiments::loadtest::url_chat::UrlChatEvent;
 pub use memwall_core::probe::catalog::FetchProgress;
 use tauri::{AppHandle, Emitter, Listener, Runtime};
 

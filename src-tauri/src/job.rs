@@ -24,6 +24,8 @@ pub enum JobKind {
     SpecGate,
     /// A speculative bench from the Speculative page.
     SpecBench,
+    /// A load test from the Serve page.
+    Loadtest,
 }
 
 impl JobKind {
@@ -36,6 +38,7 @@ impl JobKind {
             JobKind::Fetch => "fetch",
             JobKind::SpecGate => "spec_gate",
             JobKind::SpecBench => "spec_bench",
+            JobKind::Loadtest => "loadtest",
         }
     }
 }
@@ -177,6 +180,7 @@ mod tests {
             JobKind::Fetch,
             JobKind::SpecGate,
             JobKind::SpecBench,
+            JobKind::Loadtest,
         ] {
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{}\"", k.name()));

@@ -1,5 +1,5 @@
 //! memwall's desktop app: a thin Tauri 2 shell over memwall-core. A window with the
-//! Machine, Benchmarks, Roofline, Frontier, Speculative, Chat and History pages (`ui/`), and a
+//! Machine, Benchmarks, Roofline, Frontier, Speculative, Serve, Chat and History pages (`ui/`), and a
 //! tray with live status. Every number comes from memwall-core through the commands
 //! in [`commands`]; [`state::AppState`] holds the store and the single measuring slot
 //! ([`job`]); [`events`] names everything sent to the window besides command results.
@@ -12,6 +12,7 @@ pub mod commands;
 pub mod error;
 pub mod events;
 pub mod job;
+pub mod serve;
 pub mod speculative;
 pub mod state;
 pub mod tray;
@@ -49,6 +50,12 @@ pub fn run() {
             commands::export_report,
             commands::spec_gate,
             commands::spec_bench,
+            commands::serve_start,
+            commands::serve_state,
+            commands::serve_stop,
+            commands::loadtest_run,
+            commands::loadtest_view,
+            commands::chat_url_start,
         ])
         .setup(move |app| {
             tray::setup(app)?;

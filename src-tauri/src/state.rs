@@ -49,6 +49,8 @@ pub struct AppState {
     live_series: Mutex<VecDeque<Sample>>,
     /// The running bench's latest finished decode, for the tray's verdict.
     decode_now: Arc<Mutex<Option<DecodeNow>>>,
+    /// The Serve page's server, when one runs.
+    serve: crate::serve::ServeSlot,
 }
 
 /// The Machine page.
@@ -160,7 +162,13 @@ impl AppState {
             probe: OnceLock::new(),
             live_series: Mutex::new(VecDeque::new()),
             decode_now: Arc::new(Mutex::new(None)),
+            serve: Default::default(),
         }
+    }
+
+    /// The Serve page's server slot.
+    pub(crate) fn serve_slot(&self) -> &crate::serve::ServeSlot {
+        &self.serve
     }
 
     /// The folder exports and results files go into.

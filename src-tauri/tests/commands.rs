@@ -383,3 +383,72 @@ async fn chat_streams_tokens_with_ttft_and_stops_within_one_token() {
     assert_eq!(st.n_gen, 3);
     let _ = StopReason::Cancelled;
 }
+
+/// The Serve page and the chat page's URL mode without a model: nothing runs, no
+/// run is stored, and bad input is refused with a message naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_and_url_chat_refuse_bad_input_and_show_nothing_unmeasured() {
+    use memwall_app::serve::{LoadtestRequest, ServeRequest};
+    use memwall_core::experiments::loadtest::url_chat::UrlChatRequest;
+    let (_d, s) = state();
+    assert!(s.serve_live().await.is_none());
+    assert!(
+        s.serve_stop().await.unwrap().is_none(),
+        "stopping nothing is no error"
+    );
+    assert!(s.loadtest_view(None).await.unwrap().is_none());
+    let e = s
+        .serve_start(ServeRequest {
+            model: "no-such-model".into(),
+            parallel: 2,
+            queue: 4,
+            port: 0,
+            ctx_per_slot: None,
+        })
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no-such-model"), "{e}");
+    assert!(s.serve_live().await.is_none());
+    let e = s
+        .chat_url(
+            UrlChatRequest {
+                url: "127.0.0.1:8080".into(),
+                model: None,
+                api_key: None,
+                messages: vec![ChatMessage {
+                    role: "user".into(),
+                    content: "hi".into(),
+                }],
+                max_tokens: 8,
+            },
+            |_| {},
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("\"127.0.0.1:8080\"") && e.contains("http://"),
+        "{e}"
+    );
+    assert_eq!(s.running(), None, "the chat slot is free again");
+    let e = s
+        .loadtest(
+            LoadtestRequest {
+                url: "http://127.0.0.1:8080".into(),
+                model: None,
+                api_key: None,
+                concurrency: vec![],
+                num_requests: 4,
+                input_tokens: 16,
+                output_tokens: 4,
+                model_file: None,
+            },
+            |_| {},
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--concurrency"), "{e}");
+    assert!(s.runs(&RunFilter::default()).await.unwrap().is_empty());
+}

@@ -74,6 +74,14 @@ fn generate() -> String {
     c.visit::<store::RunSummary>();
     c.visit::<store::RunFilter>();
     c.visit::<probe::hw::HostInfo>();
+    c.visit::<memwall_app::serve::ServeRequest>();
+    c.visit::<memwall_app::serve::LoadtestRequest>();
+    c.visit::<events::LoadProgress>();
+    c.visit::<events::UrlChatEvent>();
+    c.visit::<experiments::loadtest::url_chat::UrlChatRequest>();
+    c.visit::<experiments::loadtest::view::LoadView>();
+    c.visit::<experiments::serve::session::ServeLive>();
+    c.visit::<experiments::serve::job::ServeSummary>();
     let mut out = String::from(
         "// Generated from memwall's Rust types by src-tauri/tests/types_ts.rs (ts-rs): do not\n\
          // edit. After changing a record: MEMWALL_UPDATE_TYPES=1 cargo test --release -p\n\
@@ -168,6 +176,6 @@ fn the_generated_types_follow_the_json_the_records_serialize_to() {
     );
     assert_eq!(
         decl("JobKind"),
-        "export type JobKind = \"stream\" | \"bench\" | \"chat\" | \"fetch\" | \"spec_gate\" | \"spec_bench\""
+        "export type JobKind = \"stream\" | \"bench\" | \"chat\" | \"fetch\" | \"spec_gate\" | \"spec_bench\" | \"loadtest\""
     );
 }

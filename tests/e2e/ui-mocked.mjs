@@ -1,8 +1,9 @@
 // Front-end end-to-end test without the Rust side: Debian's chromium (through
 // playwright-core) loads the built ui/dist with Tauri's IPC replaced by canned
 // replies shaped like memwall-core's records. It checks page wiring, live progress
-// rows, streamed chat readouts, the speculative gate's outcome, the double-start
-// guard and the delete confirmation.
+// rows, streamed chat readouts (local engine and a URL), the speculative gate's
+// outcome, the Serve page (start → live state → load test drawn → stop), the
+// double-start guard and the delete confirmation.
 // The real-app test is app-webdriver.mjs; this one needs no display stack or model.
 // Skips loudly when chromium or playwright-core is absent (MEMWALL_REQUIRE_E2E=1 fails).
 import http from "node:http";
@@ -77,6 +78,63 @@ function installMock() {
     cancel_job: () => true,
     chat_stop: () => { window.__stop = true; return true; },
     "plugin:event|listen": () => 1,
+    // The Serve page: no server, then loading, then ready with the server's counters.
+    serve_state: () => {
+      const t = window.__serve;
+      if (!t) return null;
+      t.polls++;
+      const ready = t.polls > 1;
+      return { url: "http://127.0.0.1:8080", model_file: "/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", started_at: "2026-12-02T03:00:00Z",
+        phase: ready ? "ready" : "loading", model_id: ready ? "qwen2.5-coder-0.5b-instruct-q4_k_m" : null, template: ready ? "jinja" : null,
+        n_slots: t.request.parallel, n_ctx_slot: ready ? 1024 : null, queue_capacity: t.request.queue,
+        metrics: { prompt_tokens_total: 640, prompt_seconds_total: 2.0, tokens_predicted_total: 320, tokens_predicted_seconds_total: 6.4,
+          n_decode_total: 200, n_busy_slots_per_decode: 1.6, prompt_tokens_seconds: ready ? 320.0 : null, predicted_tokens_seconds: ready ? 50.0 : null,
+          requests_processing: ready ? 2 : 0, requests_deferred: ready ? 3 : 0, requests_cancelled_total: 1, requests_served_total: ready ? 10 : 0 },
+        warnings: [] };
+    },
+    serve_start: (a) => { window.__serve = { request: a.request, polls: 0 }; return replies.serve_state(); },
+    serve_stop: () => { window.__serve = null; return { run_id: 13, tokens_predicted: 320, energy: null }; },
+    loadtest_view: () => window.__loadView ?? null,
+    loadtest_run: async (a) => {
+      window.__loadRequest = a.request;
+      const ch = a.onProgress;
+      send(ch, 0, { event: "server", model_ids: ["qwen2.5-coder-0.5b-instruct-q4_k_m"] });
+      let k = 1;
+      for (const [i, c] of a.request.concurrency.entries()) {
+        send(ch, k++, { event: "level", label: `concurrency ${c}`, index: i, total: a.request.concurrency.length, n_requests: a.request.num_requests });
+        await new Promise((r) => setTimeout(r, 100));
+        send(ch, k++, { event: "request", done: a.request.num_requests, total: a.request.num_requests });
+      }
+      const d = (m) => ({ mean_ms: m, median_ms: m, p90_ms: m * 1.2, p99_ms: m * 1.5 });
+      const lrow = (c) => ({ label: `concurrency ${c}`, concurrency: c, rate_rps: null, n_sent: 8, n_completed: 8, n_rejected: 0, n_failed: 0,
+        output_throughput_tps: 40 * c, request_throughput_rps: 1.25 * c, token_source: "usage", ttft: d(100 * c), tpot: d(20 + c), itl: d(20 + c), e2el: d(700),
+        mean_cached_tokens: null, bandwidth: { bytes_per_token: 4.0e8, implied_gbps: 16 * c, stream_gbps: 44.0, pct_of_stream: (1600 * c) / 44, note: null }, first_error: null });
+      window.__loadView = { run_id: 12, url: a.request.url, server_model: "qwen2.5-coder-0.5b-instruct-q4_k_m", server_header: null, model_file: "/m/q.gguf",
+        rows: a.request.concurrency.map(lrow),
+        charts: [{ stem: "percentiles-vs-concurrency", title: "TTFT and TPOT percentiles vs concurrency", svg: `<svg xmlns="http://www.w3.org/2000/svg" id="mock-pct" width="900" height="480"><text x="20" y="40">mock percentiles</text></svg>` },
+          { stem: "bandwidth-vs-concurrency", title: "Implied bandwidth vs measured STREAM", svg: `<svg xmlns="http://www.w3.org/2000/svg" id="mock-bw" width="900" height="480"><text x="20" y="40">mock bandwidth</text></svg>` }],
+        report: "| level |" };
+      return window.__loadView;
+    },
+    chat_url_start: async (a) => {
+      window.__chatUrlRequest = a.request;
+      const ch = a.onEvent;
+      window.__stop = false;
+      send(ch, 0, { event: "started", url: a.request.url, model: "qwen2.5-coder-0.5b-instruct-q4_k_m" });
+      const base = { model: "qwen2.5-coder-0.5b-instruct-q4_k_m", server_model: "qwen2.5-coder-0.5b-instruct-q4_k_m", completion_tokens: null, prompt_tokens: null,
+        token_source: "chunks", e2el_ms: null, finish_reason: null, cancelled: false, timings: null };
+      const words = ["Le ", "café ", "est ", "ouvert."];
+      let st = null;
+      for (let i = 0; i < words.length; i++) {
+        await new Promise((r) => setTimeout(r, 80));
+        st = { ...base, n_chunks: i + 1, ttft_ms: 61.7, last_chunk_ms: 61.7 + 25 * i, decode_tps: i === 0 ? null : i / (25 * i / 1000) };
+        send(ch, i + 1, { event: "token", text: words[i], stats: st });
+      }
+      const fin = { ...st, completion_tokens: 5, prompt_tokens: 30, token_source: "usage", decode_tps: 4 / 0.075, e2el_ms: 140.2, finish_reason: "stop",
+        timings: { cache_n: 0, prompt_n: 30, prompt_ms: 50.1, prompt_per_second: 598.8, predicted_n: 5, predicted_ms: 74.0, predicted_per_second: 54.1 } };
+      send(ch, words.length + 1, { event: "done", stats: fin });
+      return fin;
+    },
     run_bench: async (a) => {
       window.__benchRequest = a.request;
       const ch = a.onProgress;
@@ -215,6 +273,58 @@ try {
   await page.waitForFunction(() => document.querySelector("#why").textContent === "stopped by you");
   check(true, "stop ends the turn");
   await page.screenshot({ path: path.join(OUT, "mocked-chat.png") });
+
+  // The chat page pointed at a URL: client-measured TTFT and rate, the server's timings.
+  await page.selectOption("#cmode", "url");
+  check(await page.isVisible("#curl") && !(await page.isVisible("#cmodel")), "URL mode shows the URL fields instead of the model picker");
+  await page.fill("#curl", "http://127.0.0.1:8080");
+  await page.fill("#msg", "Le mot pour coffee shop ?");
+  await page.click("#send");
+  await page.waitForFunction(() => document.querySelector("#dec-u").textContent.startsWith("chunks/s"));
+  check(true, "while streaming, the rate counts chunks (no usage yet) and says so");
+  await page.waitForFunction(() => document.querySelector("#why").textContent === "finished");
+  const cu = await page.evaluate(() => window.__chatUrlRequest);
+  check(cu.url === "http://127.0.0.1:8080" && cu.model === null && cu.api_key === null && cu.messages.length === 1 && cu.messages[0].role === "user",
+    `the URL turn sends the conversation, no empty assistant message: ${JSON.stringify(cu)}`);
+  check((await page.textContent("#ttft")) === "62" && (await page.textContent("#ttft-u")).includes("measured at the client"), "URL TTFT measured at the client");
+  check((await page.textContent("#dec")) === "53.3" && (await page.textContent("#dec-u")) === "tok/s, measured at the client", "decode rate from usage, measured at the client");
+  check((await page.textContent("#srv-dec")) === "54.1" && (await page.textContent("#srv")).includes("prefill 598.8 tok/s"), "the server's own timings are shown");
+  check((await page.textContent("#ntok")) === "5", "token count from the server's usage");
+  check((await page.textContent(".msg.assistant")).includes("Le café est ouvert."), "streamed URL text");
+  await page.screenshot({ path: path.join(OUT, "mocked-chat-url.png") });
+
+  // The Serve page: start → live state → load test drawn → stop.
+  await page.goto(url + "#serve");
+  await page.waitForSelector("#page-serve #sstart");
+  check((await page.textContent("#sphase")) === "not running" && (await page.isDisabled("#sstop")), "no server at first");
+  await page.fill("#sslots", "2");
+  await page.fill("#squeue", "8");
+  await page.click("#sstart");
+  await page.waitForFunction(() => document.querySelector("#shealth").textContent === "ready", null, { timeout: 5000 });
+  const sreq = await page.evaluate(() => window.__serve.request);
+  check(JSON.stringify(sreq) === JSON.stringify({ model: "smollm2-135m", parallel: 2, queue: 8, port: 8080, ctx_per_slot: null }), `start request: ${JSON.stringify(sreq)}`);
+  check((await page.textContent("#sbusy")) === "2 / 2" && (await page.textContent("#squeued")) === "3 / 8", "busy slots and queue depth from the server's counters");
+  check((await page.textContent("#sserved")) === "10" && (await page.textContent("#sgtps")) === "50.0" && (await page.textContent("#sptps")) === "320.0", "requests served and token rates");
+  check((await page.inputValue("#lurl")) === "http://127.0.0.1:8080", "the load test targets the running server by default");
+  await page.fill("#lconc", "1,2,4");
+  await page.fill("#lnum", "8");
+  await page.click("#lrun");
+  await page.click("#lrun", { force: true }).catch(() => {});
+  await page.waitForFunction(() => document.querySelector("#llabel").textContent === "done");
+  check(await page.evaluate(() => window.__calls.filter((c) => c === "loadtest_run").length) === 1, "a double click starts one load test");
+  const lreq = await page.evaluate(() => window.__loadRequest);
+  check(JSON.stringify(lreq.concurrency) === "[1,2,4]" && lreq.num_requests === 8 && lreq.input_tokens === 64 && lreq.output_tokens === 32, `load request: ${JSON.stringify(lreq)}`);
+  check((await page.$$("#lt-rows tbody tr")).length === 3, "one row per concurrency level");
+  const r4 = await page.$$eval("#lt-rows tbody tr:nth-child(3) td", (tds) => tds.map((t) => t.textContent));
+  check(r4[0] === "concurrency 4" && r4[3] === "160.0" && r4[5] === "400 / 480 / 600" && r4[8] === "64.0" && r4[9] === "44.0" && r4[10] === "145%",
+    `the row shows core's figures: ${JSON.stringify(r4)}`);
+  check(!!(await page.$("#lview #mock-pct")) && !!(await page.$("#lview #mock-bw")), "the percentile and bandwidth-vs-STREAM charts are drawn");
+  await page.screenshot({ path: path.join(OUT, "mocked-serve.png"), fullPage: true });
+  await page.click("#sstop");
+  await page.waitForFunction(() => document.querySelector("#sphase").textContent.startsWith("stopped"));
+  check((await page.textContent("#sphase")).includes("stored as run 13") && (await page.isEnabled("#sstart")), "stop ends the server and says what was stored");
+  await page.waitForTimeout(1200);
+  check((await page.textContent("#shealth")) === "—", "after stop the page polls no server");
 
   await page.goto(url + "#history");
   await page.waitForSelector("#runs tbody tr[data-id]");

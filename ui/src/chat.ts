@@ -1,15 +1,18 @@
 // The Chat page's state machine: applies core's ChatEvents to the transcript.
-import type { ChatEvent, ChatMessage, ChatStats, StopReason } from "./types";
+import type { ChatEvent, ChatMessage, ChatStats, StopReason, UrlChatEvent, UrlChatStats } from "./types";
 
 export interface ChatState {
   messages: ChatMessage[];
   streaming: boolean;
+  /** Figures of a turn on the local engine. */
   stats: ChatStats | null;
+  /** Figures of a turn sent to a URL (measured at the client, plus the server's timings). */
+  urlStats: UrlChatStats | null;
   stop: StopReason | null;
   error: string | null;
 }
 
-export const emptyChat = (): ChatState => ({ messages: [], streaming: false, stats: null, stop: null, error: null });
+export const emptyChat = (): ChatState => ({ messages: [], streaming: false, stats: null, urlStats: null, stop: null, error: null });
 
 /** Adds the user's message and an empty assistant message; refuses while streaming. */
 export function send(s: ChatState, text: string): ChatState | string {
@@ -17,7 +20,7 @@ export function send(s: ChatState, text: string): ChatState | string {
   if (text.trim().length === 0) return "type a message";
   return {
     messages: [...s.messages, { role: "user", content: text }, { role: "assistant", content: "" }],
-    streaming: true, stats: null, stop: null, error: null,
+    streaming: true, stats: null, urlStats: null, stop: null, error: null,
   };
 }
 
@@ -40,6 +43,36 @@ export function apply(s: ChatState, e: ChatEvent): ChatState {
     case "done":
       return { ...s, streaming: false, stats: e.stats, stop: e.reason };
   }
+}
+
+function appendText(s: ChatState, text: string): ChatMessage[] {
+  const m = s.messages.slice();
+  const last = m[m.length - 1];
+  m[m.length - 1] = { ...last, content: last.content + text };
+  return m;
+}
+
+/** Applies an event of a turn sent to a URL. */
+export function applyUrl(s: ChatState, e: UrlChatEvent): ChatState {
+  switch (e.event) {
+    case "started":
+      return s;
+    case "token":
+      return { ...s, messages: appendText(s, e.text), urlStats: e.stats };
+    case "done":
+      return { ...s, streaming: false, urlStats: e.stats, stop: urlStop(e.stats) };
+  }
+}
+
+/** Why a URL turn ended, in the local engine's terms. */
+export function urlStop(st: UrlChatStats): StopReason {
+  if (st.cancelled) return "cancelled";
+  return st.finish_reason === "length" ? "max_tokens" : "end_of_generation";
+}
+
+/** The decode readout's unit: tok/s once the server's usage gave the count, else chunks/s. */
+export function urlRateUnit(st: UrlChatStats | null): string {
+  return st?.token_source === "usage" ? "tok/s, measured at the client" : "chunks/s, measured at the client";
 }
 
 export function failed(s: ChatState, err: string): ChatState {

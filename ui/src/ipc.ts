@@ -36,6 +36,20 @@ export const api = {
     return invoke<T.ChatStats>("chat_start", { request, onEvent: ch });
   },
   chatStop: () => invoke<boolean>("chat_stop"),
+  chatUrl: (request: T.UrlChatRequest, onEvent: (e: T.UrlChatEvent) => void) => {
+    const ch = new Channel<T.UrlChatEvent>();
+    ch.onmessage = onEvent;
+    return invoke<T.UrlChatStats>("chat_url_start", { request, onEvent: ch });
+  },
+  serveStart: (request: T.ServeRequest) => invoke<T.ServeLive>("serve_start", { request }),
+  serveState: () => invoke<T.ServeLive | null>("serve_state"),
+  serveStop: () => invoke<T.ServeSummary | null>("serve_stop"),
+  loadtest: (request: T.LoadtestRequest, onProgress: (p: T.LoadProgress) => void) => {
+    const ch = new Channel<T.LoadProgress>();
+    ch.onmessage = onProgress;
+    return invoke<T.LoadView>("loadtest_run", { request, onProgress: ch });
+  },
+  loadtestView: (runId: number | null) => invoke<T.LoadView | null>("loadtest_view", { runId }),
   runs: (filter: T.RunFilter = { model: null, engine: null, since: null }) => invoke<T.RunSummary[]>("runs", { filter }),
   rows: (runId: number | null) => invoke<T.BenchRow[]>("run_rows", { runId }),
   compare: (a: number, b: number) => invoke<T.CompareRow[]>("compare_runs", { a, b }),

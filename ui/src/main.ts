@@ -7,16 +7,17 @@ import { rooflinePage } from "./pages/roofline";
 import { frontierPage } from "./pages/frontier";
 import { chatPage } from "./pages/chat";
 import { speculativePage } from "./pages/speculative";
+import { servePage } from "./pages/serve";
 import { historyPage } from "./pages/history";
 
 export type Page = (root: HTMLElement) => Promise<void> | void;
 const pages: Record<string, Page> = {
   machine: machinePage, benchmarks: benchPage, roofline: rooflinePage,
-  frontier: frontierPage, speculative: speculativePage, chat: chatPage, history: historyPage,
+  frontier: frontierPage, speculative: speculativePage, serve: servePage, chat: chatPage, history: historyPage,
 };
 // Pages that hold live work keep their DOM when you navigate away and back.
 const kept = new Map<string, HTMLElement>();
-const KEEP = new Set(["benchmarks", "speculative", "chat"]);
+const KEEP = new Set(["benchmarks", "speculative", "serve", "chat"]);
 
 async function show() {
   const name = location.hash.replace("#", "") || "machine";

@@ -10,6 +10,31 @@
 export type AppChart = "roofline" | "decode_vs_depth";
 
 /**
+ * The bandwidth-normalised columns of a load point.
+ */
+export type Bandwidth = { 
+/**
+ * Bytes one token's decode reads alone: weights + its KV at the mean depth.
+ */
+bytes_per_token: number | null, 
+/**
+ * Output-token throughput × bytes per token, GB/s (1e9 B/s).
+ */
+implied_gbps: number | null, 
+/**
+ * This host's latest stored STREAM triad (best), GB/s.
+ */
+stream_gbps: number | null, 
+/**
+ * Implied ÷ STREAM, percent; above 100 proves weight reads are shared (batching).
+ */
+pct_of_stream: number | null, 
+/**
+ * Why a column is `—`, when one is.
+ */
+note: string | null, };
+
+/**
  * A finished bench job.
  */
 export type BenchOutcome = { 
@@ -589,6 +614,27 @@ available: boolean,
 reason: string | null, };
 
 /**
+ * Mean, median, p90 and p99 of a metric, ms; all `None` when no request had it.
+ */
+export type Dist = { 
+/**
+ * Mean, ms.
+ */
+mean_ms: number | null, 
+/**
+ * Median (p50), ms.
+ */
+median_ms: number | null, 
+/**
+ * 90th percentile, ms.
+ */
+p90_ms: number | null, 
+/**
+ * 99th percentile, ms.
+ */
+p99_ms: number | null, };
+
+/**
  * Which drafter.
  */
 export type DrafterKind = "draft-model" | "ngram";
@@ -971,7 +1017,7 @@ hostname: string, };
 /**
  * The kinds of job that hold the slot.
  */
-export type JobKind = "stream" | "bench" | "chat" | "fetch" | "spec_gate" | "spec_bench";
+export type JobKind = "stream" | "bench" | "chat" | "fetch" | "spec_gate" | "spec_bench" | "loadtest";
 
 /**
  * Live state sampled at one instant.
@@ -993,6 +1039,206 @@ mem: MemState,
  * Cumulative swap-out pages since boot.
  */
 swap_out_pages: number | null, };
+
+/**
+ * A chart drawn as SVG text (for the app's window).
+ */
+export type LoadChart = { 
+/**
+ * File stem of the same chart in a results folder (`percentiles-vs-concurrency`).
+ */
+stem: string, 
+/**
+ * The title drawn on it.
+ */
+title: string, 
+/**
+ * The SVG.
+ */
+svg: string, };
+
+/**
+ * What the job reports while it runs.
+ */
+export type LoadProgress = { "event": "server", 
+/**
+ * Models it lists.
+ */
+model_ids: Array<string>, } | { "event": "level", 
+/**
+ * `concurrency 4`, `rate 2/s (burstiness 1)`.
+ */
+label: string, 
+/**
+ * 0-based level index.
+ */
+index: number, 
+/**
+ * Levels.
+ */
+total: number, 
+/**
+ * Measured requests it will send at most.
+ */
+n_requests: number, } | { "event": "request", 
+/**
+ * Ended so far.
+ */
+done: number, 
+/**
+ * At most.
+ */
+total: number, };
+
+/**
+ * One load level as a table row.
+ */
+export type LoadRow = { 
+/**
+ * `concurrency 4` or `rate 2/s (burstiness 1)`.
+ */
+label: string, 
+/**
+ * Closed-loop clients, when closed loop.
+ */
+concurrency: number | null, 
+/**
+ * Offered requests per second, when open loop.
+ */
+rate_rps: number | null, 
+/**
+ * Measured requests sent.
+ */
+n_sent: number, 
+/**
+ * Completed.
+ */
+n_completed: number, 
+/**
+ * Refused with 429.
+ */
+n_rejected: number, 
+/**
+ * Failed otherwise.
+ */
+n_failed: number, 
+/**
+ * Output tokens per second, all requests together.
+ */
+output_throughput_tps: number, 
+/**
+ * Completed requests per second.
+ */
+request_throughput_rps: number, 
+/**
+ * Where output token counts came from.
+ */
+token_source: TokenSource, 
+/**
+ * TTFT.
+ */
+ttft: Dist, 
+/**
+ * TPOT.
+ */
+tpot: Dist, 
+/**
+ * ITL.
+ */
+itl: Dist, 
+/**
+ * E2EL.
+ */
+e2el: Dist, 
+/**
+ * Mean prefix-cache hits the server reported, tokens.
+ */
+mean_cached_tokens: number | null, 
+/**
+ * The bandwidth columns (implied GB/s, the stored STREAM, % of STREAM, or why not).
+ */
+bandwidth: Bandwidth, 
+/**
+ * The first error of a failed or rejected request.
+ */
+first_error: string | null, };
+
+/**
+ * A stored load-test run as the app draws it.
+ */
+export type LoadView = { 
+/**
+ * The stored run.
+ */
+run_id: number, 
+/**
+ * The server's base URL.
+ */
+url: string, 
+/**
+ * The `model` the chunks named (what answered), when sent.
+ */
+server_model: string | null, 
+/**
+ * The `Server` header, when sent.
+ */
+server_header: string | null, 
+/**
+ * The model file behind the bandwidth columns, when known.
+ */
+model_file: string | null, 
+/**
+ * One row per load level, in order.
+ */
+rows: Array<LoadRow>, 
+/**
+ * Latency vs throughput, percentiles vs concurrency, bandwidth vs STREAM,
+ * goodput vs rate (those the points can draw).
+ */
+charts: Array<LoadChart>, 
+/**
+ * The Markdown report (`memwall loadtest`'s printout), when the run was just made.
+ */
+report: string | null, };
+
+/**
+ * A load test to run from the Serve page, closed loop (`memwall loadtest`).
+ */
+export type LoadtestRequest = { 
+/**
+ * Base URL of any OpenAI-compatible server.
+ */
+url: string, 
+/**
+ * `model` of the requests; `None` or empty: the first id `/v1/models` lists.
+ */
+model: string | null, 
+/**
+ * Bearer key, when the server wants one.
+ */
+api_key: string | null, 
+/**
+ * Concurrency levels (`--concurrency`).
+ */
+concurrency: Array<number>, 
+/**
+ * Measured requests per level (`--num-requests`).
+ */
+num_requests: number, 
+/**
+ * Prompt words (`--input-tokens`).
+ */
+input_tokens: number, 
+/**
+ * `max_tokens` of each request (`--output-tokens`).
+ */
+output_tokens: number, 
+/**
+ * Catalogue model the server runs, for the bandwidth columns; `None`: the
+ * Serve page's own server's file when the URL is its, else matched from the
+ * server's model ids.
+ */
+model_file: string | null, };
 
 /**
  * Roofline inputs for a run: bandwidth and compute peaks. A peak that was not
@@ -1099,6 +1345,61 @@ swap_total: Bytes,
  * Swap in use.
  */
 swap_used: Bytes, };
+
+/**
+ * The server's counters at one moment: what `/metrics` prints and the app's Serve
+ * page shows, from the same reads.
+ */
+export type MetricsSnapshot = { 
+/**
+ * Prompt tokens prefilled (cached ones excluded).
+ */
+prompt_tokens_total: number, 
+/**
+ * Prefill time, summed per request, s.
+ */
+prompt_seconds_total: number, 
+/**
+ * Tokens generated.
+ */
+tokens_predicted_total: number, 
+/**
+ * Decode time (first to last token), summed per request, s.
+ */
+tokens_predicted_seconds_total: number, 
+/**
+ * Forward passes.
+ */
+n_decode_total: number, 
+/**
+ * Busy slots per forward pass, mean; `None` before the first pass.
+ */
+n_busy_slots_per_decode: number | null, 
+/**
+ * `prompt_tokens_total ÷ prompt_seconds_total`, tok/s; `None` before any prefill.
+ */
+prompt_tokens_seconds: number | null, 
+/**
+ * `tokens_predicted_total ÷ tokens_predicted_seconds_total`, tok/s (per request,
+ * as llama-server); `None` before any decode.
+ */
+predicted_tokens_seconds: number | null, 
+/**
+ * Requests holding a slot now (busy slots).
+ */
+requests_processing: number, 
+/**
+ * Requests waiting in the admission queue now.
+ */
+requests_deferred: number, 
+/**
+ * Requests that ended because their client left.
+ */
+requests_cancelled_total: number, 
+/**
+ * Requests that ran to their end.
+ */
+requests_served_total: number, };
 
 /**
  * A catalogue model as the pickers show it.
@@ -1554,6 +1855,138 @@ acceptance_rate: number | null,
 passed: boolean, };
 
 /**
+ * A running session's state, read from the server's own counters.
+ */
+export type ServeLive = { 
+/**
+ * Base URL clients use (`http://127.0.0.1:PORT`).
+ */
+url: string, 
+/**
+ * The GGUF served.
+ */
+model_file: string, 
+/**
+ * When it was started, UTC RFC 3339.
+ */
+started_at: string, 
+/**
+ * Loading, ready or ended.
+ */
+phase: ServePhase, 
+/**
+ * The model id `/v1/models` lists, once loaded.
+ */
+model_id: string | null, 
+/**
+ * Where the chat format comes from (`gguf` or `builtin:NAME`), once loaded.
+ */
+template: string | null, 
+/**
+ * Slots (`--parallel`).
+ */
+n_slots: number, 
+/**
+ * Context per slot, tokens, once loaded.
+ */
+n_ctx_slot: number | null, 
+/**
+ * The admission queue's bound (`--queue`).
+ */
+queue_capacity: number, 
+/**
+ * The counters `/metrics` prints, read now.
+ */
+metrics: MetricsSnapshot, 
+/**
+ * What the server warned about while starting.
+ */
+warnings: Array<string>, };
+
+/**
+ * Where a session is.
+ */
+export type ServePhase = "loading" | "ready" | "ended";
+
+/**
+ * A server to start from the Serve page (it binds 127.0.0.1 only).
+ */
+export type ServeRequest = { 
+/**
+ * Catalogue model name.
+ */
+model: string, 
+/**
+ * Slots (`--parallel`).
+ */
+parallel: number, 
+/**
+ * Waiting requests at most (`--queue`).
+ */
+queue: number, 
+/**
+ * Port (`--port`; 0 picks a free one).
+ */
+port: number, 
+/**
+ * Context per slot, tokens (`--ctx-size` is this × slots); `None`: 1024.
+ */
+ctx_per_slot: number | null, };
+
+/**
+ * What a finished `memwall serve` session measured beside itself.
+ */
+export type ServeSummary = { 
+/**
+ * The stored `serve` run (`None` when the sampler was off: nothing is stored).
+ */
+run_id: number | null, 
+/**
+ * Tokens generated over the session.
+ */
+tokens_predicted: number, 
+/**
+ * Mean power over the serving phase, and energy ÷ tokens generated (idle time
+ * included: the whole machine's counters over the whole session); `None` when
+ * the sampler was off or the phase never began (the model did not load).
+ */
+energy: EnergySummary | null, };
+
+/**
+ * llama-server's per-request `timings`, as the server sent them (memwall serve and
+ * llama-server send them on the final chunk); each `None` when absent.
+ */
+export type ServerTimings = { 
+/**
+ * Prompt tokens reused from the server's cache.
+ */
+cache_n: number | null, 
+/**
+ * Prompt tokens the server prefilled.
+ */
+prompt_n: number | null, 
+/**
+ * The server's prefill time, ms.
+ */
+prompt_ms: number | null, 
+/**
+ * The server's prefill rate, tok/s.
+ */
+prompt_per_second: number | null, 
+/**
+ * Tokens the server generated.
+ */
+predicted_n: number | null, 
+/**
+ * The server's decode time, ms.
+ */
+predicted_ms: number | null, 
+/**
+ * The server's decode rate, tok/s.
+ */
+predicted_per_second: number | null, };
+
+/**
  * Options of [`bench_job`]; `Default` gives `memwall spec bench`'s defaults, and a
  * deserialized value takes them for every field it leaves out.
  */
@@ -1825,6 +2258,11 @@ max_celsius: number | null, };
 export type ThermalState = "nominal" | "throttling" | "critical" | "unknown";
 
 /**
+ * Where output token counts came from.
+ */
+export type TokenSource = "usage" | "tokenizer" | "chunks";
+
+/**
  * The tray menu's status lines.
  */
 export type TrayStatus = { 
@@ -1844,6 +2282,114 @@ power: string,
  * `Memory: 3.2 / 23.4 GiB used · swap 0.0 / 0.0 GiB`.
  */
 memory: string, };
+
+/**
+ * What a turn reports while it streams.
+ */
+export type UrlChatEvent = { "event": "started", 
+/**
+ * The base URL.
+ */
+url: string, 
+/**
+ * The model asked for.
+ */
+model: string, } | { "event": "token", 
+/**
+ * Text to append.
+ */
+text: string, 
+/**
+ * Figures after this chunk.
+ */
+stats: UrlChatStats, } | { "event": "done", 
+/**
+ * Final figures (usage and the server's timings when sent).
+ */
+stats: UrlChatStats, };
+
+/**
+ * One chat turn sent to a URL.
+ */
+export type UrlChatRequest = { 
+/**
+ * Base URL, e.g. `http://127.0.0.1:8080` (a trailing `/v1` is accepted).
+ */
+url: string, 
+/**
+ * `model` of the request; `None` or empty: the first id `GET /v1/models` lists.
+ */
+model: string | null, 
+/**
+ * Bearer key, when the server wants one.
+ */
+api_key: string | null, 
+/**
+ * The conversation so far, ending with the user's message.
+ */
+messages: Array<ChatMessage>, 
+/**
+ * `max_tokens`.
+ */
+max_tokens: number, };
+
+/**
+ * A turn's figures, measured at the client (times from the moment the request was
+ * handed to the HTTP client, monotonic clock).
+ */
+export type UrlChatStats = { 
+/**
+ * The model the request named.
+ */
+model: string, 
+/**
+ * `model` the chunks reported (what answered), when sent.
+ */
+server_model: string | null, 
+/**
+ * Chunks that carried output text so far.
+ */
+n_chunks: number, 
+/**
+ * `usage.completion_tokens`, once the server sent usage (the last chunks).
+ */
+completion_tokens: number | null, 
+/**
+ * `usage.prompt_tokens`, once sent.
+ */
+prompt_tokens: number | null, 
+/**
+ * Where the decode rate's token count comes from: `usage` or `chunks`.
+ */
+token_source: TokenSource, 
+/**
+ * Send → first content chunk, ms.
+ */
+ttft_ms: number | null, 
+/**
+ * Send → the latest content chunk, ms.
+ */
+last_chunk_ms: number | null, 
+/**
+ * Send → end of the stream (E2EL), ms; `None` while streaming.
+ */
+e2el_ms: number | null, 
+/**
+ * (n − 1) ÷ (last − first content chunk), tok/s; `None` below 2 tokens.
+ */
+decode_tps: number | null, 
+/**
+ * `finish_reason` of the last choice that had one.
+ */
+finish_reason: string | null, 
+/**
+ * The turn was stopped from the client.
+ */
+cancelled: boolean, 
+/**
+ * The server's own `timings` (final chunk), when it sent them.
+ */
+timings: ServerTimings | null, };
 
 /** The broadcast event sent after the store changed (`events::STORE_CHANGED`). */
 export const STORE_CHANGED = "store-changed";

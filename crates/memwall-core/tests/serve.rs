@@ -610,3 +610,128 @@ async fn a_session_stores_its_sampler_series_at_shutdown() {
         None => assert!(e.reason.is_some(), "{e:?}"),
     }
 }
+
+/// The app's Serve page and its chat page pointed at a URL, on a real server: the
+/// session reports loading then ready; the URL chat client's concatenated deltas
+/// equal the non-streamed reply byte for byte, its TTFT (measured at the client) is
+/// positive and below the stream's end, and it relays the server's own `timings`;
+/// the session's live counters match the usage the replies reported and what
+/// `/metrics` prints; stopping frees the port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_url_chat_client_and_the_app_session_on_a_real_server() {
+    use memwall_core::experiments::loadtest::url_chat::{UrlChatRequest, chat_url};
+    use memwall_core::experiments::serve::session::{ServePhase, serve_start_job, serve_stop_job};
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let mut o = ServeOptions::new(path.clone());
+    o.port = 0;
+    o.parallel = 2;
+    o.queue = 4;
+    o.ctx_size = 2048;
+    o.threads = 2;
+    let session = serve_start_job(o).await.unwrap();
+    let a = session.addr();
+    let first = session.live();
+    assert_eq!(first.url, format!("http://{a}"));
+    assert_eq!((first.n_slots, first.queue_capacity), (2, 4));
+    let t0 = Instant::now();
+    while session.live().phase != ServePhase::Ready {
+        assert_ne!(session.live().phase, ServePhase::Ended, "the load failed");
+        assert_eq!(call(a, "GET", "/health", "").await.status, 503);
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "model never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(call(a, "GET", "/health", "").await.status, 200);
+    let live = session.live();
+    assert_eq!(
+        live.template.as_deref(),
+        Some("jinja"),
+        "the GGUF's own template"
+    );
+    assert_eq!(live.n_ctx_slot, Some(1024));
+
+    let conv = [
+        ("system", SYSTEM),
+        (
+            "user",
+            "Name the French word for coffee shop, with its accent.",
+        ),
+    ];
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&conv, 16, false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let whole = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let n_whole = v["usage"]["completion_tokens"].as_u64().unwrap();
+
+    let req = UrlChatRequest {
+        url: format!("http://{a}/v1"),
+        model: None,
+        api_key: None,
+        messages: conv.iter().map(|(r, c)| msg(r, c)).collect(),
+        max_tokens: 16,
+    };
+    let (text, s) = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        let s = chat_url(&req, &std::sync::atomic::AtomicBool::new(false), &mut |e| {
+            if let memwall_core::experiments::loadtest::url_chat::UrlChatEvent::Token {
+                text: t,
+                ..
+            } = e
+            {
+                text.push_str(&t);
+            }
+        })
+        .unwrap();
+        (text, s)
+    })
+    .await
+    .unwrap();
+    assert_eq!(text, whole, "concatenated deltas == the non-streamed text");
+    assert!(!text.is_empty());
+    assert_eq!(s.completion_tokens, Some(n_whole));
+    let (ttft, e2el) = (s.ttft_ms.unwrap(), s.e2el_ms.unwrap());
+    assert!(ttft > 0.0 && ttft < e2el, "TTFT {ttft} ms, E2EL {e2el} ms");
+    let t = s.timings.clone().expect("memwall serve sends timings");
+    assert_eq!(t.predicted_n, Some(n_whole));
+    assert!(t.prompt_n.unwrap() + t.cache_n.unwrap() > 0);
+    if n_whole >= 2 {
+        let want = (n_whole - 1) as f64 / ((s.last_chunk_ms.unwrap() - ttft) / 1e3);
+        assert!((s.decode_tps.unwrap() - want).abs() < 1e-9, "{s:?}");
+    }
+
+    // Served, not invented: the session's counters are the replies' usage and
+    // what /metrics prints.
+    let m = session.live().metrics;
+    assert_eq!(m.requests_served_total, 2);
+    assert_eq!(m.tokens_predicted_total, 2 * n_whole);
+    assert_eq!((m.requests_processing, m.requests_deferred), (0, 0));
+    assert_eq!(
+        metric(a, "tokens_predicted_total").await,
+        m.tokens_predicted_total as f64
+    );
+    assert_eq!(metric(a, "requests_served_total").await, 2.0);
+    let pred = metric(a, "predicted_tokens_seconds").await;
+    assert!((m.predicted_tokens_seconds.unwrap() - pred).abs() <= 1e-9 * pred.max(1.0));
+
+    let d = tempfile::tempdir().unwrap();
+    let store = memwall_core::store::Store::open(&d.path().join("m.db"))
+        .await
+        .unwrap();
+    let sum = serve_stop_job(&store, "app: serve", session).await.unwrap();
+    assert_eq!(sum.tokens_predicted, 2 * n_whole);
+    std::net::TcpListener::bind(a).expect("stopping frees the port");
+}

@@ -37,7 +37,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Mean, median, p90 and p99 of a metric, ms; all `None` when no request had it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Dist {
     /// Mean, ms.
     pub mean_ms: Option<f64>,
@@ -67,7 +67,7 @@ impl Dist {
 }
 
 /// Where output token counts came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenSource {
     /// The server's `usage.completion_tokens` (every completed request had it).
@@ -91,7 +91,7 @@ impl TokenSource {
 }
 
 /// The bandwidth-normalised columns of a load point.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Bandwidth {
     /// Bytes one token's decode reads alone: weights + its KV at the mean depth.
     pub bytes_per_token: Option<f64>,

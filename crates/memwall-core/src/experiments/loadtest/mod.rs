@@ -13,6 +13,9 @@
 //!   and goodput ([`metrics::LoadPoint`]), and the bandwidth-normalised columns.
 //! - [`store`]: the `loadtest_points` table; [`report`]: the printed tables;
 //!   [`chart`]: the charts; [`job`]: the call the CLI makes.
+//! - [`url_chat`]: one chat turn streamed from any OpenAI-compatible URL, timed at
+//!   the client (the app's chat page pointed at a server).
+//! - [`view`]: a load test as the app's Serve page draws it (rows, charts as SVG).
 
 pub mod chart;
 #[cfg(test)]
@@ -24,6 +27,8 @@ pub mod report;
 pub mod run;
 pub mod sse;
 pub mod store;
+pub mod url_chat;
+pub mod view;
 
 /// Errors of a load test.
 #[derive(Debug, thiserror::Error)]

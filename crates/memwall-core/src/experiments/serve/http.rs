@@ -216,85 +216,141 @@ async fn models(State(st): State<Arc<ServerState>>) -> Response {
     json_response(StatusCode::OK, body.to_string())
 }
 
-/// Prometheus text with llama-server's names where the meaning matches.
-pub fn metrics_text(st: &ServerState) -> String {
+/// The server's counters at one moment: what `/metrics` prints and the app's Serve
+/// page shows, from the same reads.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, ts_rs::TS,
+)]
+pub struct MetricsSnapshot {
+    /// Prompt tokens prefilled (cached ones excluded).
+    pub prompt_tokens_total: u64,
+    /// Prefill time, summed per request, s.
+    pub prompt_seconds_total: f64,
+    /// Tokens generated.
+    pub tokens_predicted_total: u64,
+    /// Decode time (first to last token), summed per request, s.
+    pub tokens_predicted_seconds_total: f64,
+    /// Forward passes.
+    pub n_decode_total: u64,
+    /// Busy slots per forward pass, mean; `None` before the first pass.
+    pub n_busy_slots_per_decode: Option<f64>,
+    /// `prompt_tokens_total ÷ prompt_seconds_total`, tok/s; `None` before any prefill.
+    pub prompt_tokens_seconds: Option<f64>,
+    /// `tokens_predicted_total ÷ tokens_predicted_seconds_total`, tok/s (per request,
+    /// as llama-server); `None` before any decode.
+    pub predicted_tokens_seconds: Option<f64>,
+    /// Requests holding a slot now (busy slots).
+    pub requests_processing: u64,
+    /// Requests waiting in the admission queue now.
+    pub requests_deferred: u64,
+    /// Requests that ended because their client left.
+    pub requests_cancelled_total: u64,
+    /// Requests that ran to their end.
+    pub requests_served_total: u64,
+}
+
+/// Reads the server's counters now.
+pub fn snapshot(st: &ServerState) -> MetricsSnapshot {
     let m = &st.metrics;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let n_decode = g(&m.n_decode_total);
     let prompt_s = g(&m.prompt_us_total) as f64 / 1e6;
     let pred_s = g(&m.tokens_predicted_us_total) as f64 / 1e6;
-    let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
-    let rows: [(&str, &str, &str, String); 11] = [
+    let rate = |n: u64, s: f64| (s > 0.0).then(|| n as f64 / s);
+    MetricsSnapshot {
+        prompt_tokens_total: g(&m.prompt_tokens_total),
+        prompt_seconds_total: prompt_s,
+        tokens_predicted_total: g(&m.tokens_predicted_total),
+        tokens_predicted_seconds_total: pred_s,
+        n_decode_total: n_decode,
+        n_busy_slots_per_decode: (n_decode > 0)
+            .then(|| g(&m.n_busy_slots_total) as f64 / n_decode as f64),
+        prompt_tokens_seconds: rate(g(&m.prompt_tokens_total), prompt_s),
+        predicted_tokens_seconds: rate(g(&m.tokens_predicted_total), pred_s),
+        requests_processing: g(&m.requests_processing),
+        requests_deferred: st.admission.waiting() as u64,
+        requests_cancelled_total: g(&m.requests_cancelled_total),
+        requests_served_total: g(&m.requests_served_total),
+    }
+}
+
+/// Prometheus text with llama-server's names where the meaning matches (a rate
+/// with no time behind it prints 0, as llama-server's does).
+pub fn metrics_text(st: &ServerState) -> String {
+    let m = snapshot(st);
+    let z = |v: Option<f64>| v.unwrap_or(0.0).to_string();
+    let rows: [(&str, &str, &str, String); 12] = [
         (
             "prompt_tokens_total",
             "counter",
             "Number of prompt tokens processed.",
-            g(&m.prompt_tokens_total).to_string(),
+            m.prompt_tokens_total.to_string(),
         ),
         (
             "prompt_seconds_total",
             "counter",
             "Prompt process time",
-            prompt_s.to_string(),
+            m.prompt_seconds_total.to_string(),
         ),
         (
             "tokens_predicted_total",
             "counter",
             "Number of generation tokens processed.",
-            g(&m.tokens_predicted_total).to_string(),
+            m.tokens_predicted_total.to_string(),
         ),
         (
             "tokens_predicted_seconds_total",
             "counter",
             "Predict process time",
-            pred_s.to_string(),
+            m.tokens_predicted_seconds_total.to_string(),
         ),
         (
             "n_decode_total",
             "counter",
             "Total number of llama_decode() calls",
-            n_decode.to_string(),
+            m.n_decode_total.to_string(),
         ),
         (
             "n_busy_slots_per_decode",
             "counter",
             "Average number of busy slots per llama_decode() call",
-            (if n_decode > 0 {
-                g(&m.n_busy_slots_total) as f64 / n_decode as f64
-            } else {
-                0.0
-            })
-            .to_string(),
+            z(m.n_busy_slots_per_decode),
         ),
         (
             "prompt_tokens_seconds",
             "gauge",
             "Average prompt throughput in tokens/s.",
-            rate(g(&m.prompt_tokens_total), prompt_s).to_string(),
+            z(m.prompt_tokens_seconds),
         ),
         (
             "predicted_tokens_seconds",
             "gauge",
             "Average generation throughput in tokens/s.",
-            rate(g(&m.tokens_predicted_total), pred_s).to_string(),
+            z(m.predicted_tokens_seconds),
         ),
         (
             "requests_processing",
             "gauge",
             "Number of requests processing.",
-            g(&m.requests_processing).to_string(),
+            m.requests_processing.to_string(),
         ),
         (
             "requests_deferred",
             "gauge",
             "Number of requests deferred.",
-            st.admission.waiting().to_string(),
+            m.requests_deferred.to_string(),
         ),
         (
             "requests_cancelled_total",
             "counter",
             "Requests ended because the client disconnected (memwall).",
-            g(&m.requests_cancelled_total).to_string(),
+            m.requests_cancelled_total.to_string(),
+        ),
+        (
+            "requests_served_total",
+            "counter",
+            "Requests that ran to their end (memwall).",
+            m.requests_served_total.to_string(),
         ),
     ];
     let mut out = String::new();

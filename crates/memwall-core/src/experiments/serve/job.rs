@@ -175,6 +175,12 @@ impl ServeHandle {
         self.sampler.take().map(SamplerSession::stop)
     }
 
+    /// Whether the server has ended (a failed load, or after a stop); its result is
+    /// what [`ServeHandle::wait`] returns.
+    pub fn is_finished(&self) -> bool {
+        self.server.is_finished()
+    }
+
     /// Asks the server to stop (see [`ServeHandle::stop`]).
     pub fn request_stop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -386,7 +392,7 @@ pub async fn start(
 pub const SERVING_PHASE: &str = "serving";
 
 /// What a finished `memwall serve` session measured beside itself.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, ts_rs::TS)]
 pub struct ServeSummary {
     /// The stored `serve` run (`None` when the sampler was off: nothing is stored).
     pub run_id: Option<i64>,

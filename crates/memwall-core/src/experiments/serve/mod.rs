@@ -14,6 +14,9 @@
 //! - [`job`]: `serve_job`, the one call of the CLI and the app; the live sampler
 //!   runs beside the server and its recording is stored at shutdown.
 //! - [`store`]: the `serve` run with its recording.
+//! - [`session`]: a server the app starts, watches and stops from its window
+//!   ([`session::serve_start_job`], [`session::ServeSession::live`],
+//!   [`session::serve_stop_job`]).
 //!
 //! The engine (a llama.cpp context is not shared across threads) runs on one
 //! dedicated thread; handlers reach it only through the admission queue and a
@@ -24,6 +27,8 @@ pub mod http;
 #[cfg(feature = "llama")]
 pub mod job;
 pub mod scheduler;
+#[cfg(feature = "llama")]
+pub mod session;
 pub mod store;
 pub mod template;
 

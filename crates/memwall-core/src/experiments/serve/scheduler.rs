@@ -274,6 +274,8 @@ pub struct Metrics {
     pub requests_processing: AtomicU64,
     /// Requests that ended because their client left.
     pub requests_cancelled_total: AtomicU64,
+    /// Requests that ran to their end (a stop token or `max_tokens`).
+    pub requests_served_total: AtomicU64,
 }
 
 /// One sequence of the context.
@@ -621,6 +623,7 @@ impl<E: Engine> Scheduler<E> {
             .fetch_add(a.n_gen as u64, Ordering::Relaxed);
         m.tokens_predicted_us_total
             .fetch_add(micros(predicted), Ordering::Relaxed);
+        m.requests_served_total.fetch_add(1, Ordering::Relaxed);
         let prompt_tokens = a.job.prompt.len() as u32;
         let _ = a.job.events.send(Event::Done(Finish {
             text,
