@@ -73,18 +73,33 @@ fn main() {
         _ => String::new(),
     };
     println!("cargo:rustc-env=MEMWALL_BUILD_NUMBER={build_number}");
-    // Re-run on a new commit (HEAD, branch refs) and on an edit of the sources a
-    // stored row's commit describes (the "-dirty" suffix). Not on `.git/index`: any
-    // git command may rewrite it without a change to the tree, and each rewrite
-    // recompiled memwall-core between the CLI build and the workspace's test build.
-    for p in [
-        ".git/HEAD",
-        ".git/refs/heads",
-        ".git/packed-refs",
-        "crates",
-        "src-tauri/src",
-    ] {
-        let p = root.join(p);
+    // Re-run on a new commit and on an edit of the sources a stored row's commit
+    // describes (the "-dirty" suffix). Watched: this checkout's HEAD, the one ref it
+    // points at (and packed-refs), found through git so a linked worktree works. Not
+    // `.git/index` (any git command may rewrite it without a change to the tree) and
+    // not all of `refs/heads` (a commit on another branch or worktree is not this
+    // build's commit): each of those recompiled memwall-core between the CLI build
+    // and the workspace's test build.
+    let root_s = root.to_str().unwrap_or(".");
+    let git_path = |p: &str| {
+        git(&["-C", root_s, "rev-parse", "--git-path", p]).map(|g| {
+            let g = Path::new(&g);
+            if g.is_absolute() {
+                g.to_path_buf()
+            } else {
+                root.join(g)
+            }
+        })
+    };
+    let mut watched: Vec<std::path::PathBuf> = ["HEAD", "packed-refs"]
+        .iter()
+        .filter_map(|p| git_path(p))
+        .collect();
+    if let Some(r) = git(&["-C", root_s, "symbolic-ref", "-q", "HEAD"]) {
+        watched.extend(git_path(&r));
+    }
+    watched.extend(["crates", "src-tauri/src"].iter().map(|p| root.join(p)));
+    for p in watched {
         if p.exists() {
             println!("cargo:rerun-if-changed={}", p.display());
         }

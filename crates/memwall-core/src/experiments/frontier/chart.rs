@@ -687,7 +687,10 @@ mod wrap_tests {
             "the first line breaks before the word that would pass 30"
         );
         // A word longer than the width stays whole.
-        assert_eq!(wrap_words("a /a/very/long/path b", 5), ["a", "/a/very/long/path", "b"]);
+        assert_eq!(
+            wrap_words("a /a/very/long/path b", 5),
+            ["a", "/a/very/long/path", "b"]
+        );
         assert!(wrap_words("", 10).is_empty());
     }
 }
