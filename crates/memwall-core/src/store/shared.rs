@@ -1188,7 +1188,7 @@ pub(crate) mod fixture {
         exec(&s, &format!("INSERT INTO spec_gate_prompts (run_id, prompt_set_sha256, prompt_id, category, format, n_prompt_tokens) VALUES ({gate_run}, 'P', 'p1', 'code', 'raw', 17)")).await;
         let spec_run = run(&s, "spec-bench", f).await;
         exec(&s, &format!("INSERT INTO spec_bench (run_id,target_file,target_sha256,drafter_kind,drafter_key,k,k_auto,category,prompt_set_sha256,prompt_ids,max_new,reps,n_threads,tps_samples,tps_mean,tps_std,speedup_samples,speedup_mean,speedup_std,predicted_speedup,n_drafted,n_accepted,n_iterations,n_emitted,n_output_mismatch,p_mass_max,p_mass_mean,q_mass_max,q_mass_mean,stats_json,engine_build,build_commit,measured_at,hostname,cpu_info,gate_id) VALUES
-            ({spec_run},'t','T','none','none',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{{}}','B','c','m','{h}','c',NULL),
+            ({spec_run},'t','T','none','target-only',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{{}}','B','c','m','{h}','c',NULL),
             ({spec_run},'t','T','draft-model','dk',4,0,'code','P','[]',32,2,2,'[27,27.9]',27.45,0.6,'[0.9,0.9]',0.9,0.0,0.95,8,4,3,7,0,0,0,0,0,'{{}}','B','c','m','{h}','c',{gate})")).await;
 
         let fr = run(&s, "frontier", f).await;
