@@ -1070,3 +1070,57 @@ fn peak_forced_paths_print_their_bounds_and_are_not_the_roof() {
         "{e}"
     );
 }
+
+#[test]
+fn a_postgres_db_works_for_every_command_through_a_pushed_back_copy() {
+    let Some(pg) = testing::PgCluster::start() else {
+        return;
+    };
+    let url = pg.database("lab");
+    let db = Path::new(&url);
+    let history = || {
+        let o = memwall(db, &["history", "--json"]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        serde_json::from_slice::<Vec<serde_json::Value>>(&o.stdout).unwrap()
+    };
+    assert!(history().is_empty());
+    // A write command (engine-free): its run lands in the shared store once.
+    let o = memwall(db, &["peak", "-t", "1"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("working on a local copy of"), "{err}");
+    assert!(err.contains("pushed run 1 (peak, "), "{err}");
+    let runs = history();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["kind"], "peak");
+    // A second one adds one run; the first is not sent again.
+    let o = memwall(db, &["peak", "-t", "1"]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("pushed run 2 (peak, ") && !err.contains("pushed run 1 "),
+        "{err}"
+    );
+    let runs = history();
+    assert_eq!(
+        runs.iter()
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2],
+        "{runs:?}"
+    );
+    // A read command pushes nothing.
+    let o = memwall(db, &["history"]);
+    assert!(o.status.success() && !text(&o.stderr).contains("pushed"));
+    assert!(text(&o.stdout).contains("peak"), "{}", text(&o.stdout));
+    // Deleting a shared run is refused by name, and nothing changes.
+    let o = memwall(db, &["history", "--delete", "1", "--yes"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr)
+            .contains("memwall history --delete: --db (or MEMWALL_DB) names a PostgreSQL store"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(history().len(), 2);
+}

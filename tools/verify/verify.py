@@ -17,7 +17,11 @@ From the raw rows it recomputes and asserts:
     passed greedy gate behind it;
   - prediction errors; frontier monotonicity claims;
   - with --report: every figure and claim of figures.json against its row, and every
-    table row of report.md against the figures it should print.
+    table row of report.md against the figures it should print;
+  - machines: a host is (hostname, CPU, logical cores, GPU names) read from each run's
+    own row, never the hostname alone (two machines may both be called `vm`); every
+    printed host cell names its row's machine, the cross-host table holds exactly the
+    tests measured on two or more machines, and there is one roofline per machine.
 Prints a summary table of checks with counts; exits 1 when any check fails.
 """
 
@@ -224,6 +228,112 @@ def basename(p):
     return os.path.basename(p) or p
 
 
+def gpu_names(gpu_info):
+    """GPU names in a stored GPU list: nvidia-smi's "name, memory.total" entries joined
+    with ", "; the memory sizes ("143771 MiB") are not names."""
+    out = []
+    for part in (gpu_info or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        words = part.split(" ")
+        if len(words) == 2 and words[1] in ("KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"):
+            try:
+                float(words[0])
+                continue
+            except ValueError:
+                pass
+        out.append(part)
+    return out
+
+
+def host_label(hostname, cpu, cores, gpu_info):
+    """'hostname (CPU, N cores, GPU names)': the machine, told apart by all four."""
+    parts = [cpu.strip()] if cpu and cpu.strip() else []
+    parts.append("1 core" if cores == 1 else "%d cores" % cores)
+    counted = OrderedDict()
+    for g in gpu_names(gpu_info):
+        counted[g] = counted.get(g, 0) + 1
+    for g, c in counted.items():
+        parts.append("%d\u00d7 %s" % (c, g) if c > 1 else g)
+    return "%s (%s)" % (hostname.strip(), ", ".join(parts))
+
+
+def run_hosts(db):
+    """Run id -> its machine's label, from the run's own row (host_json holds the GPUs)."""
+    out = {}
+    for r in rows(db, "SELECT id, hostname, cpu_info, cores_logical, host_json FROM runs"):
+        gpus = json.loads(r["host_json"]).get("gpus") or []
+        out[r["id"]] = host_label(r["hostname"], r["cpu_info"], r["cores_logical"], ", ".join(gpus))
+    return out
+
+
+def bench_test(r):
+    """llama-bench's test name: pp512, tg128, with ' xN' parallel sequences and ' @ dD' depth."""
+    s = "pp%d" % r["n_prompt"] if r["n_prompt"] > 0 else "tg%d" % r["n_gen"]
+    if r["n_seqs"] > 1:
+        s += " x%d" % r["n_seqs"]
+    if r["n_depth"] > 0:
+        s += " @ d%d" % r["n_depth"]
+    return s
+
+
+CROSS_HOST = "The same model and test across hosts, each under its own roof"
+
+
+def check_hosts(db, ck, side, md):
+    hosts = run_hosts(db)
+    bench = rows(db, "SELECT * FROM bench_results ORDER BY id")
+    for r in bench:
+        own = host_label(r["hostname"], r["cpu_info"], r["cores_logical"], r["gpu_info"])
+        ck.ok("hosts: a bench row's machine is its run's machine", own == hosts.get(r["run_id"]),
+              "bench_results row %d: %r, its run %d: %r" % (r["id"], own, r["run_id"], hosts.get(r["run_id"])))
+    for t in side.get("tables", []):
+        if "host" not in t["headers"]:
+            continue
+        col = t["headers"].index("host")
+        for row in t["rows"]:
+            if not row["src"]:
+                continue
+            want = hosts.get(row["src"]["run_id"])
+            ck.ok("hosts: each printed host is its row's machine (hostname, CPU, cores, GPUs)",
+                  row["labels"][col] == want,
+                  "%s / %s row %d: printed %r, its run's machine is %r" % (
+                      t["section"], t["caption"], row["src"]["row_id"], row["labels"][col], want))
+    # The cross-host table: every (model, test) measured on two or more machines, every
+    # row of it, and nothing else.
+    groups = defaultdict(list)
+    for r in bench:
+        groups[(r["model_type"], bench_test(r))].append(r)
+    want = set()
+    for g in groups.values():
+        if len({hosts.get(r["run_id"]) for r in g}) > 1:
+            want |= {r["id"] for r in g}
+    got = set()
+    for t in side.get("tables", []):
+        if t["caption"] == CROSS_HOST:
+            got |= {row["src"]["row_id"] for row in t["rows"] if row["src"]}
+    ck.ok("hosts: the cross-host table holds exactly the tests measured on two or more machines",
+          got == want, "rows printed but not shared by two machines %s; shared but not printed %s" % (
+              sorted(got - want)[:10], sorted(want - got)[:10]))
+    # One roofline per machine that has a bench row to place on it.
+    roofs = {hosts.get(r["run_id"]) for r in bench
+             if r["intensity"] is not None and r["achieved_gflops"] is not None and r["bandwidth_gbps"] is not None}
+    drawn = set()
+    for line in md.splitlines():
+        if line.startswith("![Roofline of ") and ": every bench row at" in line:
+            drawn.add(line[len("![Roofline of "):line.index(": every bench row at")])
+    ck.ok("hosts: one roofline per machine", drawn == roofs,
+          "drawn %r, machines with bench rows %r" % (sorted(drawn), sorted(roofs)))
+
+
+def footnote_of(src):
+    """The Markdown footnote label of a source row (bench_results-34; a score names its run too)."""
+    if src["table"] == "prediction_scores":
+        return "%s-%d-%d" % (src["table"], src["row_id"], src["run_id"])
+    return "%s-%d" % (src["table"], src["row_id"])
+
+
 def check_report(db, ck, report_dir):
     side = json.load(open(os.path.join(report_dir, "figures.json"), encoding="utf-8"))
     md = open(os.path.join(report_dir, "report.md"), encoding="utf-8").read()
@@ -335,15 +445,27 @@ def check_report(db, ck, report_dir):
                 want = r["passed"] == 1
             elif c == "frontier_speed_monotone":
                 host, source, key = f["labels"][0], f["labels"][1], f["labels"][2]
+                machines = run_hosts(db)
                 vals = [(x["arm_streamed_bytes"], x["value"]) for x in rows(
-                    db, "SELECT * FROM frontier_cells WHERE measure = 'speed' AND hostname = ? AND config_key = ? AND value IS NOT NULL",
-                    host, key) if basename(x["source_file"]) == source]
+                    db, "SELECT * FROM frontier_cells WHERE measure = 'speed' AND config_key = ? AND value IS NOT NULL",
+                    key) if basename(x["source_file"]) == source and machines.get(x["run_id"]) == host]
                 want = monotone(vals)
             else:
                 ck.ok("report: every claim is known", False, "%s: %s" % (where, c))
                 continue
             ck.ok("report: each claim recomputed from its row", f["value"] == want and f["text"] == ("yes" if want else "no"),
                   "%s: report says %s, recomputed %s" % (where, f["text"], want))
+    # Rows whose every number is missing carry no figure: count the sidecar's tables.
+    for t in side.get("tables", []):
+        for row in t["rows"]:
+            if row["src"]:
+                foot = "[^%s]" % footnote_of(row["src"])
+                key = (t["caption"], foot, tuple(row["labels"]))
+                if key not in seen_rows:
+                    seen_rows.add(key)
+                    ck.ok("report: report.md prints the row as its figures say",
+                          row["labels"] in md_rows.get(foot, []),
+                          "%s / %s: %r not in report.md" % (t["section"], t["caption"], row["labels"]))
     printed_rows = sum(len(v) for v in md_rows.values())
     ck.ok("report: every sourced row of report.md is in figures.json", printed_rows == len(seen_rows),
           "report.md has %d sourced rows, figures.json %d" % (printed_rows, len(seen_rows)))
@@ -356,6 +478,7 @@ def check_report(db, ck, report_dir):
                     bad_cells.append((c, line))
     ck.ok("report: no NaN, inf, undefined or empty cell (a missing value prints —)", not bad_cells,
           "report.md: %r" % bad_cells[:3])
+    check_hosts(db, ck, side, md)
 
 
 def main():

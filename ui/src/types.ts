@@ -1521,7 +1521,8 @@ files: number, };
  */
 export type RoofLine = { 
 /**
- * `host · CPU` or `host · GPU <name>`.
+ * `host (CPU, N cores[, GPUs]) · CPU` or `… · GPU`: the machine
+ * ([`crate::store::host::HostKey`]) and where the layers ran.
  */
 label: string, 
 /**

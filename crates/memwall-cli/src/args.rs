@@ -9,8 +9,11 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "memwall", version, about)]
 pub struct Cli {
-    /// SQLite database (default: $MEMWALL_DB or the user data dir); `memwall report`
-    /// also reads a shared PostgreSQL store (postgres://USER@HOST/DB).
+    /// The store: a SQLite file (default: $MEMWALL_DB or the user data dir), or a shared
+    /// PostgreSQL store (postgres://USER@HOST/DB). With PostgreSQL a command runs on a
+    /// local copy of the whole shared store (ids kept) and the runs it adds are pushed
+    /// back, one transaction per run; `memwall report` reads it directly; `history
+    /// --delete` and `push` refuse it.
     #[arg(long, global = true, env = "MEMWALL_DB")]
     pub db: Option<PathBuf>,
     /// Log more.

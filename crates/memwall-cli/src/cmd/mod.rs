@@ -28,21 +28,107 @@ use memwall_core::probe::model::CacheType;
 use memwall_core::store::Store;
 use std::path::PathBuf;
 
-/// Runs the parsed command.
+/// Runs the parsed command. A PostgreSQL `--db` (or `MEMWALL_DB`) is worked on
+/// through a local copy ([`memwall_core::store::shared::checkout`]): the command runs
+/// on the copy and the runs it adds are pushed back; `memwall report` reads the
+/// shared store itself.
 pub async fn dispatch(cli: Cli) -> Result<()> {
+    use memwall_core::store::shared::{checkout, is_postgres_url, redact};
     let db = cli
         .db
         .clone()
         .unwrap_or_else(memwall_core::store::default_path);
-    if memwall_core::store::shared::is_postgres_url(&db.to_string_lossy()) {
-        if let Some(name) = sqlite_only(&cli.command) {
-            bail!(
-                "memwall {name}: --db (or MEMWALL_DB) names a PostgreSQL store ({}), which only `memwall report` reads (and `memwall push --to` writes); `memwall {name}` needs a SQLite file: pass --db PATH",
-                memwall_core::store::shared::redact(&db.to_string_lossy())
+    let text = db.to_string_lossy().to_string();
+    if !is_postgres_url(&text) {
+        return run(&db, cli.command).await;
+    }
+    match on_shared_store(&cli.command) {
+        Shared::Direct => run(&db, cli.command).await,
+        Shared::Refused(name, why) => bail!(
+            "memwall {name}: --db (or MEMWALL_DB) names a PostgreSQL store ({}): {why}",
+            redact(&text)
+        ),
+        Shared::ThroughCopy => {
+            let co = checkout(&text)
+                .await
+                .with_context(|| format!("copying the shared store {}", redact(&text)))?;
+            eprintln!(
+                "working on a local copy of {} ({} runs, ids kept); the runs this command adds are pushed back",
+                co.url(),
+                co.runs()
             );
+            let result = run(co.path(), cli.command).await;
+            let back = co.check_in(|m| eprintln!("{m}")).await?;
+            if !back.pushed.copied.is_empty() || !back.pushed.failed.is_empty() {
+                eprintln!("{}", back.pushed);
+            }
+            if let Some(kept) = back.kept {
+                let n = back.pushed.failed.len();
+                let pushed = result.map(|_| ());
+                bail!(
+                    "{n} run(s) could not be pushed to the shared store and were rolled back there (errors above); the local copy is kept in {}: push it again with `memwall --db {} push --to URL`{}",
+                    kept.display(),
+                    kept.display(),
+                    pushed.err().map_or(String::new(), |e| format!(
+                        "; the command itself failed: {e:#}"
+                    ))
+                );
+            }
+            result
         }
     }
-    match cli.command {
+}
+
+/// How a command works on a PostgreSQL store.
+enum Shared {
+    /// It reads the shared store itself (`report`), or uses no store.
+    Direct,
+    /// Through a local copy whose new runs are pushed back.
+    ThroughCopy,
+    /// Refused: the command and why.
+    Refused(&'static str, &'static str),
+}
+
+fn on_shared_store(c: &Command) -> Shared {
+    match c {
+        Command::Bench(_)
+        | Command::Stream(_)
+        | Command::Peak(_)
+        | Command::Roofline(_)
+        | Command::Export(_)
+        | Command::Kv { .. }
+        | Command::Analyze(_)
+        | Command::Frontier(_)
+        | Command::Spec { .. }
+        | Command::Serve(_)
+        | Command::Loadtest(_)
+        | Command::Calc(_)
+        | Command::Predict { .. } => Shared::ThroughCopy,
+        Command::History(a) if a.delete.is_some() => Shared::Refused(
+            "history --delete",
+            "deleting a shared run is not carried back to the shared store (runs are only ever added there): delete it with psql (DELETE FROM runs WHERE uuid = …; its rows go with it), or delete it in the SQLite store it came from",
+        ),
+        Command::History(_) => Shared::ThroughCopy,
+        Command::Push(_) => Shared::Refused(
+            "push",
+            "push copies a SQLite store into a shared one: pass the local file with --db PATH and the shared store with --to",
+        ),
+        Command::Report(_)
+        | Command::Model { .. }
+        | Command::Models { .. }
+        | Command::Quant { .. }
+        | Command::Datasets { .. }
+        | Command::Perplexity(_)
+        | Command::Hw { .. }
+        | Command::Mlx { .. }
+        | Command::Sample(_) => Shared::Direct,
+    }
+}
+
+/// Runs `command` on the SQLite store `db` (or, for `report`, any store).
+async fn run(db: &std::path::Path, command: Command) -> Result<()> {
+    let db = db.to_path_buf();
+    match command {
         Command::Bench(a) => bench::bench(&db, a).await,
         Command::Stream(a) => stream::stream(&db, a).await,
         Command::Peak(a) => stream::peak_cmd(&db, a).await,
@@ -80,38 +166,6 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Calc(a) => calc::calc_cmd(&db, a).await,
         Command::Predict { cmd } => predict::predict(&db, cmd).await,
     }
-}
-
-/// The name of a command that reads or writes the store and supports SQLite only, or
-/// `None` (it takes a PostgreSQL store, or uses no store).
-fn sqlite_only(c: &Command) -> Option<&'static str> {
-    Some(match c {
-        Command::Bench(_) => "bench",
-        Command::Stream(_) => "stream",
-        Command::Peak(_) => "peak",
-        Command::Roofline(_) => "roofline",
-        Command::Export(_) => "export",
-        Command::History(_) => "history",
-        Command::Kv { .. } => "kv",
-        Command::Analyze(_) => "analyze",
-        Command::Frontier(_) => "frontier",
-        Command::Spec { .. } => "spec",
-        Command::Loadtest(_) => "loadtest",
-        Command::Calc(_) => "calc",
-        Command::Predict { .. } => "predict",
-        // The local store pushed from must be SQLite.
-        Command::Push(_) => "push",
-        Command::Report(_)
-        | Command::Model { .. }
-        | Command::Models { .. }
-        | Command::Quant { .. }
-        | Command::Datasets { .. }
-        | Command::Perplexity(_)
-        | Command::Serve(_)
-        | Command::Hw { .. }
-        | Command::Mlx { .. }
-        | Command::Sample(_) => return None,
-    })
 }
 
 pub(crate) fn command_line() -> String {

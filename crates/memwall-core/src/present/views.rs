@@ -244,7 +244,8 @@ pub struct RooflinePoint {
 /// layers were offloaded to), from the rows measured there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct RoofLine {
-    /// `host · CPU` or `host · GPU <name>`.
+    /// `host (CPU, N cores[, GPUs]) · CPU` or `… · GPU`: the machine
+    /// ([`crate::store::host::HostKey`]) and where the layers ran.
     pub label: String,
     /// STREAM bandwidth of the roof, GB/s (the largest among its rows).
     pub bandwidth_gbps: Option<f64>,
@@ -275,13 +276,14 @@ fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
-/// The roof a row was measured under: its host and placement.
+/// The roof a row was measured under: its machine (hostname, CPU, logical cores and
+/// GPUs: two machines may share a hostname) and placement.
 fn roof_label(r: &BenchRecord) -> String {
+    let host = crate::store::host::HostKey::of_bench(r).label();
     if r.n_gpu_layers > 0 && !r.gpu_info.trim().is_empty() {
-        let gpu = r.gpu_info.split(',').next().unwrap_or("").trim();
-        format!("{} · GPU {gpu}", r.hostname)
+        format!("{host} · GPU")
     } else {
-        format!("{} · CPU", r.hostname)
+        format!("{host} · CPU")
     }
 }
 
@@ -837,31 +839,38 @@ mod tests {
     fn a_gpu_host_and_a_cpu_host_each_get_their_own_roof() {
         let cpu = row(1, true, 0, 2.0, 30.0);
         let mut gpu = row(2, true, 0, 1.0, 3000.0);
-        gpu.hostname = "h200".into();
+        // Both machines are called the same: the GPU machine's cores and GPU tell it apart.
+        assert_eq!(gpu.hostname, cpu.hostname);
+        gpu.cores_logical = 16;
         gpu.n_gpu_layers = 99;
         gpu.gpu_info = "NVIDIA H200, 143771 MiB".into();
         gpu.bandwidth_gbps = 4400.0;
         gpu.peak_gflops = f64::NAN;
         let v = roofline_view(&[cpu.clone(), gpu]);
         let labels: Vec<&str> = v.roofs.iter().map(|r| r.label.as_str()).collect();
+        let h = &cpu.hostname;
+        let c = &cpu.cpu_info;
         assert_eq!(
             labels,
             [
-                format!("{} · CPU", cpu.hostname).as_str(),
-                "h200 · GPU NVIDIA H200"
+                format!("{h} ({c}, 16 cores, NVIDIA H200) · GPU"),
+                format!("{h} ({c}, 2 cores) · CPU"),
             ]
         );
-        // Each point under its own roof: the GPU's at I = 1 is 1 × 4400 GB/s = 4400
-        // GFLOP/s attainable (no compute peak stored), the CPU's at I = 2 is 2 × 40 = 80.
-        assert_eq!(v.points[0].roof, 0);
+        // Each point under its own roof (roofs in label order: the GPU machine's
+        // first): the GPU's at I = 1 is 1 × 4400 GB/s = 4400 GFLOP/s attainable (no
+        // compute peak stored), the CPU's at I = 2 is 2 × 40 = 80.
+        assert_eq!(v.points[0].roof, 1);
         assert_eq!(v.points[0].attainable_gflops, 80.0);
-        assert_eq!(v.points[1].roof, 1);
+        assert_eq!(v.points[1].roof, 0);
         assert_eq!(v.points[1].attainable_gflops, 4400.0);
-        assert_eq!(v.roofs[1].ridge, None);
+        assert_eq!(v.roofs[0].ridge, None);
         assert!(
             v.points[1]
                 .provenance
-                .starts_with("h200 · GPU NVIDIA H200 · ")
+                .starts_with(&format!("{h} ({c}, 16 cores, NVIDIA H200) · GPU · ")),
+            "{}",
+            v.points[1].provenance
         );
     }
 

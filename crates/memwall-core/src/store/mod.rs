@@ -17,6 +17,7 @@
 //! (`~/.local/share/memwall/memwall.db` on Linux,
 //! `~/Library/Application Support/memwall/memwall.db` on macOS).
 
+pub mod host;
 pub mod record;
 pub mod shared;
 

@@ -11,10 +11,13 @@
 //! - [`snapshot`] copies a PostgreSQL store into a new SQLite file keeping every id,
 //!   so that readers written for SQLite (`memwall report`, its verifier) read it and
 //!   the ids they print are the shared store's.
+//! - [`checkout`] / [`Checkout::check_in`]: any command on a shared store, through a
+//!   snapshot it works on and a push of the runs it added.
 //!
-//! Host facts are columns of each run (`hostname`, `cpu_info`, `host_json`), not a
-//! table of their own: a run carries its host with it and there is no host row to
-//! deduplicate.
+//! Host facts are columns of each run (`hostname`, `cpu_info`, `cores_logical`,
+//! `host_json`), not a table of their own: a run carries its host with it and there is
+//! no host row to deduplicate; [`crate::store::host::HostKey`] tells machines apart
+//! from them.
 
 use crate::store::{Store, StoreError};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions, AnyRow};
@@ -939,6 +942,106 @@ pub async fn snapshot(url: &str, path: &Path) -> Result<(Store, CopyOutcome), St
     Ok((store, out))
 }
 
+/// A PostgreSQL store worked on through a local SQLite copy, so that every command
+/// written for SQLite works on a shared store: [`checkout`] copies the shared store
+/// into a new SQLite file in a temporary folder (ids kept, as [`snapshot`]); the
+/// command reads and writes that file; [`Checkout::check_in`] pushes back the runs the
+/// command added ([`push_job`]: one transaction per run, runs already there by UUID
+/// skipped, so the copied runs are not sent again). Changing or deleting rows that
+/// were already shared is not carried back: commands that do either refuse a shared
+/// store. The folder is removed when the checkout is dropped.
+#[derive(Debug)]
+pub struct Checkout {
+    dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    url: String,
+    runs: usize,
+}
+
+/// Copies the PostgreSQL store at `url` into a new SQLite file in a temporary folder;
+/// see [`Checkout`].
+///
+/// # Errors
+/// [`StoreError`] when the shared store cannot be read or the copy written.
+pub async fn checkout(url: &str) -> Result<Checkout, StoreError> {
+    let dir = tempfile::Builder::new()
+        .prefix("memwall-shared-")
+        .tempdir()
+        .map_err(|source| StoreError::Io {
+            path: std::env::temp_dir().display().to_string(),
+            source,
+        })?;
+    let path = dir.path().join("shared-store.db");
+    let (store, out) = snapshot(url, &path).await?;
+    store.pool().close().await;
+    Ok(Checkout {
+        dir,
+        path,
+        url: url.to_string(),
+        runs: out.copied.len(),
+    })
+}
+
+impl Checkout {
+    /// The local copy to run the command on.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs copied from the shared store.
+    pub fn runs(&self) -> usize {
+        self.runs
+    }
+
+    /// The shared store's URL, password redacted.
+    pub fn url(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// Pushes the runs the command added to the shared store (and the prediction
+    /// sheets it recorded), then removes the local copy. `progress` gets one line per
+    /// run pushed or failed (runs already there are not listed).
+    ///
+    /// # Errors
+    /// [`StoreError`] when either store cannot be opened; a run that fails is rolled
+    /// back and listed in [`CopyOutcome::failed`].
+    pub async fn check_in(self, mut progress: impl FnMut(&str)) -> Result<CheckIn, StoreError> {
+        let out = push_job(&self.path, &self.url, |m| {
+            if !m.starts_with("skipped ") {
+                progress(m)
+            }
+        })
+        .await;
+        let keep = |dir: tempfile::TempDir| dir.keep().join("shared-store.db");
+        match out {
+            Ok(pushed) if pushed.failed.is_empty() => Ok(CheckIn { pushed, kept: None }),
+            Ok(pushed) => Ok(CheckIn {
+                pushed,
+                kept: Some(keep(self.dir)),
+            }),
+            Err(e) => {
+                let kept = keep(self.dir);
+                Err(StoreError::Copy(format!(
+                    "{e}; the runs this command wrote are kept in {}: push them with `memwall --db {} push --to URL`",
+                    kept.display(),
+                    kept.display()
+                )))
+            }
+        }
+    }
+}
+
+/// What [`Checkout::check_in`] did.
+#[derive(Debug, Clone)]
+pub struct CheckIn {
+    /// The push of the local copy (new runs copied; the shared store's own runs
+    /// skipped).
+    pub pushed: CopyOutcome,
+    /// Where the local copy was kept because a run could not be pushed (else it is
+    /// removed).
+    pub kept: Option<std::path::PathBuf>,
+}
+
 impl std::fmt::Display for CopyOutcome {
     /// One summary line: runs copied (with their rows), skipped and failed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -973,6 +1076,12 @@ pub(crate) mod fixture {
     pub(crate) struct HostFixture {
         /// Hostname.
         pub host: String,
+        /// CPU brand string of every run.
+        pub cpu: String,
+        /// Logical cores of every run.
+        pub cores: i64,
+        /// GPUs as the probe lists them (`NVIDIA H200, 143771 MiB`).
+        pub gpus: Vec<String>,
         /// Its triad, GB/s.
         pub triad_gbps: f64,
         /// Its tg128 tok/s.
@@ -982,6 +1091,20 @@ pub(crate) mod fixture {
     }
 
     impl HostFixture {
+        /// A 2-core host without GPUs whose CPU is `cpu of <host>`, reading
+        /// 400.8 MB per decode step.
+        pub fn new(host: &str, triad_gbps: f64, tg_tps: f64) -> HostFixture {
+            HostFixture {
+                host: host.into(),
+                cpu: format!("cpu of {host}"),
+                cores: 2,
+                gpus: vec![],
+                triad_gbps,
+                tg_tps,
+                bytes_per_step: 400_800_000.0,
+            }
+        }
+
         /// The decode ceiling, tok/s: bandwidth ÷ bytes per step.
         pub fn ceiling_ts(&self) -> f64 {
             self.triad_gbps * 1e9 / self.bytes_per_step
@@ -996,14 +1119,18 @@ pub(crate) mod fixture {
             .last_insert_rowid()
     }
 
-    async fn run(s: &Store, kind: &str, host: &str) -> i64 {
-        exec(
-            s,
-            &format!(
-                "INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES ('{kind}', '2026-01-01T00:00:00Z', '2026-01-01T00:01:00Z', 'c', 'memwall test', 'cpu of {host}', 2, 1073741824, 'os', 'k', '{host}', '{{}}')"
-            ),
-        )
-        .await
+    async fn run(s: &Store, kind: &str, f: &HostFixture) -> i64 {
+        let json = serde_json::json!({ "hostname": f.host, "cpu_model": f.cpu, "cores_logical": f.cores, "gpus": f.gpus });
+        sqlx::query("INSERT INTO runs (kind, started_at, finished_at, build_commit, command, cpu_info, cores_logical, ram_bytes, os, kernel, hostname, host_json) VALUES (?, '2026-01-01T00:00:00Z', '2026-01-01T00:01:00Z', 'c', 'memwall test', ?, ?, 1073741824, 'os', 'k', ?, ?)")
+            .bind(kind)
+            .bind(&f.cpu)
+            .bind(f.cores)
+            .bind(&f.host)
+            .bind(json.to_string())
+            .execute(s.pool())
+            .await
+            .unwrap_or_else(|e| panic!("inserting a {kind} run: {e}"))
+            .last_insert_rowid()
     }
 
     /// A store at `path` with, for host `f.host`: a STREAM run (copy + triad rows, a
@@ -1014,18 +1141,33 @@ pub(crate) mod fixture {
     pub(crate) async fn host_store(path: &Path, f: &HostFixture) -> Store {
         let s = Store::open(path).await.unwrap();
         let h = &f.host;
-        let stream = run(&s, "stream", h).await;
+        let stream = run(&s, "stream", f).await;
         exec(&s, &format!("INSERT INTO stream_results (run_id, measured_at, kernel, threads, array_bytes, passes, best_gbps, avg_gbps, worst_gbps, samples_ns, validated, cpu_info, hostname) VALUES ({stream}, 'm', 'copy', 2, 800000000, 10, {0}, {0}, {0}, '[1,2]', 1, 'cpu', '{h}')", f.triad_gbps * 0.9)).await;
         let triad = exec(&s, &format!("INSERT INTO stream_results (run_id, measured_at, kernel, threads, array_bytes, passes, best_gbps, avg_gbps, worst_gbps, samples_ns, validated, cpu_info, hostname) VALUES ({stream}, 'm', 'triad', 2, 800000000, 10, {0}, {0}, {0}, '[1,2]', 1, 'cpu', '{h}')", f.triad_gbps)).await;
         exec(&s, &format!("INSERT INTO peak_results (run_id, measured_at, kind, threads, gflops, isa, cpu_info, hostname, bound_gflops, clock_ghz, clock_source) VALUES ({stream}, 'm', 'f32 FMA', 2, 100.0, 'avx2', 'cpu', '{h}', 150.0, 3.0, 'sysfs')")).await;
 
         let mut r = crate::testing::new_run("bench");
         r.host.hostname = h.clone();
-        r.host.cpu_model = format!("cpu of {h}");
+        r.host.cpu_model = f.cpu.clone();
+        r.host.cores_logical = f.cores as usize;
+        r.host.gpus = f.gpus.clone();
         let ceiling = f.ceiling_ts();
         let mut rows = vec![BenchRecord {
             hostname: h.clone(),
-            cpu_info: format!("cpu of {h}"),
+            cpu_info: f.cpu.clone(),
+            cores_logical: f.cores,
+            gpu_info: f.gpus.join(", "),
+            n_gpu_layers: if f.gpus.is_empty() { 0 } else { 99 },
+            // Every derived column consistent with the rate, as the verifier recomputes
+            // them (one sequence: a token reads the whole step).
+            samples_ts: vec![f.tg_tps, f.tg_tps],
+            achieved_gflops: f.tg_tps * 1.0e9 / 1e9,
+            flops_per_token: 1.0e9,
+            intensity: 1.0e9 / f.bytes_per_step,
+            read_bandwidth_gbps: None,
+            decode_ceiling_ts_read: None,
+            achieved_read: None,
+            implied_bandwidth_gbps: Some(f.tg_tps * f.bytes_per_step / 1e9),
             stream_id: triad,
             avg_ts: f.tg_tps,
             bandwidth_gbps: f.triad_gbps,
@@ -1036,30 +1178,31 @@ pub(crate) mod fixture {
         }];
         let bench = s.insert_bench_run(&r, &mut rows).await.unwrap();
         let row = rows[0].id;
-        exec(&s, &format!("INSERT INTO row_energy (row_id, run_id, phase, samples, energy_source) VALUES ({row}, {bench}, 'tg128', 3, 'rapl')")).await;
+        exec(&s, &format!("INSERT INTO row_energy (row_id, run_id, phase, samples, energy_source, reason) VALUES ({row}, {bench}, 'tg128', 3, 'rapl', 'no RAPL in this VM')")).await;
         exec(&s, &format!("INSERT INTO sampler_counters (run_id, name, source, available, reason) VALUES ({bench}, 'cpu_energy', 'rapl', 0, 'no RAPL')")).await;
         exec(&s, &format!("INSERT INTO sampler_phases (run_id, name, start_ns, end_ns) VALUES ({bench}, 'tg128', 0, 10)")).await;
         exec(&s, &format!("INSERT INTO sampler_series (run_id, hz, t_ns, cpu_temp_c) VALUES ({bench}, 10.0, 5, 51.5)")).await;
 
-        let gate_run = run(&s, "spec-gate", h).await;
+        let gate_run = run(&s, "spec-gate", f).await;
         let gate = exec(&s, &format!("INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info, n_prompts_set) VALUES ({gate_run}, 'greedy', 't', 'T', 'draft-model', 'dk', 4, 'P', 6, 6, 32, 1, '{{}}', 'B', 'c', 'm', '{h}', 'c', 6)")).await;
         exec(&s, &format!("INSERT INTO spec_gate_prompts (run_id, prompt_set_sha256, prompt_id, category, format, n_prompt_tokens) VALUES ({gate_run}, 'P', 'p1', 'code', 'raw', 17)")).await;
-        let spec_run = run(&s, "spec-bench", h).await;
+        let spec_run = run(&s, "spec-bench", f).await;
         exec(&s, &format!("INSERT INTO spec_bench (run_id,target_file,target_sha256,drafter_kind,drafter_key,k,k_auto,category,prompt_set_sha256,prompt_ids,max_new,reps,n_threads,tps_samples,tps_mean,tps_std,speedup_samples,speedup_mean,speedup_std,predicted_speedup,n_drafted,n_accepted,n_iterations,n_emitted,n_output_mismatch,p_mass_max,p_mass_mean,q_mass_max,q_mass_mean,stats_json,engine_build,build_commit,measured_at,hostname,cpu_info,gate_id) VALUES
-            ({spec_run},'t','T','none','none',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{{}}','B','c','m','{h}','c',NULL),
-            ({spec_run},'t','T','draft-model','dk',4,0,'code','P','[]',32,2,2,'[27,28]',27.5,0.7,'[0.9,0.9]',0.9,0.0,0.95,8,4,3,7,0,0,0,0,0,'{{}}','B','c','m','{h}','c',{gate})")).await;
+            ({spec_run},'t','T','none','target-only',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{{}}','B','c','m','{h}','c',NULL),
+            ({spec_run},'t','T','draft-model','dk',4,0,'code','P','[]',32,2,2,'[27,27.9]',27.45,0.6,'[0.9,0.9]',0.9,0.0,0.95,8,4,3,7,0,0,0,0,0,'{{}}','B','c','m','{h}','c',{gate})")).await;
 
-        let fr = run(&s, "frontier", h).await;
+        let fr = run(&s, "frontier", f).await;
         let cell = exec(&s, &format!("INSERT INTO frontier_cells (run_id, source_file, source_sha256, source_quant, arm_quant, arm_file, arm_sha256, arm_relation, arm_file_bytes, arm_streamed_bytes, arm_bits_per_weight, measure, config_key, config_json, value, value_unc, ci_low, ci_high, n, result_json, started_at, finished_at, build_commit, engine_build, n_threads, hostname, cpu_info) VALUES ({fr}, 's.gguf', 'S', 'Q4_K_M', 'Q8_0', 'a.gguf', 'A', 'above', 100, 90, 8.5, 'task:arc', 'key', '{{}}', 0.5, NULL, 0.2, 0.8, 2, '{{}}', 'a', 'b', 'c', 'B', 2, '{h}', 'c')")).await;
         for i in 0..2 {
             exec(&s, &format!("INSERT INTO frontier_items (cell_id, item_id, prompt, n_prompt_tokens, output, n_gen_tokens, extracted, expected, correct) VALUES ({cell}, 'item{i}', 'p', 3, 'o', 1, 'A', 'A', {})", 1 - i)).await;
         }
-        let kv = run(&s, "kv", h).await;
-        exec(&s, &format!("INSERT INTO kv_verify_results (run_id, model_filename, cache_type, n, predicted_bytes_per_token, formula_bytes_per_token, state_n, state_2n, measured_state_bytes_per_token, metadata_bytes_per_token, measured_kv_bytes_per_token, ratio, build_commit) VALUES ({kv}, 'm.gguf', 'f16', 64, 12288.0, 12288, 800000, 1600000, 12300.0, 12.0, 12288.0, 1.0, 'c')")).await;
-        let lt = run(&s, "loadtest", h).await;
+        let kv = run(&s, "kv", f).await;
+        exec(&s, &format!("INSERT INTO kv_verify_results (run_id, model_filename, cache_type, n, predicted_bytes_per_token, formula_bytes_per_token, state_n, state_2n, measured_state_bytes_per_token, metadata_bytes_per_token, measured_kv_bytes_per_token, ratio, build_commit) VALUES ({kv}, 'm.gguf', 'f16', 64, 12288.0, 12288, 800000, 1587200, 12300.0, 12.0, 12288.0, 1.0, 'c')")).await;
+        let lt = run(&s, "loadtest", f).await;
         exec(&s, &format!("INSERT INTO loadtest_points (run_id, url, endpoint, request_model, mode, concurrency, input_tokens, output_tokens, shared_prefix_tokens, ignore_eos, seed, slo, build_commit, measured_at, hostname, n_sent, n_completed, n_rejected, n_failed, duration_s, total_output_tokens, token_source, request_throughput_rps, output_throughput_tps, samples_json) VALUES ({lt}, 'http://x', '/v1/completions', 'm', 'closed', 2, 16, 8, 0, 1, 0, '', 'c', 'm', '{h}', 4, 4, 0, 0, 2.0, 32, 'usage', 2.0, 16.0, '[]')")).await;
         let sheet = exec(&s, &format!("INSERT INTO prediction_sheets (created_at, hostname, prev_sha256, payload_json, sha256) VALUES ('2026-01-01T00:00:00.000Z', '{h}', 'genesis', '{{}}', 'sheet-of-{h}')")).await;
-        exec(&s, &format!("INSERT INTO prediction_scores (sheet_id, run_id, scored_at, result_json) VALUES ({sheet}, {bench}, 'now', '{{}}')")).await;
+        // A scorecard with nothing to score (the sheet predicted no test of this run).
+        exec(&s, &format!("INSERT INTO prediction_scores (sheet_id, run_id, scored_at, result_json) VALUES ({sheet}, {bench}, 'now', '{{\"sheet_id\":{sheet},\"sheet_sha256\":\"sheet-of-{h}\",\"predicted_at\":\"2026-01-01T00:00:00.000Z\",\"run_id\":{bench},\"run_started_at\":\"2026-01-01T00:00:00Z\",\"recorded_before_run\":true,\"tests\":[],\"ratios\":[],\"mean_abs_error_pct\":null}}')")).await;
         s
     }
 }
@@ -1213,12 +1356,7 @@ mod tests {
     }
 
     fn host(name: &str, triad: f64, tg: f64) -> HostFixture {
-        HostFixture {
-            host: name.into(),
-            triad_gbps: triad,
-            tg_tps: tg,
-            bytes_per_step: 400_800_000.0,
-        }
+        HostFixture::new(name, triad, tg)
     }
 
     #[tokio::test]

@@ -62,18 +62,29 @@ fn machines(rows: &ReportRows) -> Section {
         rows.stream.len() + rows.peaks.len(),
         "no STREAM or compute-peak rows: run `memwall stream` and `memwall peak`",
     );
-    let hosts: BTreeMap<&str, &str> = rows
-        .runs
-        .iter()
-        .map(|r| (r.hostname.as_str(), r.cpu_info.as_str()))
-        .collect();
-    for (h, cpu) in &hosts {
-        s.text.push(format!("Host `{h}`: {cpu}."));
+    // Machines are told apart by hostname, CPU, logical cores and GPUs (two machines
+    // may both be called `vm`).
+    let mut hosts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &rows.runs {
+        *hosts.entry(rows.host(r.id, &r.hostname)).or_default() += 1;
+    }
+    for (h, n) in &hosts {
+        s.text.push(format!(
+            "Host `{h}`: {n} run{}.",
+            if *n == 1 { "" } else { "s" }
+        ));
     }
     // The most recent row of each (host, kernel, threads).
     let mut latest = BTreeMap::new();
     for r in &rows.stream {
-        latest.insert((r.hostname.clone(), r.kernel.clone(), r.threads), r);
+        latest.insert(
+            (
+                rows.host(r.run_id, &r.hostname),
+                r.kernel.clone(),
+                r.threads,
+            ),
+            r,
+        );
     }
     if !latest.is_empty() {
         s.tables.push(Table {
@@ -87,15 +98,15 @@ fn machines(rows: &ReportRows) -> Section {
                 "spec GB/s".into(),
             ],
             rows: latest
-                .values()
-                .map(|r| Row {
+                .iter()
+                .map(|((host, _, _), r)| Row {
                     src: Some(Src {
                         table: "stream_results",
                         row_id: r.id,
                         run_id: r.run_id,
                     }),
                     cells: vec![
-                        text(&r.hostname),
+                        text(host),
                         text(&r.kernel),
                         text(r.threads.to_string()),
                         num(Some(r.best_gbps), 1.0, 2, "best_gbps", NULL),
@@ -109,7 +120,10 @@ fn machines(rows: &ReportRows) -> Section {
     }
     let mut latest = BTreeMap::new();
     for r in &rows.peaks {
-        latest.insert((r.hostname.clone(), r.kind.clone(), r.threads), r);
+        latest.insert(
+            (rows.host(r.run_id, &r.hostname), r.kind.clone(), r.threads),
+            r,
+        );
     }
     if !latest.is_empty() {
         let old = "stored before peaks carried their bound";
@@ -125,15 +139,15 @@ fn machines(rows: &ReportRows) -> Section {
                 "measured ÷ bound %".into(),
             ],
             rows: latest
-                .values()
-                .map(|r| Row {
+                .iter()
+                .map(|((host, _, _), r)| Row {
                     src: Some(Src {
                         table: "peak_results",
                         row_id: r.id,
                         run_id: r.run_id,
                     }),
                     cells: vec![
-                        text(&r.hostname),
+                        text(host),
                         text(&r.kind),
                         text(r.threads.to_string()),
                         num(Some(r.gflops), 1.0, 1, "gflops", NULL),
@@ -161,11 +175,20 @@ fn bench_src(r: &BenchRecord) -> Option<Src> {
     })
 }
 
-fn sorted_bench(rows: &[BenchRecord]) -> Vec<&BenchRecord> {
-    let mut v: Vec<&BenchRecord> = rows.iter().collect();
-    v.sort_by(|a, b| {
+/// The label of the machine a bench row was measured on (its run's host).
+fn bench_host(rows: &ReportRows, r: &BenchRecord) -> String {
+    rows.host(r.run_id, &r.hostname)
+}
+
+fn sorted_bench(rows: &ReportRows) -> Vec<&BenchRecord> {
+    let mut v: Vec<(String, &BenchRecord)> = rows
+        .bench
+        .iter()
+        .map(|r| (bench_host(rows, r), r))
+        .collect();
+    v.sort_by(|(ha, a), (hb, b)| {
         (
-            &a.hostname,
+            ha,
             &a.model_type,
             a.n_prompt,
             a.n_gen,
@@ -175,7 +198,7 @@ fn sorted_bench(rows: &[BenchRecord]) -> Vec<&BenchRecord> {
             a.id,
         )
             .cmp(&(
-                &b.hostname,
+                hb,
                 &b.model_type,
                 b.n_prompt,
                 b.n_gen,
@@ -185,7 +208,7 @@ fn sorted_bench(rows: &[BenchRecord]) -> Vec<&BenchRecord> {
                 b.id,
             ))
     });
-    v
+    v.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Ridge point of a bench row's roof, FLOP per byte: peak ÷ bandwidth.
@@ -231,7 +254,7 @@ fn bench(rows: &ReportRows) -> Section {
         ]
         .map(String::from)
         .to_vec(),
-        rows: sorted_bench(&rows.bench)
+        rows: sorted_bench(rows)
             .into_iter()
             .map(|r| {
                 let ridge = ridge(r);
@@ -243,7 +266,7 @@ fn bench(rows: &ReportRows) -> Section {
                 Row {
                     src: bench_src(r),
                     cells: vec![
-                        text(&r.hostname),
+                        text(bench_host(rows, r)),
                         text(&r.model_type),
                         text(r.test_label()),
                         text(r.n_threads.to_string()),
@@ -278,31 +301,40 @@ fn bench(rows: &ReportRows) -> Section {
     s
 }
 
-/// The same model and test measured on more than one host, side by side: each host's
-/// row with its tok/s, ceiling and achieved %, so machines compare at their own roofs.
+/// The same model and test measured on more than one machine, side by side: each
+/// machine's rows with their threads and placement, tok/s, ceiling and achieved %, so
+/// machines compare at their own roofs (a CPU's threads and a GPU's offload are
+/// columns, not part of the match: they are how each machine ran it).
 fn across_hosts(rows: &ReportRows) -> Option<Table> {
-    let mut groups: BTreeMap<(String, String, i64), Vec<&BenchRecord>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), Vec<&BenchRecord>> = BTreeMap::new();
     for r in &rows.bench {
         groups
-            .entry((r.model_type.clone(), r.test_label(), r.n_threads))
+            .entry((r.model_type.clone(), r.test_label()))
             .or_default()
             .push(r);
     }
     let mut out = Vec::new();
-    for ((model, test, threads), mut v) in groups {
-        let hosts: BTreeSet<&str> = v.iter().map(|r| r.hostname.as_str()).collect();
+    for ((model, test), v) in groups {
+        let mut v: Vec<(String, &BenchRecord)> =
+            v.into_iter().map(|r| (bench_host(rows, r), r)).collect();
+        let hosts: BTreeSet<&str> = v.iter().map(|(h, _)| h.as_str()).collect();
         if hosts.len() < 2 {
             continue;
         }
-        v.sort_by(|a, b| (&a.hostname, a.id).cmp(&(&b.hostname, b.id)));
-        for r in v {
+        v.sort_by(|(ha, a), (hb, b)| (ha, a.n_threads, a.id).cmp(&(hb, b.n_threads, b.id)));
+        for (host, r) in v {
+            let placement = if r.n_gpu_layers > 0 && !r.gpu_info.trim().is_empty() {
+                format!("GPU, {} layers", r.n_gpu_layers)
+            } else {
+                format!("CPU, {} threads", r.n_threads)
+            };
             out.push(Row {
                 src: bench_src(r),
                 cells: vec![
                     text(&model),
                     text(&test),
-                    text(threads.to_string()),
-                    text(&r.hostname),
+                    text(host),
+                    text(placement),
                     num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
                     num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
                     num(opt(r.achieved), 100.0, 1, "achieved", NULL),
@@ -315,8 +347,8 @@ fn across_hosts(rows: &ReportRows) -> Option<Table> {
         headers: [
             "model",
             "test",
-            "threads",
             "host",
+            "placement",
             "tok/s",
             "ceiling tok/s",
             "achieved %",
@@ -353,7 +385,7 @@ fn evidence(rows: &ReportRows) -> Section {
         &rows.bench,
         |r| {
             (
-                r.hostname.clone(),
+                bench_host(rows, r),
                 r.model_type.clone(),
                 r.n_depth,
                 r.n_threads,
@@ -366,7 +398,7 @@ fn evidence(rows: &ReportRows) -> Section {
         &rows.bench,
         |r| {
             (
-                r.hostname.clone(),
+                bench_host(rows, r),
                 r.model_type.clone(),
                 r.n_seqs,
                 r.n_threads,
@@ -379,7 +411,7 @@ fn evidence(rows: &ReportRows) -> Section {
         &rows.bench,
         |r| {
             (
-                r.hostname.clone(),
+                bench_host(rows, r),
                 r.model_type.clone(),
                 r.n_seqs,
                 r.n_depth,
@@ -394,10 +426,25 @@ fn evidence(rows: &ReportRows) -> Section {
         .chain(&threads)
         .map(|r| r.id)
         .collect();
-    let floors = crate::experiments::evidence::floor::analyze(&rows.bench);
+    // One fit per machine: rows of two machines that share a hostname never mix.
+    let mut per_host: BTreeMap<String, Vec<BenchRecord>> = BTreeMap::new();
+    for r in &rows.bench {
+        per_host
+            .entry(bench_host(rows, r))
+            .or_default()
+            .push(r.clone());
+    }
+    let floors: Vec<(String, crate::experiments::evidence::floor::FloorFit)> = per_host
+        .iter()
+        .flat_map(|(h, v)| {
+            crate::experiments::evidence::floor::analyze(v)
+                .into_iter()
+                .map(move |f| (h.clone(), f))
+        })
+        .collect();
     let ids: BTreeSet<i64> = ids
         .into_iter()
-        .chain(floors.iter().flat_map(|f| f.row_ids()))
+        .chain(floors.iter().flat_map(|(_, f)| f.row_ids()))
         .collect();
     let mut s = section(
         "evidence",
@@ -405,7 +452,7 @@ fn evidence(rows: &ReportRows) -> Section {
         ids.len() + rows.kv.len(),
         "no sweep of depth, parallel sequences or threads, and no KV verification: run `memwall bench -d 0,512,2048`, `--n-seqs 1,2,4`, `-t 1,2`, and `memwall kv verify`",
     );
-    let common = |r: &BenchRecord| vec![text(&r.hostname), text(&r.model_type)];
+    let common = |r: &BenchRecord| vec![text(bench_host(rows, r)), text(&r.model_type)];
     if !batch.is_empty() {
         s.text.push(
             "Batching: per-token-read bandwidth = aggregate tok/s × the bytes one token reads \
@@ -489,7 +536,7 @@ fn evidence(rows: &ReportRows) -> Section {
             .to_vec(),
             rows: floors
                 .iter()
-                .flat_map(|f| {
+                .flat_map(|(host, f)| {
                     let by_id = &by_id;
                     f.points.iter().filter_map(move |p| {
                         let r = by_id.get(p.point.row_ids.first()?)?;
@@ -497,7 +544,7 @@ fn evidence(rows: &ReportRows) -> Section {
                         Some(Row {
                             src: bench_src(r),
                             cells: vec![
-                                text(&f.scope.hostname),
+                                text(host),
                                 text(&f.scope.quant),
                                 text(&f.scope.placement),
                                 text(&r.model_type),
@@ -699,22 +746,19 @@ fn frontier(rows: &ReportRows) -> Section {
     if rows.frontier.is_empty() {
         return s;
     }
-    let mut v: Vec<_> = rows.frontier.iter().collect();
-    v.sort_by(|a, b| {
-        (
-            &a.hostname,
-            &a.source_file,
-            &a.measure,
-            -a.arm_streamed_bytes,
-            a.id,
-        )
-            .cmp(&(
-                &b.hostname,
-                &b.source_file,
-                &b.measure,
-                -b.arm_streamed_bytes,
-                b.id,
-            ))
+    let mut v: Vec<(String, &super::store::FrontierRow)> = rows
+        .frontier
+        .iter()
+        .map(|r| (rows.host(r.run_id, &r.hostname), r))
+        .collect();
+    v.sort_by(|(ha, a), (hb, b)| {
+        (ha, &a.source_file, &a.measure, -a.arm_streamed_bytes, a.id).cmp(&(
+            hb,
+            &b.source_file,
+            &b.measure,
+            -b.arm_streamed_bytes,
+            b.id,
+        ))
     });
     s.tables.push(Table {
         caption: "Frontier cells (speed: decode tok/s; ppl: perplexity; task: accuracy 0..1)"
@@ -732,14 +776,14 @@ fn frontier(rows: &ReportRows) -> Section {
         .to_vec(),
         rows: v
             .iter()
-            .map(|r| Row {
+            .map(|(host, r)| Row {
                 src: Some(Src {
                     table: "frontier_cells",
                     row_id: r.id,
                     run_id: r.run_id,
                 }),
                 cells: vec![
-                    text(&r.hostname),
+                    text(host),
                     text(base(&r.source_file)),
                     text(&r.arm_quant),
                     text(&r.measure),
@@ -770,7 +814,7 @@ fn frontier(rows: &ReportRows) -> Section {
         if let Some(v) = r.value {
             groups
                 .entry((
-                    r.hostname.clone(),
+                    rows.host(r.run_id, &r.hostname),
                     r.source_file.clone(),
                     r.config_key.clone(),
                 ))
@@ -1117,10 +1161,12 @@ fn serving(rows: &ReportRows) -> Section {
          per token of the served model; above STREAM the weights were shared across the batch."
             .into(),
     );
-    let mut v: Vec<&super::store::LoadtestRow> = rows.loadtest.iter().collect();
-    v.sort_by(|a, b| {
-        (&a.hostname, &a.url, a.run_id, a.id).cmp(&(&b.hostname, &b.url, b.run_id, b.id))
-    });
+    let mut v: Vec<(String, &super::store::LoadtestRow)> = rows
+        .loadtest
+        .iter()
+        .map(|r| (rows.host(r.run_id, &r.hostname), r))
+        .collect();
+    v.sort_by(|(ha, a), (hb, b)| (ha, &a.url, a.run_id, a.id).cmp(&(hb, &b.url, b.run_id, b.id)));
     s.tables.push(Table {
         caption: "Load test points".into(),
         headers: [
@@ -1144,7 +1190,7 @@ fn serving(rows: &ReportRows) -> Section {
         .to_vec(),
         rows: v
             .iter()
-            .map(|r| {
+            .map(|(host, r)| {
                 let load = match (r.concurrency, r.rate_rps) {
                     (Some(c), _) => format!("concurrency {c}"),
                     (None, Some(q)) => format!("{q} req/s"),
@@ -1158,7 +1204,7 @@ fn serving(rows: &ReportRows) -> Section {
                         run_id: r.run_id,
                     }),
                     cells: vec![
-                        text(&r.hostname),
+                        text(host),
                         text(format!(
                             "{} {}",
                             r.server_model.as_deref().unwrap_or(&r.url),
@@ -1218,10 +1264,12 @@ fn power(rows: &ReportRows) -> Section {
          A counter the machine does not expose prints — with its reason."
             .into(),
     );
-    let mut v: Vec<&super::store::EnergyRow> = rows.energy.iter().collect();
-    v.sort_by(|a, b| {
-        (&a.hostname, &a.model_type, a.row_id).cmp(&(&b.hostname, &b.model_type, b.row_id))
-    });
+    let mut v: Vec<(String, &super::store::EnergyRow)> = rows
+        .energy
+        .iter()
+        .map(|r| (rows.host(r.run_id, &r.hostname), r))
+        .collect();
+    v.sort_by(|(ha, a), (hb, b)| (ha, &a.model_type, a.row_id).cmp(&(hb, &b.model_type, b.row_id)));
     s.tables.push(Table {
         caption: "Energy per token".into(),
         headers: [
@@ -1241,7 +1289,7 @@ fn power(rows: &ReportRows) -> Section {
         .to_vec(),
         rows: v
             .iter()
-            .map(|r| {
+            .map(|(host, r)| {
                 let why = r.reason.clone().unwrap_or_else(|| NULL.to_string());
                 Row {
                     src: Some(Src {
@@ -1250,7 +1298,7 @@ fn power(rows: &ReportRows) -> Section {
                         run_id: r.run_id,
                     }),
                     cells: vec![
-                        text(&r.hostname),
+                        text(host),
                         text(&r.model_type),
                         text(crate::store::record::test_label(
                             r.n_prompt, r.n_gen, r.n_seqs, r.n_depth,
@@ -1305,6 +1353,7 @@ mod tests {
     use super::*;
     use crate::experiments::report::render::{figures, markdown};
     use crate::experiments::report::store::{RunRow, StreamRow};
+    use crate::store::host::HostKey;
 
     fn rows() -> ReportRows {
         let tg = BenchRecord {
@@ -1330,7 +1379,10 @@ mod tests {
                 started_at: "2026-01-01T00:00:00Z".into(),
                 hostname: "h".into(),
                 cpu_info: "cpu".into(),
+                cores_logical: 2,
+                host_json: "{}".into(),
             }],
+            hosts: [(3, HostKey::new("h", "cpu", 2, ""))].into(),
             stream: vec![StreamRow {
                 id: 1,
                 run_id: 2,
@@ -1406,10 +1458,12 @@ mod tests {
     fn the_same_test_on_two_hosts_sits_side_by_side() {
         let mut r = rows();
         assert!(!markdown(&build("m.db", &r).unwrap()).contains("across hosts"));
+        // Run 4: another machine with the same hostname, told apart by its cores and GPU.
+        r.hosts
+            .insert(4, HostKey::new("h", "cpu", 16, "NVIDIA H200, 143771 MiB"));
         r.bench.push(BenchRecord {
             id: 8,
             run_id: 4,
-            hostname: "g".into(),
             avg_ts: 30.0,
             ceiling_ts: 40.0,
             achieved: 0.75,
@@ -1420,16 +1474,19 @@ mod tests {
         let label = r.bench[0].test_label();
         assert!(
             md.contains(&format!(
-                "| {label} | 2 | g | 30.00 | 40.00 | 75.0 | [^bench_results-8] |"
+                "| {label} | h (cpu, 16 cores, NVIDIA H200) | CPU, 2 threads | 30.00 | 40.00 | 75.0 | [^bench_results-8] |"
             )),
             "{md}"
         );
         assert!(
             md.contains(&format!(
-                "| {label} | 2 | host | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
+                "| {label} | h (cpu, 2 cores) | CPU, 2 threads | 20.00 | 25.00 | 80.0 | [^bench_results-7] |"
             )),
             "{md}"
         );
+        // The same machine twice is one host: no side-by-side table.
+        r.hosts.insert(4, HostKey::new("h", "cpu", 2, ""));
+        assert!(!markdown(&build("m.db", &r).unwrap()).contains("across hosts"));
     }
 
     #[test]
@@ -1496,7 +1553,7 @@ mod tests {
         );
         assert!(md.contains("the server named no model file"), "{md}");
         assert!(
-            md.contains("| h | qwen2 494M Q4_K_M | tg128 | 20.00 | — | — | — | none | — | — | 32.0 | [^row_energy-7] |"),
+            md.contains("| h (cpu, 2 cores) | qwen2 494M Q4_K_M | tg128 | 20.00 | — | — | — | none | — | — | 32.0 | [^row_energy-7] |"),
             "{md}"
         );
         assert!(md.contains("RAPL not readable in this VM"), "{md}");

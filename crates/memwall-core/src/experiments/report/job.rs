@@ -275,16 +275,25 @@ async fn draw_charts(
 ) -> Result<Vec<Drawn>, ReportError> {
     use crate::present::chart::app::{self, AppChart};
     let mut out: Vec<Drawn> = Vec::new();
-    // One roofline per host, over the rows that have a place on it.
-    let mut by_host: BTreeMap<&str, Vec<BenchRecord>> = BTreeMap::new();
+    // One roofline per machine (hostname, CPU, cores, GPUs), over the rows that have
+    // a place on it.
+    let mut by_host: BTreeMap<String, (String, Vec<BenchRecord>)> = BTreeMap::new();
     for r in &rows.bench {
         if r.intensity.is_finite() && r.achieved_gflops.is_finite() && r.bandwidth_gbps.is_finite()
         {
-            by_host.entry(&r.hostname).or_default().push(r.clone());
+            let (label, file) = match rows.hosts.get(&r.run_id) {
+                Some(k) => (k.label(), k.slug()),
+                None => (r.hostname.clone(), slug(&r.hostname)),
+            };
+            by_host
+                .entry(label)
+                .or_insert_with(|| (file, Vec::new()))
+                .1
+                .push(r.clone());
         }
     }
-    for (host, v) in &by_host {
-        let stem = format!("roofline-{}", slug(host));
+    for (host, (file, v)) in &by_host {
+        let stem = format!("roofline-{file}");
         let png = dir.join(format!("{stem}.png"));
         let svg = dir.join(format!("{stem}.svg"));
         app::png(&png, AppChart::Roofline, v).map_err(|e| chart_err(&stem, e))?;
@@ -522,26 +531,30 @@ mod tests {
     use crate::testing::PgCluster;
 
     #[tokio::test]
-    async fn a_report_of_a_shared_store_spans_its_hosts() {
+    async fn a_report_of_a_shared_store_spans_two_hosts_that_share_a_hostname() {
         let Some(pg) = PgCluster::start() else { return };
         let url = pg.database("lab");
         let d = tempfile::tempdir().unwrap();
-        let hosts = [
-            HostFixture {
-                host: "b".into(),
-                triad_gbps: 80.0,
-                tg_tps: 52.0,
-                bytes_per_step: 400_800_000.0,
-            },
-            HostFixture {
-                host: "a".into(),
-                triad_gbps: 40.0,
-                tg_tps: 20.0,
-                bytes_per_step: 400_800_000.0,
-            },
+        // Two machines both called `vm` with the same CPU string, as the 2-core VM and
+        // the H200 machine are: the H200 one has 16 cores and a GPU.
+        let cpu = "Intel(R) Xeon(R) Processor";
+        let gpu = HostFixture {
+            cpu: cpu.into(),
+            cores: 16,
+            gpus: vec!["NVIDIA H200, 143771 MiB".into()],
+            ..HostFixture::new("vm", 80.0, 52.0)
+        };
+        let small = HostFixture {
+            cpu: cpu.into(),
+            ..HostFixture::new("vm", 40.0, 20.0)
+        };
+        let hosts = [gpu, small];
+        let labels = [
+            "vm (Intel(R) Xeon(R) Processor, 16 cores, NVIDIA H200)",
+            "vm (Intel(R) Xeon(R) Processor, 2 cores)",
         ];
-        for h in &hosts {
-            let p = d.path().join(format!("{}.db", h.host));
+        for (i, h) in hosts.iter().enumerate() {
+            let p = d.path().join(format!("{i}.db"));
             host_store(&p, h).await;
             push_job(&p, &url, |_| {}).await.unwrap();
         }
@@ -552,7 +565,7 @@ mod tests {
             ReportOptions {
                 out: out.clone(),
                 rerun: None,
-                verify: false,
+                verify: true,
             },
             |m| lines.push(m.to_string()),
         )
@@ -561,30 +574,139 @@ mod tests {
         assert!(lines.iter().any(|l| l.contains("14 runs")), "{lines:?}");
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains(&format!("Generated from the store `{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)`")), "{md}");
-        // One roofline per host.
-        for h in ["a", "b"] {
+        // Two machines, seven runs each, one roofline each.
+        for l in labels {
+            assert!(
+                md.contains(&format!("Host `{l}`: 7 runs.")),
+                "{l} not in\n{md}"
+            );
             assert!(
                 r.report
                     .sections
                     .iter()
                     .flat_map(|s| &s.charts)
-                    .any(|c| c.title.starts_with(&format!("Roofline of {h}:"))),
-                "no roofline of {h}"
+                    .any(|c| c.title
+                        == format!("Roofline of {l}: every bench row at (FLOP/B, GFLOP/s)")),
+                "no roofline of {l}"
             );
         }
-        // The same model and test side by side, each at its own roof; b was pushed
-        // first, so its bench row is row 1 of the shared store and a's is row 2.
-        let label = crate::store::record::BenchRecord::example().test_label();
-        for (h, id) in [(&hosts[1], 2), (&hosts[0], 1)] {
+        let charts: Vec<&str> = r
+            .report
+            .sections
+            .iter()
+            .flat_map(|s| &s.charts)
+            .filter(|c| c.stem.starts_with("roofline-"))
+            .map(|c| c.stem.as_str())
+            .collect();
+        assert_eq!(
+            charts,
+            [
+                "roofline-vm-Intel-R-Xeon-R-Processor-16-cores-NVIDIA-H200",
+                "roofline-vm-Intel-R-Xeon-R-Processor-2-cores"
+            ]
+        );
+        // The same model and test side by side, each at its own roof; the GPU machine
+        // was pushed first, so its bench row is row 1 of the shared store.
+        let test = crate::store::record::BenchRecord::example().test_label();
+        for (h, (l, (id, placement))) in hosts.iter().zip(
+            labels
+                .iter()
+                .zip([(1, "GPU, 99 layers"), (2, "CPU, 2 threads")]),
+        ) {
             let ceiling = h.triad_gbps * 1e9 / h.bytes_per_step;
             let line = format!(
-                "| {label} | 2 | {} | {:.2} | {:.2} | {:.1} | [^bench_results-{id}] |",
-                h.host,
+                "| {test} | {l} | {placement} | {:.2} | {:.2} | {:.1} | [^bench_results-{id}] |",
                 h.tg_tps,
                 ceiling,
                 100.0 * h.tg_tps / ceiling
             );
             assert!(md.contains(&line), "{line} not in\n{md}");
         }
+        // Each STREAM triad under its own machine.
+        for (h, l) in hosts.iter().zip(labels) {
+            let line = format!("| {l} | triad | 2 | {:.2} | — |", h.triad_gbps);
+            assert!(md.contains(&line), "{line} not in\n{md}");
+        }
+        // The independent verifier grouped the same way from the raw rows.
+        let v = r.verify.unwrap();
+        for check in [
+            "hosts: a bench row's machine is its run's machine",
+            "hosts: each printed host is its row's machine (hostname, CPU, cores, GPUs)",
+            "hosts: the cross-host table holds exactly the tests measured on two or more machines",
+            "hosts: one roofline per machine",
+        ] {
+            let line = v
+                .lines()
+                .find(|l| l.starts_with(check))
+                .unwrap_or_else(|| panic!("{check} not in\n{v}"));
+            let n: Vec<i64> = line[check.len()..]
+                .split_whitespace()
+                .map(|x| x.parse().unwrap())
+                .collect();
+            assert!(n[0] >= 1 && n[1] == 0, "{line}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_verifier_fails_a_report_that_merges_two_machines() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.db");
+        let mut gpu = HostFixture::new("vm", 80.0, 52.0);
+        gpu.cores = 16;
+        gpu.gpus = vec!["NVIDIA H200, 143771 MiB".into()];
+        host_store(&p, &gpu).await;
+        let store = crate::store::Store::open(&p).await.unwrap();
+        let out = d.path().join("report");
+        let ok = report_job(
+            &store,
+            ReportOptions {
+                out: out.clone(),
+                rerun: None,
+                verify: true,
+            },
+            |_| {},
+        )
+        .await
+        .unwrap();
+        assert!(
+            ok.verify
+                .unwrap()
+                .contains("hosts: one roofline per machine")
+        );
+        // Plant: the bench row claims the 2-core machine's facts while its run says
+        // 16 cores and an H200 — the verifier names the row.
+        sqlx::query("UPDATE bench_results SET cores_logical = 2, gpu_info = ''")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let err = verify_job(store.path(), &out)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "FAILED hosts: a bench row's machine is its run's machine: bench_results row 1"
+            ),
+            "{err}"
+        );
+        // Plant: a printed host cell that names the hostname alone.
+        let md = std::fs::read_to_string(out.join("figures.json")).unwrap();
+        let label = "vm (cpu of vm, 16 cores, NVIDIA H200)";
+        assert!(md.contains(label), "{md}");
+        std::fs::write(out.join("figures.json"), md.replace(label, "vm")).unwrap();
+        sqlx::query(
+            "UPDATE bench_results SET cores_logical = 16, gpu_info = 'NVIDIA H200, 143771 MiB'",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let err = verify_job(store.path(), &out)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("FAILED hosts: each printed host is its row's machine"),
+            "{err}"
+        );
     }
 }

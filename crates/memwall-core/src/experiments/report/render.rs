@@ -56,16 +56,64 @@ pub fn figures(r: &Report) -> Vec<Figure> {
     out
 }
 
-/// The sidecar file's content: `{"db": …, "figures": [...]}`, pretty-printed.
+/// One printed table row as the verifier reads it: its printed cells and source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PrintedRow {
+    /// Source row (`None` for a row of labels and claims over several rows).
+    pub src: Option<Src>,
+    /// The printed cells.
+    pub labels: Vec<String>,
+}
+
+/// One printed table, as the verifier reads it (to check which rows a table holds,
+/// and the label columns such as `host`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PrintedTable {
+    /// Section anchor.
+    pub section: &'static str,
+    /// Caption.
+    pub caption: String,
+    /// Column headers.
+    pub headers: Vec<String>,
+    /// Rows, in printed order.
+    pub rows: Vec<PrintedRow>,
+}
+
+/// Every table the report prints, in document order.
+pub fn tables(r: &Report) -> Vec<PrintedTable> {
+    r.sections
+        .iter()
+        .flat_map(|s| {
+            s.tables.iter().map(|t| PrintedTable {
+                section: s.id,
+                caption: t.caption.clone(),
+                headers: t.headers.clone(),
+                rows: t
+                    .rows
+                    .iter()
+                    .map(|row| PrintedRow {
+                        src: row.src.clone(),
+                        labels: row.cells.iter().map(|c| c.text().to_string()).collect(),
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+/// The sidecar file's content: `{"db": …, "figures": [...], "tables": [...]}`,
+/// pretty-printed.
 pub fn figures_json(r: &Report) -> String {
     #[derive(Serialize)]
     struct Sidecar<'a> {
         db: &'a str,
         figures: Vec<Figure>,
+        tables: Vec<PrintedTable>,
     }
     serde_json::to_string_pretty(&Sidecar {
         db: &r.db,
         figures: figures(r),
+        tables: tables(r),
     })
     .expect("plain data serializes")
         + "\n"

@@ -1,9 +1,11 @@
 //! The report's reads: every table it draws from, as plain rows, oldest first. The
 //! bench rows come through [`Store::bench_rows`]; the rest are read here.
 
+use crate::store::host::HostKey;
 use crate::store::{Store, StoreError};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
+use std::collections::BTreeMap;
 
 /// A `runs` row, as the report's table of contents and host list need it.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -18,6 +20,10 @@ pub struct RunRow {
     pub hostname: String,
     /// Its CPU.
     pub cpu_info: String,
+    /// Logical CPUs of its machine.
+    pub cores_logical: i64,
+    /// Its machine's facts (`HostInfo` as JSON; the GPU list is read from it).
+    pub host_json: String,
 }
 
 /// A `stream_results` row.
@@ -326,6 +332,9 @@ pub struct FrontierEnergyRow {
 pub struct ReportRows {
     /// `runs`.
     pub runs: Vec<RunRow>,
+    /// The machine of each run (by run id), from its stored host facts: machines
+    /// are told apart by hostname, CPU, logical cores and GPUs, not hostname alone.
+    pub hosts: BTreeMap<i64, HostKey>,
     /// `stream_results`.
     pub stream: Vec<StreamRow>,
     /// `peak_results`.
@@ -378,17 +387,45 @@ async fn rows<T: for<'r> sqlx::FromRow<'r, SqliteRow>>(
         .collect()
 }
 
+/// The machine of each run; a `host_json` that does not read is an error naming the
+/// run.
+fn run_hosts(store: &Store, runs: &[RunRow]) -> Result<BTreeMap<i64, HostKey>, StoreError> {
+    runs.iter()
+        .map(|r| {
+            HostKey::of_run(&r.hostname, &r.cpu_info, r.cores_logical, &r.host_json)
+                .map(|k| (r.id, k))
+                .map_err(|problem| StoreError::Decode {
+                    path: store.path().display().to_string(),
+                    table: "runs",
+                    id: r.id,
+                    problem: format!("{problem}: the run's machine cannot be told apart from others (fix or delete the run)"),
+                })
+        })
+        .collect()
+}
+
+impl ReportRows {
+    /// The label of the machine run `run_id` was measured on; `fallback` (the row's
+    /// own hostname) for a run the store does not hold.
+    pub fn host(&self, run_id: i64, fallback: &str) -> String {
+        self.hosts
+            .get(&run_id)
+            .map_or_else(|| fallback.to_string(), HostKey::label)
+    }
+}
+
 /// Reads every table the report draws from.
 ///
 /// # Errors
 /// [`StoreError`] naming the table, row and column that could not be read.
 pub async fn report_rows(store: &Store) -> Result<ReportRows, StoreError> {
-    let runs = rows(
+    let runs: Vec<RunRow> = rows(
         store,
         "runs",
-        "SELECT id, kind, started_at, hostname, cpu_info FROM runs ORDER BY id",
+        "SELECT id, kind, started_at, hostname, cpu_info, cores_logical, host_json FROM runs ORDER BY id",
     )
     .await?;
+    let hosts = run_hosts(store, &runs)?;
     let stream = rows(
         store,
         "stream_results",
@@ -451,6 +488,7 @@ pub async fn report_rows(store: &Store) -> Result<ReportRows, StoreError> {
     let bench = store.bench_rows(&Default::default()).await?;
     Ok(ReportRows {
         frontier_energy,
+        hosts,
         loadtest,
         energy,
         runs,
