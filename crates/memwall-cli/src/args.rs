@@ -819,6 +819,11 @@ pub struct SpecModelArgs {
     /// Layers of each model offloaded to the GPU (llama-bench's -ngl; 0 = CPU).
     #[arg(long, default_value_t = 0)]
     pub ngl: u32,
+    /// Engine of both models: llama, mlx (= mlx-4bit), mlx-8bit, mlx-f16 (as `memwall
+    /// bench --engine`; MLX needs a build with `--features mlx`). Gates are kept per
+    /// engine: a bench on MLX needs a gate on the same MLX arm.
+    #[arg(long, default_value = "llama")]
+    pub engine: String,
 }
 
 /// `memwall spec prompts`.
