@@ -644,7 +644,9 @@ pub struct FrontierArgs {
     /// Source GGUF or catalogue name.
     #[arg(long, short = 's', default_value = "qwen2.5-coder-1.5b-q4_k_m")]
     pub source: String,
-    /// Arm types (comma-separated); the source is always an arm.
+    /// Arm types (comma-separated); the source is always an arm. llama.cpp's types, and
+    /// MLX's mlx-8bit, mlx-4bit (made from the source at load time and measured on
+    /// MLX; a build with `--features mlx`).
     #[arg(
         long,
         value_delimiter = ',',
