@@ -64,6 +64,7 @@ impl AppState {
             prompts: None,
             n_threads: None,
             n_gpu_layers: 0,
+            engine: Default::default(),
         })
     }
 

@@ -8,7 +8,7 @@ use crate::error::AppError;
 use crate::job::{JobGuard, JobKind, JobSlot};
 use memwall_core::experiments::JobError;
 use memwall_core::experiments::bench::job::{self as bench_job, BenchJobOptions, BenchOutcome};
-use memwall_core::experiments::bench::{BenchPlan, Progress};
+use memwall_core::experiments::bench::{BenchEngine, BenchPlan, Progress};
 use memwall_core::experiments::chat::{
     self, ChatConfig, ChatEvent, ChatMessage, ChatSession, ChatStats,
 };
@@ -116,6 +116,11 @@ pub struct BenchRequest {
     pub reps: u32,
     /// Reuse the stored STREAM instead of measuring it first.
     pub reuse_stream: bool,
+    /// Engines to run every test on, in order (`--engine`: llama, mlx-4bit,
+    /// mlx-8bit, mlx-f16); empty: llama.cpp alone.
+    #[serde(default)]
+    #[ts(as = "Option<Vec<String>>", optional)]
+    pub engines: Vec<String>,
 }
 
 /// A chat request.
@@ -417,6 +422,12 @@ impl AppState {
             n_seqs: or_default(&r.n_seqs, defaults.n_seqs.clone()),
             n_threads: r.n_threads.clone(),
             reps: r.reps,
+            engines: r
+                .engines
+                .iter()
+                .map(|e| BenchEngine::parse(e))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| AppError::Invalid(e.to_string()))?,
             ..defaults
         };
         plan.validate()
@@ -438,14 +449,19 @@ impl AppState {
         let g = self.start_job(JobKind::Bench)?;
         let store = self.store().await?;
         let command = format!(
-            "app: bench {} -p {:?} -n {:?} -d {:?} --n-seqs {:?} -t {:?} -r {}",
+            "app: bench {} -p {:?} -n {:?} -d {:?} --n-seqs {:?} -t {:?} -r {} --engine {}",
             r.models.join(","),
             r.n_prompt,
             r.n_gen,
             plan.n_depth,
             plan.n_seqs,
             r.n_threads,
-            r.reps
+            r.reps,
+            plan.engine_list()
+                .iter()
+                .map(|e| e.name())
+                .collect::<Vec<_>>()
+                .join(",")
         );
         let opts = BenchJobOptions {
             reuse_stream: r.reuse_stream,

@@ -6,7 +6,7 @@
 use memwall_app::error::AppError;
 use memwall_app::job::JobKind;
 use memwall_app::state::{AppState, BenchRequest, ChatRequest};
-use memwall_core::experiments::bench::Progress;
+use memwall_core::experiments::bench::{BenchEngine, Progress};
 use memwall_core::experiments::chat::{ChatEvent, ChatMessage, StopReason};
 use memwall_core::present::chart::app::AppChart;
 use memwall_core::store::RunFilter;
@@ -129,6 +129,7 @@ async fn bad_requests_name_the_problem() {
         n_threads: vec![1],
         reps: 1,
         reuse_stream: true,
+        engines: vec![],
     };
     assert_eq!(
         s.plan(&req).unwrap_err().to_string(),
@@ -211,6 +212,7 @@ fn a_bench_request_fills_the_rest_with_llama_bench_defaults() {
         n_threads: vec![2],
         reps: 3,
         reuse_stream: true,
+        engines: vec![],
     };
     let p = s.plan(&req).unwrap();
     // llama-bench's cmd_params_defaults (tools/llama-bench/llama-bench.cpp): -d 0,
@@ -232,6 +234,29 @@ fn a_bench_request_fills_the_rest_with_llama_bench_defaults() {
         })
         .unwrap();
     assert_eq!(p.n_seqs, [1, 4]);
+    // The page's engine choice, spelled as `memwall bench --engine`; none: llama.cpp.
+    assert!(p.engines.is_empty());
+    let p = s
+        .plan(&BenchRequest {
+            engines: vec!["llama".into(), "mlx".into(), "mlx-8bit".into()],
+            ..req.clone()
+        })
+        .unwrap();
+    assert_eq!(
+        p.engines,
+        [
+            BenchEngine::Llama,
+            BenchEngine::Mlx4bit,
+            BenchEngine::Mlx8bit
+        ]
+    );
+    let e = s
+        .plan(&BenchRequest {
+            engines: vec!["tpu".into()],
+            ..req.clone()
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("--engine \"tpu\""), "{e}");
     let e = s
         .plan(&BenchRequest {
             n_seqs: vec![0],
@@ -259,6 +284,7 @@ async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
         n_threads: vec![2],
         reps: 2,
         reuse_stream: true,
+        engines: vec![],
     };
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = seen.clone();

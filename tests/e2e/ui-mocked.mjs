@@ -218,6 +218,8 @@ try {
   check((await page.$$eval("#results tbody tr td:nth-child(2)", (tds) => tds.map((t) => t.textContent))).join(",") === "pp64,tg16", "test labels as core sent them");
   const req = await page.evaluate(() => window.__benchRequest);
   check(JSON.stringify(req.n_seqs) === "[1]" && !("batch" in req), "the request names parallel sequences n_seqs");
+  check(JSON.stringify(req.engines) === '["llama"]', "the request names its engines, llama.cpp by default");
+  check((await page.$$eval("#results tbody tr td:nth-child(3)", (tds) => tds.map((t) => t.textContent))).join(",") === "llama.cpp,llama.cpp", "rows name their engine");
   await page.click('#page-benchmarks .exports button[data-x="png"]');
   await page.waitForSelector("#page-benchmarks .exported");
   check((await page.textContent("#page-benchmarks .exported")).endsWith(".png"), "export reports the file");

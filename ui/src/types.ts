@@ -445,7 +445,12 @@ reps: number,
 /**
  * Reuse the stored STREAM instead of measuring it first.
  */
-reuse_stream: boolean, };
+reuse_stream: boolean, 
+/**
+ * Engines to run every test on, in order (`--engine`: llama, mlx-4bit,
+ * mlx-8bit, mlx-f16); empty: llama.cpp alone.
+ */
+engines?: Array<string>, };
 
 /**
  * A bench row as the app's tables show it: the stored record and its test label

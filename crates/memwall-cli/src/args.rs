@@ -647,7 +647,9 @@ pub struct FrontierArgs {
     /// Source GGUF or catalogue name.
     #[arg(long, short = 's', default_value = "qwen2.5-coder-1.5b-q4_k_m")]
     pub source: String,
-    /// Arm types (comma-separated); the source is always an arm.
+    /// Arm types (comma-separated); the source is always an arm. llama.cpp's types, and
+    /// MLX's mlx-8bit, mlx-4bit (made from the source at load time and measured on
+    /// MLX; a build with `--features mlx`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -826,6 +828,11 @@ pub struct SpecModelArgs {
     /// Layers of each model offloaded to the GPU (llama-bench's -ngl; 0 = CPU).
     #[arg(long, default_value_t = 0)]
     pub ngl: u32,
+    /// Engine of both models: llama, mlx (= mlx-4bit), mlx-8bit, mlx-f16 (as `memwall
+    /// bench --engine`; MLX needs a build with `--features mlx`). Gates are kept per
+    /// engine: a bench on MLX needs a gate on the same MLX arm.
+    #[arg(long, default_value = "llama")]
+    pub engine: String,
 }
 
 /// `memwall spec prompts`.

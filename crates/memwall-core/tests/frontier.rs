@@ -617,3 +617,155 @@ fn a_speed_cell_stores_the_samplers_recording_in_its_transaction() {
         "{md}"
     );
 }
+
+/// Tolerances of the mlx-8bit arm against its source (a Q4_K_M file: the 8-bit
+/// arm requantizes the source's own values, so it carries the source's
+/// information up to 8-bit rounding, and runs on another engine's kernels).
+const MLX8_PPL_REL: f64 = 0.03;
+const MLX8_KLD_MAX: f64 = 0.02;
+
+/// The mlx-8bit arm of the default model on a tiny wiki slice: its speed cell runs
+/// on MLX, its perplexity is within a few % of the source's on llama.cpp and its KLD
+/// against the source (llama.cpp, in lockstep) is small and positive; its bytes
+/// are the arrays MLX holds, checked against the closed form of MLX's affine 8-bit
+/// layout (1 byte a weight plus an f16 scale and bias per group of 64, vectors f32).
+#[cfg(feature = "mlx")]
+#[test]
+fn the_mlx_8bit_arm_is_close_to_its_source() {
+    let Some(src) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    if dataset("wiki").is_none() {
+        return;
+    }
+    let _lock = testing::engine_lock();
+    let qdir = tempfile::tempdir().unwrap();
+    // SAFETY: the tests of this binary that read MEMWALL_QUANTS set it while they
+    // hold the engine lock, before any arm is made.
+    unsafe { std::env::set_var("MEMWALL_QUANTS", qdir.path()) };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dbdir = tempfile::tempdir().unwrap();
+    let store = rt
+        .block_on(Store::open(&dbdir.path().join("f.db")))
+        .unwrap();
+    let roof = MachineRoof {
+        bandwidth: Gbps(40.0),
+        stream_id: 0,
+        read_bandwidth: None,
+        peak_f32: Some(Gflops(500.0)),
+        peak_int8: Some(Gflops(1000.0)),
+        gpu: None,
+    };
+    let plan = FrontierPlan {
+        source: src.clone(),
+        arms: vec![QuantType::Mlx8bit],
+        n_threads: 2,
+        reps: 2,
+        n_prompt: 32,
+        n_gen: 8,
+        speed: true,
+        ppl: vec![PplConfig {
+            dataset: "wiki".into(),
+            n_ctx: 128,
+            n_chunks: 3,
+        }],
+        kld: true,
+        tasks: vec![],
+        remeasure: vec![],
+        sampler: false,
+        guard: memwall_core::measure::guard::GuardOptions {
+            allow_battery: true,
+            skip_capacity_check: false,
+        },
+    };
+    let out = rt
+        .block_on(frontier::run_frontier(
+            &store,
+            plan.clone(),
+            roof.clone(),
+            "test".into(),
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        ))
+        .unwrap();
+    eprintln!("{}", frontier::table::render_markdown(&out.rows));
+    assert_eq!(out.rows.len(), 2, "the source and the mlx-8bit arm");
+    let source = out.rows.iter().find(|r| r.arm == "Q4_K_M").unwrap();
+    let mlx = out.rows.iter().find(|r| r.arm == "mlx-8bit").unwrap();
+
+    // Bytes: the closed form over the file's tensors.
+    let gguf = memwall_core::probe::gguf::Gguf::open(&src).unwrap();
+    let want: u64 = gguf
+        .tensors
+        .iter()
+        .map(|t| {
+            let n = t.n_elements();
+            if t.dims.len() == 2 {
+                n + n / 64 * 2 * 2
+            } else {
+                n * 4
+            }
+        })
+        .sum();
+    assert_eq!(mlx.file_bytes, want, "bytes MLX holds");
+    assert_eq!(mlx.streamed_bytes, want);
+    assert!(
+        (8.4..8.7).contains(&mlx.bits_per_weight),
+        "{}",
+        mlx.bits_per_weight
+    );
+    assert_eq!(mlx.relation, Relation::Above, "8.5 bits over Q4_K_M's");
+    assert_eq!(mlx.sha256, source.sha256, "an MLX arm's file is its source");
+
+    // Speed on MLX.
+    let s = mlx.speed.as_ref().expect("speed cell");
+    assert!(s.tg_tps > 0.0 && s.pp_tps > 0.0, "{s:?}");
+
+    // Quality against the source.
+    let p_src = source.ppl[0].1.as_ref().expect("source ppl");
+    let p_mlx = mlx.ppl[0].1.as_ref().expect("mlx ppl");
+    assert!(p_src.kld.is_none(), "the source is the KLD reference");
+    let rel = (p_mlx.ppl / p_src.ppl - 1.0).abs();
+    assert!(
+        rel < MLX8_PPL_REL,
+        "mlx-8bit PPL {} vs source {}",
+        p_mlx.ppl,
+        p_src.ppl
+    );
+    let k = p_mlx.kld.as_ref().expect("KLD vs the source");
+    assert!(k.mean > 0.0 && k.mean < MLX8_KLD_MAX, "KLD mean {}", k.mean);
+    // The reference's own PPL, from its logits in lockstep, is the source cell's.
+    assert!(
+        (k.ppl_ref / p_src.ppl - 1.0).abs() < 1e-6,
+        "{} vs {}",
+        k.ppl_ref,
+        p_src.ppl
+    );
+    assert_eq!(p_mlx.n_scored, p_src.n_scored);
+
+    // Stored under MLX's build; a second run finds every cell and measures nothing.
+    let again = rt
+        .block_on(frontier::run_frontier(
+            &store,
+            plan,
+            roof,
+            "test".into(),
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        ))
+        .unwrap();
+    assert_eq!(again.measured, 0);
+    assert_eq!(again.skipped, 4);
+    let builds: Vec<String> = rt
+        .block_on(
+            sqlx::query_scalar::<_, String>(
+                "SELECT engine_build FROM frontier_cells WHERE arm_quant = 'mlx-8bit'",
+            )
+            .fetch_all(store.pool()),
+        )
+        .unwrap();
+    assert_eq!(builds.len(), 2);
+    for b in builds {
+        assert!(b.starts_with("mlx ") && b.ends_with(", mlx-8bit"), "{b}");
+    }
+}

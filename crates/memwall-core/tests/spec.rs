@@ -156,3 +156,93 @@ fn set_acceptance_on_a_real_model_is_output_identical_and_hits_its_rate() {
         "α̂ = {a_hat} over {tested} tested positions, bound ±{bound}"
     );
 }
+
+/// The gate's job on MLX (4-bit arm), the default model as its own draft: every
+/// drafter × k reproduces target-only greedy decoding on MLX token for token, and
+/// the stored gate rows carry the MLX build and arm (a llama.cpp gate of the same
+/// file does not unlock an MLX bench, nor one MLX arm another).
+#[cfg(feature = "mlx")]
+#[test]
+fn the_gate_passes_on_mlx_with_self_speculation() {
+    use memwall_core::experiments::bench::BenchEngine;
+    use memwall_core::experiments::speculative::gate::DrafterKind;
+    use memwall_core::experiments::speculative::job::{self, GateJobOptions, PairOptions};
+    use memwall_core::experiments::speculative::store as sstore;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let store = rt
+        .block_on(memwall_core::store::Store::open(&d.path().join("m.db")))
+        .unwrap();
+    let pair_opts = PairOptions {
+        target: path.clone(),
+        draft: Some(path.clone()),
+        prompts: None,
+        n_threads: Some(2),
+        n_gpu_layers: 0,
+        engine: BenchEngine::Mlx4bit,
+    };
+    let opts = GateJobOptions {
+        ks: vec![1, 2, 4, 6],
+        drafters: vec![DrafterKind::DraftModel, DrafterKind::Ngram],
+        max_new: 16,
+        limit: Some(3),
+        sampling_trials: 0,
+        guard: memwall_core::measure::guard::GuardOptions {
+            allow_battery: true,
+            skip_capacity_check: false,
+        },
+        command: "test".into(),
+        ..GateJobOptions::default()
+    };
+    let out = rt
+        .block_on(job::gate_job(
+            Some(&store),
+            pair_opts,
+            opts,
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        ))
+        .unwrap();
+    for r in &out.greedy {
+        eprintln!("{}", r.line());
+    }
+    assert!(out.passed(), "failed: {:?}", out.failed);
+    assert_eq!(out.greedy.len(), 8, "2 drafters × 4 k");
+    for r in &out.greedy {
+        assert_eq!(r.n_prompts, 3, "{}", r.line());
+        assert_eq!(r.n_identical, 3, "{}", r.line());
+    }
+    // Self-speculation: the draft is the target's own model on the same arm, so it
+    // drafts the target's greedy tokens and most are accepted.
+    let dm = out
+        .greedy
+        .iter()
+        .find(|r| r.drafter == DrafterKind::DraftModel && r.k == 4)
+        .unwrap();
+    assert!(dm.drafter_key.ends_with(":mlx-4bit"), "{}", dm.drafter_key);
+    let a = dm.stats.acceptance_rate().unwrap();
+    assert!(a > 0.9, "self-speculation accepted {a}");
+    // Stored under the MLX build and arm, not llama.cpp's.
+    let sha = memwall_core::util::sha256_file(&path).unwrap();
+    let build = format!(
+        "{}, mlx-4bit",
+        memwall_core::measure::engine::mlx::engine_build()
+    );
+    let set_sha = out.prompt_set_sha256.clone();
+    let rows = rt
+        .block_on(sstore::greedy_gates(&store, &sha, &build, &set_sha))
+        .unwrap();
+    assert_eq!(rows.len(), 8, "gate rows stored under {build}");
+    assert!(build.starts_with("mlx "), "{build}");
+    let llama = memwall_core::measure::engine::engine_build();
+    let none = rt
+        .block_on(sstore::greedy_gates(&store, &sha, &llama, &set_sha))
+        .unwrap();
+    assert!(none.is_empty(), "no row under llama.cpp's build {llama}");
+}

@@ -11,12 +11,12 @@ function rowHtml(r: BenchRow): string {
   const warn = [...r.warnings, r.power_source === "battery" ? "battery" : "", (r.swap_out_pages ?? 0) > 0 ? `swap ${r.swap_out_pages} pages` : "",
     r.thermal_after && !r.thermal_after.startsWith("nominal") && !r.thermal_after.startsWith("unknown") ? `thermal ${r.thermal_after}` : ""]
     .filter((s) => s).join("; ");
-  return `<tr data-id="${r.id}"><td>${esc(r.model_type)}</td><td>${esc(r.test)}</td><td class="n">${r.n_threads}</td>
+  return `<tr data-id="${r.id}"><td>${esc(r.model_type)}</td><td>${esc(r.test)}</td><td>${esc(r.engine)}</td><td class="n">${r.n_threads}</td>
     <td class="n">${meanStd(r.avg_ts, r.stddev_ts, 2)}</td><td class="n">${num(r.ceiling_ts)}</td><td class="n">${pct(r.achieved)}</td>
     <td class="n">${num(r.bandwidth_gbps)}</td><td class="warn">${esc(warn) || ""}</td></tr>`;
 }
 
-const HEAD = `<thead><tr><th>model</th><th>test</th><th>threads</th><th>tok/s (mean ± std)</th><th>ceiling tok/s</th><th>achieved</th><th>STREAM GB/s</th><th>warnings</th></tr></thead>`;
+const HEAD = `<thead><tr><th>model</th><th>test</th><th>engine</th><th>threads</th><th>tok/s (mean ± std)</th><th>ceiling tok/s</th><th>achieved</th><th>STREAM GB/s</th><th>warnings</th></tr></thead>`;
 
 export async function benchPage(root: HTMLElement) {
   const models = await api.models();
@@ -33,6 +33,10 @@ export async function benchPage(root: HTMLElement) {
       <label>sequences (--n-seqs) <input id="s" value="1"></label>
       <label>threads (-t) <input id="t" value="2"></label>
       <label>repetitions (-r) <input id="r" value="5"></label>
+      <label>engines (--engine) <select id="engines" multiple size="4">
+        <option value="llama" selected>llama</option><option value="mlx-4bit">mlx-4bit</option>
+        <option value="mlx-8bit">mlx-8bit</option><option value="mlx-f16">mlx-f16</option>
+      </select></label>
       <label><span><input type="checkbox" id="reuse" checked> reuse stored STREAM</span></label>
     </div>
     <div class="row"><button id="run" class="primary">Run</button><button id="cancel" disabled>Cancel</button>
@@ -69,7 +73,8 @@ export async function benchPage(root: HTMLElement) {
     if (bad) { $("#berr").textContent = bad as string; return; }
     const req: BenchRequest = { models: Array.from(sel.selectedOptions).map((o) => o.value), n_prompt: lists.p as number[],
       n_gen: lists.n as number[], n_depth: lists.d as number[], n_seqs: lists.s as number[], n_threads: lists.t as number[], reps: (lists.r as number[])[0],
-      reuse_stream: $<HTMLInputElement>("#reuse").checked };
+      reuse_stream: $<HTMLInputElement>("#reuse").checked,
+      engines: Array.from($<HTMLSelectElement>("#engines").selectedOptions).map((o) => o.value) };
     run.disabled = true; cancel.disabled = false;
     tbody.innerHTML = "";
     const prog = $<HTMLProgressElement>("#prog"), label = $("#plabel");

@@ -4,6 +4,7 @@
 use super::{command_line, open_store, print_guard, resolve_model};
 use crate::args::{SpecBenchArgs, SpecCmd, SpecGateArgs, SpecModelArgs, SpecPromptsArgs};
 use anyhow::{Context, Result, bail};
+use memwall_core::experiments::bench::BenchEngine;
 use memwall_core::experiments::speculative::gate::DrafterKind;
 use memwall_core::experiments::speculative::job::{
     self, GateJobOptions, PairOptions, PromptSummary, SpecBenchJobOptions, SpecProgress,
@@ -47,6 +48,7 @@ fn pair(m: &SpecModelArgs, need_draft: bool) -> Result<PairOptions> {
         prompts: m.prompts.clone(),
         n_threads: m.threads,
         n_gpu_layers: m.ngl,
+        engine: BenchEngine::parse(&m.engine)?,
     })
 }
 

@@ -23,10 +23,11 @@ use std::path::PathBuf;
 
 /// An engine a bench runs on. MLX holds the GGUF's weights (dequantized by
 /// llama.cpp's `to_float`) as f16 or requantized by MLX (affine, group 64).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BenchEngine {
     /// llama.cpp on the GGUF as it is.
+    #[default]
     Llama,
     /// MLX at 4 bits (`mlx`, `mlx-4bit`).
     Mlx4bit,

@@ -165,6 +165,15 @@ pub struct ArmInfo {
     pub streamed_bytes: u64,
 }
 
+impl ArmInfo {
+    /// Whether this arm's perplexity cells measure KLD against the source: every
+    /// arm but the source file on llama.cpp (an MLX arm of the source file is
+    /// measured against it).
+    pub fn is_reference_target(&self, source: &Source) -> bool {
+        self.arm.sha256 != source.sha256 || self.arm.mlx_engine().is_some()
+    }
+}
+
 /// What the frontier reports while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -447,9 +456,15 @@ fn arms_of(
             },
         };
         let facts = crate::probe::model::ModelFacts::open(&arm.path)?;
+        // An MLX arm streams every array it holds per decoded token (as its bench
+        // rows count it).
+        let streamed_bytes = match arm.mlx_engine() {
+            Some(_) => arm.file_bytes,
+            None => facts.streamed_bytes.0,
+        };
         arms.push(ArmInfo {
             arm,
-            streamed_bytes: facts.streamed_bytes.0,
+            streamed_bytes,
         });
     }
     arms.sort_by(|a, b| b.arm.bits_per_weight.total_cmp(&a.arm.bits_per_weight));
@@ -497,12 +512,16 @@ pub fn cell_configs(
             Measure::Ppl(c) => {
                 let d = cat.get(&c.dataset)?;
                 let refsha =
-                    (plan.kld && arm.arm.sha256 != source.sha256).then(|| source.sha256.clone());
+                    (plan.kld && arm.is_reference_target(source)).then(|| source.sha256.clone());
                 (Some(d.sha256.clone()), refsha)
             }
             Measure::Task(k, _) => (Some(cat.get(k.name())?.sha256.clone()), None),
         };
-        let cfg = config_json(&m, plan, data_sha.as_deref(), ref_sha.as_deref());
+        let mut cfg = config_json(&m, plan, data_sha.as_deref(), ref_sha.as_deref());
+        // An MLX arm's file is the source's: the engine tells its cells apart.
+        if let (Some(e), Some(o)) = (arm.arm.mlx_engine(), cfg.as_object_mut()) {
+            o.insert("engine".into(), e.name().into());
+        }
         out.push((m.clone(), m.name(), cfg));
     }
     Ok(out)

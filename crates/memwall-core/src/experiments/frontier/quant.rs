@@ -16,6 +16,12 @@
 //! `sha256("memwall-arm-v1\0<source sha256>\0<TYPE>")`. A quantization writes to a
 //! temporary name and is renamed into place after the sidecar's facts are known, so
 //! a killed `quant make` leaves no arm behind.
+//!
+//! **MLX arms** (`mlx-8bit`, `mlx-4bit`, feature `mlx`) are made by the MLX engine
+//! at load time from the source itself (each tensor dequantized by llama.cpp's
+//! `to_float`, then MLX `quantize`, affine, group 64): they have no file of their
+//! own. Their sidecar records the bytes of the arrays MLX holds (measured by
+//! loading the source into MLX once), and their cells are measured on MLX.
 
 use crate::probe::model::ModelFacts;
 use serde::{Deserialize, Serialize};
@@ -40,10 +46,17 @@ pub enum QuantType {
     Q3KM,
     /// 2-bit k-quant (`Q2_K` = 10).
     Q2K,
+    /// MLX affine 8-bit, group 64, made from the source at load time (`mlx-8bit`).
+    Mlx8bit,
+    /// MLX affine 4-bit, group 64, made from the source at load time (`mlx-4bit`).
+    Mlx4bit,
 }
 
 impl QuantType {
-    /// Every arm type, most precise first (the default frontier grid).
+    /// The MLX arms (they need a build with the `mlx` feature).
+    pub const MLX: [QuantType; 2] = [QuantType::Mlx8bit, QuantType::Mlx4bit];
+
+    /// Every llama.cpp arm type, most precise first (the default frontier grid).
     pub const ALL: [QuantType; 8] = [
         QuantType::F16,
         QuantType::Q8_0,
@@ -67,12 +80,25 @@ impl QuantType {
             QuantType::Q4_0 => "Q4_0",
             QuantType::Q3KM => "Q3_K_M",
             QuantType::Q2K => "Q2_K",
+            QuantType::Mlx8bit => "mlx-8bit",
+            QuantType::Mlx4bit => "mlx-4bit",
         }
     }
 
-    /// The `llama_ftype` value (llama.h).
-    pub fn ftype(self) -> u32 {
+    /// The bench engine of an MLX arm (`None` for llama.cpp's types).
+    pub fn mlx_engine(self) -> Option<crate::experiments::bench::BenchEngine> {
+        use crate::experiments::bench::BenchEngine;
         match self {
+            QuantType::Mlx8bit => Some(BenchEngine::Mlx8bit),
+            QuantType::Mlx4bit => Some(BenchEngine::Mlx4bit),
+            _ => None,
+        }
+    }
+
+    /// The `llama_ftype` value (llama.h); `None` for an MLX arm, which llama.cpp
+    /// does not make.
+    pub fn ftype(self) -> Option<u32> {
+        Some(match self {
             QuantType::F16 => 1,
             QuantType::Q8_0 => 7,
             QuantType::Q6K => 18,
@@ -81,16 +107,19 @@ impl QuantType {
             QuantType::Q4_0 => 2,
             QuantType::Q3KM => 12,
             QuantType::Q2K => 10,
-        }
+            QuantType::Mlx8bit | QuantType::Mlx4bit => return None,
+        })
     }
 
-    /// Parses llama.cpp's name, case-insensitively.
+    /// Parses llama.cpp's name or an MLX arm's (`mlx-8bit`, `mlx-4bit`),
+    /// case-insensitively.
     ///
     /// # Errors
     /// [`QuantError::UnknownType`] listing the valid names.
     pub fn parse(s: &str) -> Result<QuantType, QuantError> {
         QuantType::ALL
             .into_iter()
+            .chain(QuantType::MLX)
             .find(|t| t.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| QuantError::UnknownType(s.to_string()))
     }
@@ -108,7 +137,7 @@ impl std::fmt::Display for QuantType {
 pub enum QuantError {
     /// Not an arm type.
     #[error(
-        "unknown quantization type {0:?}: use F16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, Q3_K_M or Q2_K"
+        "unknown quantization type {0:?}: use F16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, Q3_K_M or Q2_K (llama.cpp), or mlx-8bit, mlx-4bit (MLX)"
     )]
     UnknownType(String),
     /// llama.cpp's quantizer failed.
@@ -143,6 +172,11 @@ pub enum QuantError {
     /// The build has no llama.cpp.
     #[error("this build has no llama.cpp engine (feature `llama`): cannot quantize")]
     NoEngine,
+    /// An MLX arm in a build without MLX.
+    #[error(
+        "{0}: this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`"
+    )]
+    NoMlx(String),
     /// I/O.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -194,7 +228,8 @@ pub struct Arm {
     pub path: PathBuf,
     /// sha256 of the arm's file.
     pub sha256: String,
-    /// Size of the arm's file, bytes.
+    /// Size of the arm's file, bytes; for an MLX arm, the bytes of the arrays MLX
+    /// holds (weights, scales and biases).
     pub file_bytes: u64,
     /// Bits per weight: tensor bytes × 8 ÷ parameters.
     pub bits_per_weight: f64,
@@ -212,8 +247,31 @@ pub struct Arm {
     pub made_at: String,
     /// Wall time of the quantization, ns (0 for the source).
     pub quantize_ns: u64,
-    /// llama.cpp build that quantized it.
+    /// llama.cpp build that quantized it (MLX's build for an MLX arm).
     pub engine_build: String,
+}
+
+impl Arm {
+    /// The arm's type (`None` for a source of a type outside the grid).
+    pub fn quant_type(&self) -> Option<QuantType> {
+        QuantType::parse(&self.quant).ok()
+    }
+
+    /// The bench engine of an MLX arm; `None` for a llama.cpp arm.
+    pub fn mlx_engine(&self) -> Option<crate::experiments::bench::BenchEngine> {
+        self.quant_type().and_then(QuantType::mlx_engine)
+    }
+
+    /// The sidecar of a cached arm: `<source stem>.<TYPE>.<key>.json` in
+    /// [`quants_dir`] (beside the GGUF for a llama.cpp arm).
+    pub fn sidecar_path(&self) -> PathBuf {
+        quants_dir().join(format!(
+            "{}.{}.{}.json",
+            stem(&self.source_path),
+            self.quant,
+            self.key
+        ))
+    }
 }
 
 /// The arm cache directory (`$MEMWALL_QUANTS`, default `~/.cache/memwall/quants`).
@@ -265,7 +323,9 @@ pub fn quantize_file(
     let code = unsafe {
         let mut p = llama_cpp_sys_2::llama_model_quantize_default_params();
         p.nthread = threads as i32;
-        p.ftype = ty.ftype() as _;
+        p.ftype = ty
+            .ftype()
+            .ok_or_else(|| QuantError::NoMlx(ty.name().into()))? as _;
         p.allow_requantize = true;
         llama_cpp_sys_2::llama_model_quantize(cin.as_ptr(), cout.as_ptr(), &p)
     };
@@ -350,6 +410,10 @@ impl Source {
             return Ok(None);
         }
         let arm = read_sidecar(&sidecar)?;
+        if ty.mlx_engine().is_some() {
+            // No file of its own: the source is its file.
+            return Ok((arm.source_sha256 == self.sha256 && self.path.is_file()).then_some(arm));
+        }
         if !arm.path.is_file() || std::fs::metadata(&arm.path)?.len() != arm.file_bytes {
             return Ok(None);
         }
@@ -367,6 +431,9 @@ impl Source {
         }
         let dir = quants_dir();
         std::fs::create_dir_all(&dir).map_err(|e| crate::util::with_path(e, &dir))?;
+        if ty.mlx_engine().is_some() {
+            return self.mlx_arm(ty);
+        }
         let key = arm_key(&self.sha256, ty);
         let name = format!("{}.{}.{key}", stem(&self.path), ty.name());
         let dest = dir.join(format!("{name}.gguf"));
@@ -400,6 +467,53 @@ impl Source {
         let json = serde_json::to_vec_pretty(&arm).expect("arm serializes");
         crate::util::write_atomic(&dir.join(format!("{name}.json")), &json)?;
         Ok(arm)
+    }
+}
+
+impl Source {
+    /// An MLX arm: loads the source into MLX at the arm's precision once to measure
+    /// the bytes of the arrays it holds, and writes the sidecar.
+    #[cfg(feature = "mlx")]
+    fn mlx_arm(&self, ty: QuantType) -> Result<Arm, QuantError> {
+        use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
+        let quant = match ty {
+            QuantType::Mlx8bit => MlxQuant::Q8,
+            _ => MlxQuant::Q4,
+        };
+        let t0 = std::time::Instant::now();
+        let e = MlxEngine::load(&self.path, quant, 1, 1)?;
+        let held = e.weight_bytes();
+        let quantize_ns = t0.elapsed().as_nanos() as u64;
+        drop(e);
+        let arm_bpw = if self.facts.n_params == 0 {
+            f64::NAN
+        } else {
+            held as f64 * 8.0 / self.facts.n_params as f64
+        };
+        let arm = Arm {
+            key: arm_key(&self.sha256, ty),
+            quant: ty.name().into(),
+            path: self.path.clone(),
+            sha256: self.sha256.clone(),
+            file_bytes: held,
+            bits_per_weight: arm_bpw,
+            source_path: self.path.clone(),
+            source_sha256: self.sha256.clone(),
+            source_quant: self.facts.quant.clone(),
+            source_bits_per_weight: bpw(&self.facts),
+            relation: Relation::of(arm_bpw, bpw(&self.facts), false),
+            made_at: crate::util::now_rfc3339(),
+            quantize_ns,
+            engine_build: crate::measure::engine::mlx::engine_build(),
+        };
+        let json = serde_json::to_vec_pretty(&arm).expect("arm serializes");
+        crate::util::write_atomic(&arm.sidecar_path(), &json)?;
+        Ok(arm)
+    }
+
+    #[cfg(not(feature = "mlx"))]
+    fn mlx_arm(&self, ty: QuantType) -> Result<Arm, QuantError> {
+        Err(QuantError::NoMlx(ty.name().into()))
     }
 }
 
@@ -456,11 +570,12 @@ pub fn remove(what: &str) -> Result<Vec<PathBuf>, QuantError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         if a.key == what || fname == what || a.quant.eq_ignore_ascii_case(what) {
-            let sidecar = a.path.with_extension("json");
+            let sidecar = a.sidecar_path();
             // Sidecar first: a half-finished removal leaves an orphan GGUF, never a
             // sidecar that points at nothing.
             std::fs::remove_file(&sidecar).map_err(|e| crate::util::with_path(e, &sidecar))?;
-            if a.path.starts_with(&dir) && a.path.exists() {
+            // An MLX arm's path is its source: only its sidecar goes.
+            if a.mlx_engine().is_none() && a.path.starts_with(&dir) && a.path.exists() {
                 std::fs::remove_file(&a.path).map_err(|e| crate::util::with_path(e, &a.path))?;
             }
             gone.push(a.path);
@@ -482,9 +597,19 @@ mod tests {
             assert_eq!(QuantType::parse(&t.name().to_lowercase()).unwrap(), t);
         }
         // llama.h: LLAMA_FTYPE_MOSTLY_Q4_K_M = 15, Q2_K = 10, Q6_K = 18.
-        assert_eq!(QuantType::Q4KM.ftype(), 15);
-        assert_eq!(QuantType::Q2K.ftype(), 10);
-        assert_eq!(QuantType::Q6K.ftype(), 18);
+        assert_eq!(QuantType::Q4KM.ftype(), Some(15));
+        assert_eq!(QuantType::Q2K.ftype(), Some(10));
+        assert_eq!(QuantType::Q6K.ftype(), Some(18));
+        // MLX arms parse by their bench names and are not llama.cpp types.
+        for t in QuantType::MLX {
+            assert_eq!(QuantType::parse(&t.name().to_uppercase()).unwrap(), t);
+            assert_eq!(t.ftype(), None);
+        }
+        assert_eq!(
+            QuantType::Mlx8bit.mlx_engine(),
+            Some(crate::experiments::bench::BenchEngine::Mlx8bit)
+        );
+        assert_eq!(QuantType::Q8_0.mlx_engine(), None);
         assert!(
             QuantType::parse("Q9")
                 .unwrap_err()

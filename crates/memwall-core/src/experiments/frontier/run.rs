@@ -7,7 +7,7 @@ use super::{
 };
 use crate::experiments::bench::{BenchError, BenchPlan, Progress, RunContext};
 use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
-use crate::measure::engine::{Engine, EngineConfig, TokenId};
+use crate::measure::engine::{BoxedEngine, Engine, EngineConfig, TokenId};
 use crate::measure::evals::EvalError;
 use crate::measure::evals::ppl::{PplConfig, perplexity};
 use crate::measure::evals::tasks::{self, TaskConfig, TaskItem, TaskKind};
@@ -166,12 +166,21 @@ fn run_blocking(
             let mut cell = match &m {
                 Measure::Speed => measure_speed(plan, arm, &host, roof, cancel, &mut progress)?,
                 Measure::Ppl(c) => {
-                    let h = load(&mut handle, arm)?;
-                    measure_ppl(plan, &source, arm, h, c, &mut state, cancel, &mut progress)?
+                    let mut mk = |cfg: &EngineConfig| cell_engine(&mut handle, arm, cfg);
+                    measure_ppl(
+                        plan,
+                        &source,
+                        arm,
+                        &mut mk,
+                        c,
+                        &mut state,
+                        cancel,
+                        &mut progress,
+                    )?
                 }
                 Measure::Task(k, c) => {
-                    let h = load(&mut handle, arm)?;
-                    measure_task(plan, h, *k, c, &mut state, cancel, &mut progress)?
+                    let mut mk = |cfg: &EngineConfig| cell_engine(&mut handle, arm, cfg);
+                    measure_task(plan, &mut mk, *k, c, &mut state, cancel, &mut progress)?
                 }
             };
             cell.measure = name.clone();
@@ -216,7 +225,7 @@ fn guard_cell(
         Measure::Ppl(c) => c.n_ctx as u64,
         Measure::Task(..) => TASK_N_CTX as u64,
     };
-    let with_ref = matches!(m, Measure::Ppl(_)) && plan.kld && arm.arm.sha256 != source.sha256;
+    let with_ref = matches!(m, Measure::Ppl(_)) && plan.kld && arm.is_reference_target(source);
     if with_ref {
         guard.check_fit(&[(&facts, n_ctx), (&source.facts, n_ctx)], CacheType::F16)?;
     } else {
@@ -233,14 +242,51 @@ struct State {
     reference: Option<LlamaModelHandle>,
 }
 
-fn load<'a>(
-    h: &'a mut Option<LlamaModelHandle>,
+/// The engine of one cell of `arm`: llama.cpp on the arm's file (the model loaded
+/// once per arm into `h`), or for an MLX arm the source loaded into MLX at the
+/// arm's precision with `cfg`'s context and batch.
+fn cell_engine(
+    h: &mut Option<LlamaModelHandle>,
     arm: &ArmInfo,
-) -> Result<&'a LlamaModelHandle, FrontierError> {
+    cfg: &EngineConfig,
+) -> Result<BoxedEngine, FrontierError> {
+    if let Some(which) = arm.arm.mlx_engine() {
+        return mlx_engine(arm, which, cfg);
+    }
     if h.is_none() {
         *h = Some(LlamaModelHandle::load(&arm.arm.path, 999)?);
     }
-    Ok(h.as_ref().expect("just set"))
+    Ok(Box::new(h.as_ref().expect("just set").engine(cfg)?))
+}
+
+#[cfg(feature = "mlx")]
+fn mlx_engine(
+    arm: &ArmInfo,
+    which: crate::experiments::bench::BenchEngine,
+    cfg: &EngineConfig,
+) -> Result<BoxedEngine, FrontierError> {
+    use crate::experiments::bench::BenchEngine;
+    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
+    let quant = match which {
+        BenchEngine::Mlx8bit => MlxQuant::Q8,
+        BenchEngine::MlxF16 => MlxQuant::F16,
+        _ => MlxQuant::Q4,
+    };
+    Ok(Box::new(MlxEngine::load(
+        &arm.arm.path,
+        quant,
+        cfg.n_ctx,
+        cfg.n_batch,
+    )?))
+}
+
+#[cfg(not(feature = "mlx"))]
+fn mlx_engine(
+    arm: &ArmInfo,
+    _which: crate::experiments::bench::BenchEngine,
+    _cfg: &EngineConfig,
+) -> Result<BoxedEngine, FrontierError> {
+    Err(crate::experiments::frontier::quant::QuantError::NoMlx(arm.arm.quant.clone()).into())
 }
 
 fn summary_of(c: &NewCell) -> String {
@@ -293,6 +339,7 @@ fn measure_speed(
         reps: plan.reps,
         allow_battery: plan.guard.allow_battery,
         skip_capacity_check: plan.guard.skip_capacity_check,
+        engines: arm.arm.mlx_engine().into_iter().collect(),
         ..BenchPlan::llama_bench_defaults()
     };
     let rcx = RunContext {
@@ -369,14 +416,14 @@ fn measure_ppl(
     plan: &FrontierPlan,
     source: &crate::experiments::frontier::quant::Source,
     arm: &ArmInfo,
-    h: &LlamaModelHandle,
+    engine: &mut dyn FnMut(&EngineConfig) -> Result<BoxedEngine, FrontierError>,
     c: &PplConfig,
     state: &mut State,
     cancel: &AtomicBool,
     progress: &mut dyn FnMut(FrontierProgress),
 ) -> Result<NewCell, FrontierError> {
     let ecfg = ppl_engine_cfg(plan, c);
-    let mut e = h.engine(&ecfg)?;
+    let mut e = engine(&ecfg)?;
     if !state.tokens.contains_key(&c.dataset) {
         let entry = Datasets::builtin()?.get(&c.dataset)?.clone();
         let path = entry.require()?;
@@ -395,7 +442,7 @@ fn measure_ppl(
             .insert(c.dataset.clone(), (e.tokenize(&text, true)?, sha));
     }
     let (tokens, sha) = &state.tokens[&c.dataset];
-    let with_ref = plan.kld && arm.arm.sha256 != source.sha256;
+    let with_ref = plan.kld && arm.is_reference_target(source);
     let mut step = |d: u32, n: u32| {
         progress(FrontierProgress::Step {
             done: d as usize,
@@ -409,7 +456,7 @@ fn measure_ppl(
         let mut r = state.reference.as_ref().expect("set").engine(&ecfg)?;
         perplexity(&mut e, Some(&mut r), tokens, sha, c, cancel, &mut step)
     } else {
-        perplexity::<LlamaEngine, LlamaEngine>(&mut e, None, tokens, sha, c, cancel, &mut step)
+        perplexity::<BoxedEngine, LlamaEngine>(&mut e, None, tokens, sha, c, cancel, &mut step)
     }
     .map_err(eval_err)?;
     let mut cell = new_cell(serde_json::to_value(&res).expect("serialize"));
@@ -421,7 +468,7 @@ fn measure_ppl(
 
 fn measure_task(
     plan: &FrontierPlan,
-    h: &LlamaModelHandle,
+    engine: &mut dyn FnMut(&EngineConfig) -> Result<BoxedEngine, FrontierError>,
     k: TaskKind,
     c: &TaskConfig,
     state: &mut State,
@@ -445,7 +492,7 @@ fn measure_task(
         n_seq_max: 1,
         ..Default::default()
     };
-    let mut e = h.engine(&ecfg)?;
+    let mut e = engine(&ecfg)?;
     let res = tasks::run_task(&mut e, k, items, c, cancel, &mut |d, n| {
         progress(FrontierProgress::Step { done: d, of: n })
     })

@@ -124,6 +124,22 @@ pub async fn count_cells(store: &Store) -> Result<i64, FrontierError> {
         .map_err(|e| store.sql(e).into())
 }
 
+/// The engine build a cell is measured with: MLX's and the arm for an MLX arm
+/// (`mlx 0.32.2 (mlx-rs 0.33.0, cpu), mlx-8bit`), llama.cpp's otherwise.
+fn cell_engine_build(a: &super::quant::Arm) -> String {
+    #[cfg(feature = "mlx")]
+    if a.mlx_engine().is_some() {
+        return format!(
+            "{}, {}",
+            crate::measure::engine::mlx::engine_build(),
+            a.quant
+        );
+    }
+    #[cfg(not(feature = "mlx"))]
+    let _ = a;
+    crate::measure::engine::engine_build()
+}
+
 /// Stores one cell with its run, bench rows and items in one transaction.
 pub(super) async fn store_cell(
     cx: &CellContext<'_>,
@@ -194,7 +210,7 @@ pub(super) async fn store_cell(
     .bind(&c.started_at)
     .bind(&finished)
     .bind(crate::BUILD_COMMIT)
-    .bind(crate::measure::engine::engine_build())
+    .bind(cell_engine_build(a))
     .bind(cx.n_threads as i64)
     .bind(&cx.host.hostname)
     .bind(&cx.host.cpu_model)

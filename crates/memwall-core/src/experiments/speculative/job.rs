@@ -66,6 +66,10 @@ pub struct PairOptions {
     /// Layers of each model offloaded to the GPU (llama-bench's `-ngl`; 0 = CPU).
     #[serde(default)]
     pub n_gpu_layers: u32,
+    /// The engine both models run on (`memwall bench --engine`'s choices: llama,
+    /// mlx-4bit, mlx-8bit, mlx-f16).
+    #[serde(default)]
+    pub engine: crate::experiments::bench::BenchEngine,
 }
 
 impl PairOptions {
@@ -623,7 +627,9 @@ mod llama_jobs {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn load(
+        engine: crate::experiments::bench::BenchEngine,
         target: &Path,
         draft: Option<&Path>,
         n_ctx: u32,
@@ -637,7 +643,7 @@ mod llama_jobs {
             n_threads,
             n_ctx,
         });
-        pair::load_ngl(target, draft, n_ctx, n_threads, n_gpu_layers)
+        pair::load_on(engine, target, draft, n_ctx, n_threads, n_gpu_layers)
     }
 
     /// What the gate's engine phase hands back.
@@ -666,6 +672,7 @@ mod llama_jobs {
         let target = pair_opts.target.as_path();
         // Tokenize with a first context, then size the real one.
         let mut p = load(
+            pair_opts.engine,
             target,
             draft,
             FIRST_N_CTX,
@@ -685,6 +692,7 @@ mod llama_jobs {
             fit(&mut guard, target, draft, need_ctx)?;
             drop(p);
             p = load(
+                pair_opts.engine,
                 target,
                 draft,
                 need_ctx,
@@ -761,7 +769,7 @@ mod llama_jobs {
             sampling,
             top_text,
             target_sha256: p.target_sha256.clone(),
-            engine_build: p.target.info().build,
+            engine_build: p.engine_build.clone(),
             guard,
         })
     }
@@ -783,6 +791,7 @@ pub async fn prompts_job(
     let mut progress = progress;
     blocking(move || -> Result<PromptsOutcome, JobError> {
         let p = load(
+            pair_opts.engine,
             &pair_opts.target,
             None,
             FIRST_N_CTX,
@@ -935,7 +944,6 @@ pub async fn bench_job(
     cancel: Arc<AtomicBool>,
 ) -> Result<SpecBenchOutcome, JobError> {
     use super::drafter::Drafter;
-    use crate::measure::engine::Engine;
     opts.validate()?;
     let draft = pair_opts.draft_for(opts.needs_draft(), "the draft-model drafter")?;
     let set = pair_opts.prompt_set()?;
@@ -954,6 +962,7 @@ pub async fn bench_job(
     let started = now_rfc3339();
     let threads = pair_opts.threads();
     let ngl = pair_opts.n_gpu_layers;
+    let engine = pair_opts.engine;
     let mut guard = Guard::begin(opts.guard)?;
     fit(&mut guard, &pair_opts.target, draft.as_deref(), FIRST_N_CTX)?;
     check_cancel(&cancel)?;
@@ -968,6 +977,7 @@ pub async fn bench_job(
     let mut progress = progress;
     let (p, inputs, guard, mut progress) = blocking(move || -> Result<_, JobError> {
         let mut p = load(
+            engine,
             &target,
             d2.as_deref(),
             FIRST_N_CTX,
@@ -988,6 +998,7 @@ pub async fn bench_job(
             fit(&mut guard, &target, d2.as_deref(), need_ctx)?;
             drop(p);
             p = load(
+                engine,
                 &target,
                 d2.as_deref(),
                 need_ctx,
@@ -1000,7 +1011,7 @@ pub async fn bench_job(
     })
     .await??;
     check_cancel(&cancel)?;
-    let engine_build = p.target.info().build;
+    let engine_build = p.engine_build.clone();
     let gates = sstore::greedy_gates(store, &p.target_sha256, &engine_build, &set.sha256).await?;
     // Every fixed configuration needs a gate that unlocks it (passed, the whole
     // prompt set, ≥ this bench's tokens per prompt) before any timing starts.
@@ -1266,7 +1277,6 @@ pub async fn synth_job(
 ) -> Result<SynthOutcome, JobError> {
     use super::drafter::Drafter;
     use super::synth::{self, SetAcceptance, SynthPlan};
-    use crate::measure::engine::Engine;
     opts.validate()?;
     let draft = pair_opts
         .draft_for(true, "--synth-acceptance")?
@@ -1275,6 +1285,7 @@ pub async fn synth_job(
     let started = now_rfc3339();
     let threads = pair_opts.threads();
     let ngl = pair_opts.n_gpu_layers;
+    let engine = pair_opts.engine;
     let mut guard = Guard::begin(opts.guard)?;
     fit(&mut guard, &pair_opts.target, Some(&draft), FIRST_N_CTX)?;
     check_cancel(&cancel)?;
@@ -1286,7 +1297,15 @@ pub async fn synth_job(
     );
     let mut progress = progress;
     let (p, prompts, guard, mut progress) = blocking(move || -> Result<_, JobError> {
-        let mut p = load(&target, Some(&d2), FIRST_N_CTX, threads, ngl, &mut progress)?;
+        let mut p = load(
+            engine,
+            &target,
+            Some(&d2),
+            FIRST_N_CTX,
+            threads,
+            ngl,
+            &mut progress,
+        )?;
         let toks = super::pair::tokenize_set(&p.target, &s2)?;
         let prompts = limit_round_robin(toks, o2.n_prompts);
         let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
@@ -1294,13 +1313,21 @@ pub async fn synth_job(
         if need_ctx > FIRST_N_CTX {
             fit(&mut guard, &target, Some(&d2), need_ctx)?;
             drop(p);
-            p = load(&target, Some(&d2), need_ctx, threads, ngl, &mut progress)?;
+            p = load(
+                engine,
+                &target,
+                Some(&d2),
+                need_ctx,
+                threads,
+                ngl,
+                &mut progress,
+            )?;
         }
         Ok((p, prompts, guard, progress))
     })
     .await??;
     check_cancel(&cancel)?;
-    let engine_build = p.target.info().build;
+    let engine_build = p.engine_build.clone();
     let draft_key = p.draft.as_ref().map(|d| d.key()).unwrap_or_default();
     let gates = sstore::greedy_gates(store, &p.target_sha256, &engine_build, &set.sha256).await?;
     let plan = SynthPlan {

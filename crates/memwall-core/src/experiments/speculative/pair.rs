@@ -1,23 +1,35 @@
-//! Loading a (target, draft) pair on the llama.cpp engine for the gate and the bench.
+//! Loading a (target, draft) pair for the gate and the bench, on llama.cpp or MLX
+//! ([`BenchEngine`], the same choice and spelling as `memwall bench --engine`).
+//! Both models run on the same engine; the pair holds them boxed, so the gate,
+//! the drafters and the bench (generic over [`Engine`]) run unchanged on either.
 
 use super::SpecError;
 use super::drafter::DraftModel;
 use super::gate::TokenizedPrompt;
 use super::prompts::PromptSet;
-use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
+use crate::experiments::bench::BenchEngine;
+use crate::measure::engine::llama::LlamaModelHandle;
 use crate::measure::engine::{Engine, EngineConfig};
 use std::path::{Path, PathBuf};
+
+pub use crate::measure::engine::BoxedEngine;
 
 /// A loaded pair (the draft is optional: the n-gram drafter needs none).
 pub struct Pair {
     /// Target engine.
-    pub target: LlamaEngine,
+    pub target: BoxedEngine,
+    /// The engine both models run on.
+    pub engine: BenchEngine,
+    /// The engine identity gates and bench rows are keyed by: the engine's build
+    /// string, plus the MLX arm (`mlx-4bit`, …) on MLX, since each arm computes
+    /// different logits from the same file.
+    pub engine_build: String,
     /// Path of the target GGUF file.
     pub target_path: PathBuf,
     /// sha256 of the target GGUF file.
     pub target_sha256: String,
     /// Draft-model drafter.
-    pub draft: Option<DraftModel<LlamaEngine>>,
+    pub draft: Option<DraftModel<BoxedEngine>>,
     /// Path of the draft GGUF file (draft-model drafter only).
     pub draft_path: Option<PathBuf>,
     /// sha256 of the draft GGUF file.
@@ -44,29 +56,58 @@ fn sha(p: &Path) -> Result<String, SpecError> {
         .map_err(|e| SpecError::Config(format!("cannot read {}: {e}", p.display())))
 }
 
-/// Loads the target (without weight repacking, so that a row's logits do not depend
-/// on how many rows share its pass) and the draft when given (as usual: its
-/// numerics do not affect correctness), and checks that they tokenize
-/// alike: the same ids for a probe text that mixes prose, code, JSON and the chat
-/// markers, and the same bytes for the first 1000 ids.
+/// Loads the target and the draft when given on llama.cpp, CPU only; see
+/// [`load_on`].
 ///
 /// # Errors
-/// Load errors naming the file; [`SpecError::Tokenizer`] when the tokenizers differ.
+/// As [`load_on`].
 pub fn load(
     target: &Path,
     draft: Option<&Path>,
     n_ctx: u32,
     n_threads: u32,
 ) -> Result<Pair, SpecError> {
-    load_ngl(target, draft, n_ctx, n_threads, 0)
+    load_on(BenchEngine::Llama, target, draft, n_ctx, n_threads, 0)
 }
 
-/// As [`load`], with `n_gpu_layers` layers of each model offloaded (llama-bench's
-/// `-ngl`).
+/// As [`load_on`] on llama.cpp, with `n_gpu_layers` layers of each model offloaded
+/// (llama-bench's `-ngl`).
 ///
 /// # Errors
-/// As [`load`].
+/// As [`load_on`].
 pub fn load_ngl(
+    target: &Path,
+    draft: Option<&Path>,
+    n_ctx: u32,
+    n_threads: u32,
+    n_gpu_layers: u32,
+) -> Result<Pair, SpecError> {
+    load_on(
+        BenchEngine::Llama,
+        target,
+        draft,
+        n_ctx,
+        n_threads,
+        n_gpu_layers,
+    )
+}
+
+/// Loads the target and the draft when given on `engine`, and checks that they
+/// tokenize alike: the same ids for a probe text that mixes prose, code, JSON and
+/// the chat markers, and the same bytes for the first 1000 ids.
+///
+/// On llama.cpp the target is loaded without weight repacking (so that a row's
+/// logits do not depend on how many rows share its pass), the draft as usual (its
+/// numerics do not affect correctness), each with `n_gpu_layers` layers offloaded.
+/// On MLX both are loaded at the arm's precision (`mlx-4bit`, `mlx-8bit`,
+/// `mlx-f16`) on MLX's default device; MLX picks its own CPU threads, so
+/// `n_threads` and `n_gpu_layers` do not apply.
+///
+/// # Errors
+/// Load errors naming the file; [`SpecError::Tokenizer`] when the tokenizers
+/// differ; [`SpecError::Options`] for MLX in a build without it.
+pub fn load_on(
+    engine: BenchEngine,
     target: &Path,
     draft: Option<&Path>,
     n_ctx: u32,
@@ -77,13 +118,14 @@ pub fn load_ngl(
         n_gpu_layers,
         ..engine_config(n_ctx, n_threads)
     };
-    // The target without weight repacking: see LlamaModelHandle::load_no_repack.
-    let th = LlamaModelHandle::load_no_repack_ngl(target, n_gpu_layers)?;
-    let te = th.engine(&cfg)?;
+    let te = load_one(engine, target, &cfg, true)?;
+    let engine_build = match engine {
+        BenchEngine::Llama => te.info().build,
+        mlx => format!("{}, {}", te.info().build, mlx.name()),
+    };
     let (draft_model, draft_sha) = match draft {
         Some(d) => {
-            let dh = LlamaModelHandle::load(d, n_gpu_layers)?;
-            let de = dh.engine(&cfg)?;
+            let de = load_one(engine, d, &cfg, false)?;
             let probe = "Hello, world! fn main() { println!(\"{}\", 1 + 2); } {\"a\": [1, 2.5, null]} <|im_start|>user\nÜber café 東京<|im_end|>";
             let a = te.tokenize(probe, true)?;
             let b = de.tokenize(probe, true)?;
@@ -104,21 +146,82 @@ pub fn load_ngl(
                 )));
             }
             let s = sha(d)?;
-            (
-                Some(DraftModel::new(de, DraftModel::<LlamaEngine>::key_for(&s))),
-                Some(s),
-            )
+            (Some(DraftModel::new(de, draft_key(engine, &s))), Some(s))
         }
         None => (None, None),
     };
     Ok(Pair {
         target: te,
+        engine,
+        engine_build,
         target_path: target.to_path_buf(),
         target_sha256: sha(target)?,
         draft: draft_model,
         draft_path: draft.map(Path::to_path_buf),
         draft_sha256: draft_sha,
     })
+}
+
+/// The drafter key of a draft model file with this sha256 on `engine`: llama.cpp's
+/// is [`DraftModel::key_for`]; an MLX arm's adds the arm (`draft:…:mlx-4bit`), since
+/// its drafts differ from the file's on llama.cpp.
+pub fn draft_key(engine: BenchEngine, sha256: &str) -> String {
+    let key = DraftModel::<BoxedEngine>::key_for(sha256);
+    match engine {
+        BenchEngine::Llama => key,
+        mlx => format!("{key}:{}", mlx.name()),
+    }
+}
+
+/// One model on `engine` (`target`: llama.cpp without weight repacking).
+fn load_one(
+    engine: BenchEngine,
+    path: &Path,
+    cfg: &EngineConfig,
+    target: bool,
+) -> Result<BoxedEngine, SpecError> {
+    if engine == BenchEngine::Llama {
+        let h = if target {
+            // See LlamaModelHandle::load_no_repack.
+            LlamaModelHandle::load_no_repack_ngl(path, cfg.n_gpu_layers)?
+        } else {
+            LlamaModelHandle::load(path, cfg.n_gpu_layers)?
+        };
+        return Ok(Box::new(h.engine(cfg)?));
+    }
+    load_mlx(engine, path, cfg)
+}
+
+#[cfg(feature = "mlx")]
+fn load_mlx(
+    engine: BenchEngine,
+    path: &Path,
+    cfg: &EngineConfig,
+) -> Result<BoxedEngine, SpecError> {
+    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
+    let quant = match engine {
+        BenchEngine::Mlx8bit => MlxQuant::Q8,
+        BenchEngine::MlxF16 => MlxQuant::F16,
+        _ => MlxQuant::Q4,
+    };
+    Ok(Box::new(MlxEngine::load(
+        path,
+        quant,
+        cfg.n_ctx,
+        cfg.n_batch,
+    )?))
+}
+
+#[cfg(not(feature = "mlx"))]
+fn load_mlx(
+    engine: BenchEngine,
+    _path: &Path,
+    _cfg: &EngineConfig,
+) -> Result<BoxedEngine, SpecError> {
+    Err(SpecError::Options(format!(
+        "--engine {}: this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`",
+        engine.name()
+    )))
 }
 
 /// Renders and tokenizes every prompt of `set` with `e`'s template and tokenizer.

@@ -287,6 +287,82 @@ pub trait Engine {
     }
 }
 
+/// An engine chosen at run time (llama.cpp or MLX).
+pub type BoxedEngine = Box<dyn Engine + Send>;
+
+/// A boxed engine is an engine: code that picks its engine at run time (llama.cpp or
+/// MLX, `--engine`) holds a `Box<dyn Engine + Send>` and hands it to the generic
+/// code unchanged. Every method forwards, the provided ones included, so an
+/// engine's own overrides are kept.
+impl<E: Engine + ?Sized> Engine for Box<E> {
+    fn info(&self) -> EngineInfo {
+        (**self).info()
+    }
+    fn n_vocab(&self) -> usize {
+        (**self).n_vocab()
+    }
+    fn n_ctx(&self) -> u32 {
+        (**self).n_ctx()
+    }
+    fn n_batch(&self) -> u32 {
+        (**self).n_batch()
+    }
+    fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+        (**self).decode(batch)
+    }
+    fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
+        (**self).logits(i)
+    }
+    fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
+        (**self).kv_truncate(seq, from_pos)
+    }
+    fn kv_clear(&mut self) {
+        (**self).kv_clear()
+    }
+    fn synchronize(&mut self) {
+        (**self).synchronize()
+    }
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        (**self).tokenize(text, add_special)
+    }
+    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        (**self).token_bytes(token)
+    }
+    fn is_eog(&self, token: TokenId) -> bool {
+        (**self).is_eog(token)
+    }
+    fn bos(&self) -> Option<TokenId> {
+        (**self).bos()
+    }
+    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        (**self).apply_chat_template(messages)
+    }
+    fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
+        (**self).kv_copy(src, dst, n_tokens)
+    }
+    fn seq_state_bytes(&self, seq: i32) -> Result<u64, EngineError> {
+        (**self).seq_state_bytes(seq)
+    }
+    fn save_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
+        (**self).save_seq_state(seq)
+    }
+    fn restore_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
+        (**self).restore_seq_state(seq)
+    }
+    fn prefill(
+        &mut self,
+        tokens: &[TokenId],
+        start_pos: u32,
+        seq: i32,
+        last_logits: bool,
+    ) -> Result<(), EngineError> {
+        (**self).prefill(tokens, start_pos, seq, last_logits)
+    }
+    fn decode_one(&mut self, token: TokenId, pos: u32, seq: i32) -> Result<(), EngineError> {
+        (**self).decode_one(token, pos, seq)
+    }
+}
+
 /// Index of the largest logit (first on ties), the greedy choice.
 pub fn argmax(logits: &[f32]) -> TokenId {
     let mut best = 0usize;
