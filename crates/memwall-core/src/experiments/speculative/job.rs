@@ -1719,6 +1719,7 @@ mod tests {
             prompts: None,
             n_threads: Some(1),
             n_gpu_layers: 0,
+            engine: Default::default(),
         };
         assert_eq!(p.draft_for(false, "x").unwrap(), None);
         assert_eq!(
