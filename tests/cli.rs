@@ -1106,12 +1106,16 @@ fn a_postgres_db_works_for_every_command_through_a_pushed_back_copy() {
         runs.iter()
             .map(|r| r["id"].as_i64().unwrap())
             .collect::<Vec<_>>(),
-        [1, 2],
-        "{runs:?}"
+        [2, 1],
+        "history lists the newest run first: {runs:?}"
     );
     // A read command pushes nothing.
     let o = memwall(db, &["history"]);
-    assert!(o.status.success() && !text(&o.stderr).contains("pushed"));
+    assert!(
+        o.status.success() && !text(&o.stderr).contains("pushed run"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(text(&o.stdout).contains("peak"), "{}", text(&o.stdout));
     // Deleting a shared run is refused by name, and nothing changes.
     let o = memwall(db, &["history", "--delete", "1", "--yes"]);

@@ -1191,6 +1191,12 @@ pub(crate) mod fixture {
             ({spec_run},'t','T','none','target-only',0,0,'code','P','[]',32,2,2,'[30,31]',30.5,0.7,NULL,NULL,NULL,NULL,0,0,10,10,0,0,0,0,0,'{{}}','B','c','m','{h}','c',NULL),
             ({spec_run},'t','T','draft-model','dk',4,0,'code','P','[]',32,2,2,'[27,27.9]',27.45,0.6,'[0.9,0.9]',0.9,0.0,0.95,8,4,3,7,0,0,0,0,0,'{{}}','B','c','m','{h}','c',{gate})")).await;
 
+        exec(&s, &format!("INSERT INTO spec_bench_energy (row_id, run_id, samples, energy_source, reason) VALUES ((SELECT MAX(id) FROM spec_bench WHERE run_id = {spec_run}), {spec_run}, 3, 'rapl', 'no RAPL in this VM')")).await;
+        let synth_run = run(&s, "spec-synth", f).await;
+        let pred = exec(&s, &format!("INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, draft_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES ('2026-01-01T00:00:00Z', '{h}', 'T', 'dk', 'B', 0.5, 4, 1.25, '{{}}')")).await;
+        let synth = exec(&s, &format!("INSERT INTO spec_synth (run_id, prediction_id, alpha_set, k, target_file, target_sha256, draft_file, draft_key, seed, prompt_set_sha256, prompt_ids, max_new, reps, n_threads, n_gpu_layers, tps_samples, tps_mean, tps_std, speedup_samples, speedup_mean, speedup_std, predicted_speedup, predicted_after, alpha_hat, n_tested, n_drafted, n_accepted, n_iterations, n_emitted, n_draft_passes, n_draws, n_right, stats_json, timings_json, engine_build, build_commit, measured_at, hostname, cpu_info, gpu_info, gate_id) VALUES ({synth_run}, {pred}, 0.5, 4, 't', 'T', 'd', 'dk', 7, 'P', '[]', 32, 2, 2, 0, '[33,34]', 33.5, 0.7, '[1.1,1.12]', 1.11, 0.014, 1.25, 1.2, 0.5, 40, 40, 20, 12, 32, 12, 40, 20, '{{}}', '{{}}', 'B', 'c', '2026-01-01T00:05:00Z', '{h}', 'c', NULL, {gate})")).await;
+        exec(&s, &format!("INSERT INTO spec_synth_energy (row_id, run_id, samples, energy_source, reason) VALUES ({synth}, {synth_run}, 3, 'rapl', 'no RAPL in this VM')")).await;
+
         let fr = run(&s, "frontier", f).await;
         let cell = exec(&s, &format!("INSERT INTO frontier_cells (run_id, source_file, source_sha256, source_quant, arm_quant, arm_file, arm_sha256, arm_relation, arm_file_bytes, arm_streamed_bytes, arm_bits_per_weight, measure, config_key, config_json, value, value_unc, ci_low, ci_high, n, result_json, started_at, finished_at, build_commit, engine_build, n_threads, hostname, cpu_info) VALUES ({fr}, 's.gguf', 'S', 'Q4_K_M', 'Q8_0', 'a.gguf', 'A', 'above', 100, 90, 8.5, 'task:arc', 'key', '{{}}', 0.5, NULL, 0.2, 0.8, 2, '{{}}', 'a', 'b', 'c', 'B', 2, '{h}', 'c')")).await;
         for i in 0..2 {
@@ -1199,7 +1205,8 @@ pub(crate) mod fixture {
         let kv = run(&s, "kv", f).await;
         exec(&s, &format!("INSERT INTO kv_verify_results (run_id, model_filename, cache_type, n, predicted_bytes_per_token, formula_bytes_per_token, state_n, state_2n, measured_state_bytes_per_token, metadata_bytes_per_token, measured_kv_bytes_per_token, ratio, build_commit) VALUES ({kv}, 'm.gguf', 'f16', 64, 12288.0, 12288, 800000, 1587200, 12300.0, 12.0, 12288.0, 1.0, 'c')")).await;
         let lt = run(&s, "loadtest", f).await;
-        exec(&s, &format!("INSERT INTO loadtest_points (run_id, url, endpoint, request_model, mode, concurrency, input_tokens, output_tokens, shared_prefix_tokens, ignore_eos, seed, slo, build_commit, measured_at, hostname, n_sent, n_completed, n_rejected, n_failed, duration_s, total_output_tokens, token_source, request_throughput_rps, output_throughput_tps, samples_json) VALUES ({lt}, 'http://x', '/v1/completions', 'm', 'closed', 2, 16, 8, 0, 1, 0, '', 'c', 'm', '{h}', 4, 4, 0, 0, 2.0, 32, 'usage', 2.0, 16.0, '[]')")).await;
+        let point = exec(&s, &format!("INSERT INTO loadtest_points (run_id, url, endpoint, request_model, mode, concurrency, input_tokens, output_tokens, shared_prefix_tokens, ignore_eos, seed, slo, build_commit, measured_at, hostname, n_sent, n_completed, n_rejected, n_failed, duration_s, total_output_tokens, token_source, request_throughput_rps, output_throughput_tps, samples_json) VALUES ({lt}, 'http://x', '/v1/completions', 'm', 'closed', 2, 16, 8, 0, 1, 0, '', 'c', 'm', '{h}', 4, 4, 0, 0, 2.0, 32, 'usage', 2.0, 16.0, '[]')")).await;
+        exec(&s, &format!("INSERT INTO loadtest_energy (point_id, run_id, phase, samples, energy_source, reason) VALUES ({point}, {lt}, 'c=2', 3, 'rapl', 'no RAPL in this VM')")).await;
         let sheet = exec(&s, &format!("INSERT INTO prediction_sheets (created_at, hostname, prev_sha256, payload_json, sha256) VALUES ('2026-01-01T00:00:00.000Z', '{h}', 'genesis', '{{}}', 'sheet-of-{h}')")).await;
         // A scorecard with nothing to score (the sheet predicted no test of this run).
         exec(&s, &format!("INSERT INTO prediction_scores (sheet_id, run_id, scored_at, result_json) VALUES ({sheet}, {bench}, 'now', '{{\"sheet_id\":{sheet},\"sheet_sha256\":\"sheet-of-{h}\",\"predicted_at\":\"2026-01-01T00:00:00.000Z\",\"run_id\":{bench},\"run_started_at\":\"2026-01-01T00:00:00Z\",\"recorded_before_run\":true,\"tests\":[],\"ratios\":[],\"mean_abs_error_pct\":null}}')")).await;
@@ -1469,13 +1476,13 @@ mod tests {
         let oa = push_job(&pa, &url, |_| {}).await.unwrap();
         assert_eq!(
             (oa.copied.len(), oa.skipped.len(), oa.failed.len()),
-            (7, 0, 0),
+            (8, 0, 0),
             "{oa}: {:?}",
             oa.failed
         );
-        assert_eq!((ob.copied.len(), ob.sheets_copied), (7, 1));
+        assert_eq!((ob.copied.len(), ob.sheets_copied), (8, 1));
         assert!(
-            oa.copied.iter().all(|r| r.to_id == r.from_id + 7),
+            oa.copied.iter().all(|r| r.to_id == r.from_id + 8),
             "{:?}",
             oa.copied
         );
@@ -1491,9 +1498,9 @@ mod tests {
         let again = push_job(&pa, &url, |_| {}).await.unwrap();
         assert_eq!(
             (again.copied.len(), again.skipped.len(), again.sheets_copied),
-            (0, 7, 0)
+            (0, 8, 0)
         );
-        assert!(again.skipped.iter().all(|r| r.to_id == r.from_id + 7));
+        assert!(again.skipped.iter().all(|r| r.to_id == r.from_id + 8));
         assert_eq!(counts_pg(&url, want.keys()).await, want);
 
         // Every reference lands on the row of the same run it named at home.
@@ -1576,7 +1583,7 @@ mod tests {
         let out = push_job(&pa, &url, |m| lines.push(m.to_string()))
             .await
             .unwrap();
-        assert_eq!((out.copied.len(), out.failed.len()), (7, 1), "{out}");
+        assert_eq!((out.copied.len(), out.failed.len()), (8, 1), "{out}");
         assert_eq!(out.failed[0].from_id, bad);
         assert!(
             out.failed[0].error.contains("sampler_counters"),

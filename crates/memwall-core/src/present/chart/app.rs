@@ -217,7 +217,13 @@ mod tests {
         assert_eq!(u32::from_be_bytes(b[16..20].try_into().unwrap()), WIDTH);
         assert_eq!(u32::from_be_bytes(b[20..24].try_into().unwrap()), HEIGHT);
         let s = svg(AppChart::Roofline, &rows()).unwrap();
-        assert!(s.contains("roofline: STREAM 40.0 GB/s"), "{}", &s[..300]);
+        // One machine: the caption names its roof (host and placement) and the STREAM
+        // bandwidth the diagonal is drawn at.
+        assert!(
+            s.contains("roofline of ") && s.contains(": STREAM 40.0 GB/s"),
+            "{}",
+            &s[..600]
+        );
         assert!(s.contains("ridge 10.0 FLOP/B"));
     }
 
