@@ -715,7 +715,16 @@ async fn the_url_chat_client_and_the_app_session_on_a_real_server() {
 
     // Served, not invented: the session's counters are the replies' usage and
     // what /metrics prints.
-    let m = session.live().metrics;
+    // The slot is released just after the last chunk ([DONE]) reaches the client, so
+    // the counters are read once the server has let go of it (within 5 s).
+    let t0 = std::time::Instant::now();
+    let mut m = session.live().metrics;
+    while (m.requests_processing, m.requests_deferred) != (0, 0)
+        && t0.elapsed() < std::time::Duration::from_secs(5)
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        m = session.live().metrics;
+    }
     assert_eq!(m.requests_served_total, 2);
     assert_eq!(m.tokens_predicted_total, 2 * n_whole);
     assert_eq!((m.requests_processing, m.requests_deferred), (0, 0));
