@@ -1194,7 +1194,7 @@ pub(crate) mod fixture {
         exec(&s, &format!("INSERT INTO spec_bench_energy (row_id, run_id, samples, energy_source, reason) VALUES ((SELECT MAX(id) FROM spec_bench WHERE run_id = {spec_run}), {spec_run}, 3, 'rapl', 'no RAPL in this VM')")).await;
         let synth_run = run(&s, "spec-synth", f).await;
         let pred = exec(&s, &format!("INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, draft_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES ('2026-01-01T00:00:00Z', '{h}', 'T', 'dk', 'B', 0.5, 4, 1.25, '{{}}')")).await;
-        let synth = exec(&s, &format!("INSERT INTO spec_synth (run_id, prediction_id, alpha_set, k, target_file, target_sha256, draft_file, draft_key, seed, prompt_set_sha256, prompt_ids, max_new, reps, n_threads, n_gpu_layers, tps_samples, tps_mean, tps_std, speedup_samples, speedup_mean, speedup_std, predicted_speedup, predicted_after, alpha_hat, n_tested, n_drafted, n_accepted, n_iterations, n_emitted, n_draft_passes, n_draws, n_right, stats_json, timings_json, engine_build, build_commit, measured_at, hostname, cpu_info, gpu_info, gate_id) VALUES ({synth_run}, {pred}, 0.5, 4, 't', 'T', 'd', 'dk', 7, 'P', '[]', 32, 2, 2, 0, '[33,34]', 33.5, 0.7, '[1.1,1.12]', 1.11, 0.014, 1.25, 1.2, 0.5, 40, 40, 20, 12, 32, 12, 40, 20, '{{}}', '{{}}', 'B', 'c', '2026-01-01T00:05:00Z', '{h}', 'c', NULL, {gate})")).await;
+        let synth = exec(&s, &format!("INSERT INTO spec_synth (run_id, prediction_id, alpha_set, k, target_file, target_sha256, draft_file, draft_key, seed, prompt_set_sha256, prompt_ids, max_new, reps, n_threads, n_gpu_layers, tps_samples, tps_mean, tps_std, speedup_samples, speedup_mean, speedup_std, predicted_speedup, predicted_after, alpha_hat, n_tested, n_drafted, n_accepted, n_iterations, n_emitted, n_draft_passes, n_draws, n_right, stats_json, timings_json, engine_build, build_commit, measured_at, hostname, cpu_info, gpu_info, gate_id) VALUES ({synth_run}, {pred}, 0.5, 4, 't', 'T', 'd', 'dk', 7, 'P', '[]', 32, 2, 2, 0, '[33,34]', 33.5, 0.7071067811865476, '[1.1,1.12]', 1.11, 0.014142135623730963, 1.25, 1.2, 0.5, 40, 40, 20, 12, 32, 12, 40, 20, '{{}}', '{{}}', 'B', 'c', '2026-01-01T00:05:00Z', '{h}', 'c', NULL, {gate})")).await;
         exec(&s, &format!("INSERT INTO spec_synth_energy (row_id, run_id, samples, energy_source, reason) VALUES ({synth}, {synth_run}, 3, 'rapl', 'no RAPL in this VM')")).await;
 
         let fr = run(&s, "frontier", f).await;
@@ -1396,7 +1396,7 @@ mod tests {
             .fetch_all(s.pool())
             .await
             .unwrap();
-        assert_eq!(uuids.len(), 7);
+        assert_eq!(uuids.len(), 8);
         let distinct: std::collections::BTreeSet<&String> = uuids.iter().collect();
         assert_eq!(distinct.len(), uuids.len(), "uuids are unique: {uuids:?}");
         for u in &uuids {
@@ -1624,7 +1624,7 @@ mod tests {
         push_job(&pa, &url, |_| {}).await.unwrap();
         let snap = d.path().join("snap.db");
         let (s, out) = snapshot(&url, &snap).await.unwrap();
-        assert_eq!((out.copied.len(), out.sheets_copied), (14, 2));
+        assert_eq!((out.copied.len(), out.sheets_copied), (16, 2));
         assert!(out.copied.iter().all(|r| r.to_id == r.from_id));
         let mut c = open_postgres(&url).await.unwrap();
         let mut l = any_sqlite(s.path()).await.unwrap();

@@ -571,13 +571,13 @@ mod tests {
         )
         .await
         .unwrap();
-        assert!(lines.iter().any(|l| l.contains("14 runs")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("16 runs")), "{lines:?}");
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains(&format!("Generated from the store `{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)`")), "{md}");
-        // Two machines, seven runs each, one roofline each.
+        // Two machines, eight runs each, one roofline each.
         for l in labels {
             assert!(
-                md.contains(&format!("Host `{l}`: 7 runs.")),
+                md.contains(&format!("Host `{l}`: 8 runs.")),
                 "{l} not in\n{md}"
             );
             assert!(
