@@ -372,16 +372,7 @@ mod tests {
     /// A 1-layer model of 2,560 weight bytes whose KV cache is 256 B/token at F16
     /// (4 KV heads × (16 + 16) dims × 2 B).
     fn facts(name: &str) -> ModelFacts {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .data(2560)
-            .build();
-        let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, name.into()).unwrap();
-        ModelFacts::from_gguf(&g).unwrap()
+        crate::probe::model::one_layer_test_facts(name)
     }
 
     #[test]

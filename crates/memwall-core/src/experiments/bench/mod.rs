@@ -490,16 +490,7 @@ mod tests {
 
     /// `m.gguf`: one llama layer, 4 KV heads of dim 16, a 2560-byte embedding.
     fn one_layer_facts() -> ModelFacts {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .data(2560)
-            .build();
-        let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "m.gguf".into()).unwrap();
-        ModelFacts::from_gguf(&g).unwrap()
+        crate::probe::model::one_layer_test_facts("m.gguf")
     }
 
     /// One layer, 4 KV heads of dim 16 (f16 cache: 4 × (16 + 16) × 2 = 256 B per

@@ -285,19 +285,9 @@ mod tests {
     const EXACT: f64 = 1e-12;
 
     fn source() -> Source {
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
-            .data(2560)
-            .build();
-        let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "src.gguf".into())
-            .expect("fixture parses");
         Source {
             path: "src.gguf".into(),
-            facts: crate::probe::model::ModelFacts::from_gguf(&g).expect("facts"),
+            facts: crate::probe::model::one_layer_test_facts("src.gguf"),
             sha256: "source-sha".into(),
         }
     }
