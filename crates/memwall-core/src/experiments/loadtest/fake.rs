@@ -24,6 +24,10 @@ pub struct Fake {
     pub models_body: String,
     /// Write each event in two pieces (split inside the JSON) with a flush between.
     pub split: bool,
+    /// Stream with chunked encoding and `Keep-Alive`, then close the socket anyway
+    /// once the next request arrives on it (what llama-server does, a moment after the
+    /// stream): a client that reuses the connection finds it dead.
+    pub close_kept_alive: bool,
 }
 
 impl Default for Fake {
@@ -37,6 +41,7 @@ impl Default for Fake {
             models_body: r#"{"object":"list","data":[{"id":"fake-model","object":"model"}]}"#
                 .into(),
             split: true,
+            close_kept_alive: false,
         }
     }
 }
@@ -104,13 +109,26 @@ fn serve(c: TcpStream, f: &Fake, seen: &AtomicUsize) -> std::io::Result<()> {
     }
     let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let chat = req.get("messages").is_some();
-    write!(
-        w,
-        "HTTP/1.1 200 OK\r\nServer: fake\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-    )?;
+    if f.close_kept_alive {
+        write!(
+            w,
+            "HTTP/1.1 200 OK\r\nServer: fake\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n"
+        )?;
+    } else {
+        write!(
+            w,
+            "HTTP/1.1 200 OK\r\nServer: fake\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        )?;
+    }
     w.flush()?;
     let ev = |w: &mut TcpStream, data: String| -> std::io::Result<()> {
-        let s = format!("data: {data}\n\n");
+        let mut s = format!("data: {data}\n\n");
+        if f.close_kept_alive {
+            s = format!("{:x}\r\n{s}\r\n", s.len());
+            if data == "[DONE]" {
+                s.push_str("0\r\n\r\n");
+            }
+        }
         if f.split {
             let mid = s.len() / 2;
             w.write_all(&s.as_bytes()[..mid])?;
@@ -158,5 +176,11 @@ fn serve(c: TcpStream, f: &Fake, seen: &AtomicUsize) -> std::io::Result<()> {
         )?;
     }
     ev(&mut w, "[DONE]".into())?;
+    if f.close_kept_alive {
+        // Close only once the client has sent its next request on this connection:
+        // the race that llama-server's late close loses, made certain.
+        let mut next = String::new();
+        r.read_line(&mut next)?;
+    }
     Ok(())
 }

@@ -87,6 +87,29 @@ fn agent(timeout_s: f64) -> ureq::Agent {
         .into()
 }
 
+/// An agent that keeps no connection: each request opens its own.
+fn fresh_agent(timeout_s: f64) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs_f64(timeout_s)))
+        .timeout_connect(Some(Duration::from_secs(5)))
+        .max_idle_connections(0)
+        .build()
+        .into()
+}
+
+/// The error of a socket the server had already closed: end of file, reset or
+/// broken pipe before any reply arrived.
+fn stale_connection(e: &ureq::Error) -> bool {
+    matches!(e, ureq::Error::Io(io) if matches!(
+        io.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+    ))
+}
+
 fn with_auth<B>(r: ureq::RequestBuilder<B>, key: &Option<String>) -> ureq::RequestBuilder<B> {
     match key {
         Some(k) => r.header("Authorization", &format!("Bearer {k}")),
@@ -247,9 +270,21 @@ pub fn send(
         s.error = Some(e);
         s
     };
-    let req = with_auth(agent.post(&url), &t.api_key).header("Content-Type", "application/json");
-    let resp = match req.send(body.to_string()) {
+    let post = |a: &ureq::Agent| {
+        with_auth(a.post(&url), &t.api_key)
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+    };
+    // A server may close a kept-alive connection after a streamed reply while still
+    // announcing `Keep-Alive` (llama-server does); the pooled socket then fails before
+    // any byte of a reply. Such a request never reached the server: it is sent once
+    // more on a new connection, and its clock (`t0`) keeps running.
+    let resp = match post(agent) {
         Ok(r) => r,
+        Err(e) if stale_connection(&e) => match post(&fresh_agent(t.timeout_s)) {
+            Ok(r) => r,
+            Err(e) => return fail(s, format!("POST {url}: {e}")),
+        },
         Err(e) => return fail(s, format!("POST {url}: {e}")),
     };
     let status = resp.status().as_u16();
@@ -532,6 +567,43 @@ mod tests {
     /// A gap between two late-able arrivals: a late chunk shortens the next gap.
     fn near(x: f64, want: f64) -> bool {
         (x - want).abs() <= SLACK_MS
+    }
+
+    #[test]
+    fn a_kept_alive_connection_the_server_closed_is_not_a_failed_request() {
+        // The fake announces Keep-Alive, then closes after each stream (as llama-server
+        // does): the pooled socket is dead, yet every request completes, once each.
+        let url = fake::start(Fake {
+            ttft_ms: 5,
+            gap_ms: 1,
+            split: false,
+            close_kept_alive: true,
+            ..Fake::default()
+        });
+        let p = plan(&url, Endpoint::Chat, Load::Closed { concurrency: 1 }, 6);
+        let (lr, _) = run(&p);
+        assert_eq!(lr.samples.len(), 6);
+        for s in &lr.samples {
+            assert_eq!(s.outcome, Outcome::Ok, "{:?}", s.error);
+            assert_eq!(s.chunk_ms.len(), 5);
+        }
+        // Without the second attempt the reused socket fails, as it did against
+        // llama-server: the fake really does close what it kept alive.
+        let a = agent(10.0);
+        let t = &p.target;
+        let body = request_body(t.endpoint, "fake-model", "hi", 5, true);
+        let send_once = || {
+            with_auth(a.post(&format!("{url}/v1/chat/completions")), &None)
+                .header("Content-Type", "application/json")
+                .send(body.to_string())
+                .map(|r| r.into_body().read_to_string().map(|_| ()))
+        };
+        assert!(matches!(send_once(), Ok(Ok(()))));
+        let second = send_once();
+        assert!(
+            matches!(&second, Err(e) if stale_connection(e)),
+            "{second:?}"
+        );
     }
 
     #[test]
