@@ -8,7 +8,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cargo build --release --locked -q -p memwall-cli
+. scripts/features.sh  # the set-up's features: the same build as `memwall bench`, no second one
+cargo build --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 mw="$target/release/memwall"
 model_arg=${1:-qwen2.5-coder-0.5b-q4_k_m}

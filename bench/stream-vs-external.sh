@@ -10,7 +10,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 for t in sysbench mbw; do command -v $t >/dev/null || { echo "$t missing: sudo apt-get install $t (scripts/setup.sh does)" >&2; exit 1; }; done
-cargo build --release --locked -q -p memwall-cli
+. scripts/features.sh  # the set-up's features: the same build as `memwall bench`, no second one
+cargo build --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 mw="$target/release/memwall"
 threads=${THREADS:-$(nproc)}

@@ -28,7 +28,8 @@ if [ ! -x "$venv/bin/guidellm" ] || ! "$venv/bin/python" -c 'import gguf' 2>/dev
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q "guidellm==0.8.1" "gguf==0.19.0"
 fi
-cargo build --release --locked -q -p memwall-cli
+. scripts/features.sh  # the set-up's features: the same build as `memwall bench`, no second one
+cargo build --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 mw="$target/release/memwall"
 if [ -z "${MODEL_FILE:-}" ]; then

@@ -35,7 +35,8 @@ threads=${THREADS:-$(lscpu -p=Core,Socket | grep -v '^#' | sort -u | wc -l)}
 tools=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin
 [ -x "$tools/llama-speculative" ] && [ -x "$tools/llama-bench" ] || "$root/scripts/build-llama-tools.sh" >&2
 if [ -z "${MEMWALL:-}" ]; then
-  cargo build --release --locked -q -p memwall-cli
+  . scripts/features.sh  # the set-up's features: the same build as `memwall bench`, no second one
+  cargo build --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
   target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   MEMWALL="$target/release/memwall"
 fi

@@ -12,7 +12,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 ./scripts/setup-mlx.sh >&2
-cargo build --release --locked -q -p memwall-cli --features mlx
+. scripts/features.sh
+cargo build --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 mw="$target/release/memwall"
 model=${1:-${MEMWALL_DERIVED:-$HOME/.cache/memwall/derived}/qwen2.5-coder-0.5b-instruct-f16.gguf}

@@ -29,7 +29,8 @@ command -v "$cc" >/dev/null || { echo "$cc missing: sudo apt-get install gcc" >&
 if [ -n "${MEMWALL:-}" ]; then
   mw=$MEMWALL
 else
-  cargo build --release --locked -q -p memwall-cli
+  . scripts/features.sh  # the set-up's features: the same build as `memwall bench`, no second one
+  cargo build --release --locked -q -p memwall-cli ${MEMWALL_FEATURES:+--features "$MEMWALL_FEATURES"}
   target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
   mw="$target/release/memwall"
 fi

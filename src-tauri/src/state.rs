@@ -601,7 +601,12 @@ impl AppState {
     pub async fn frontier(&self) -> Result<FrontierView, AppError> {
         let store = self.store().await?;
         let cells = views::frontier_cells(store).await?;
-        Ok(views::frontier_view(&self.rows(None).await?, &cells))
+        let energy = memwall_core::experiments::live::store::all_row_energy(store).await?;
+        Ok(views::frontier_view(
+            &self.rows(None).await?,
+            &cells,
+            &energy,
+        ))
     }
 
     /// A chart as SVG text (for the window).

@@ -270,6 +270,98 @@ pub struct RooflineView {
     pub points: Vec<RooflinePoint>,
     /// Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
     pub decode_vs_depth: Vec<(String, i64, f64, f64)>,
+    /// The per-token floors these rows allow: one fit of `t = t0 + bytes ÷ BW_eff`
+    /// per machine, weight format and placement with three models or more
+    /// ([`crate::experiments::evidence::floor`]).
+    pub floors: Vec<FloorView>,
+}
+
+/// One per-token floor fit, as the Roofline page shows it (milliseconds, GB).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct FloorView {
+    /// The machine ([`crate::store::host::HostKey`] label).
+    pub host: String,
+    /// Weight format.
+    pub quant: String,
+    /// `GPU <name>` or `CPU, N threads`.
+    pub placement: String,
+    /// Fixed cost per token, ms.
+    pub t0_ms: f64,
+    /// Half-width of t0's 95 % interval, ms.
+    pub t0_half95_ms: f64,
+    /// Bandwidth beyond the floor, GB/s (null: a non-positive slope).
+    pub bw_eff_gbps: Option<f64>,
+    /// BW_eff's 95 % interval, GB/s (upper null: unbounded).
+    pub bw_eff_95_gbps: (Option<f64>, Option<f64>),
+    /// The largest |leave-one-out error|, % (null below four models).
+    pub worst_loo_pct: Option<f64>,
+    /// One point per model, by bytes.
+    pub points: Vec<FloorPointView>,
+}
+
+/// One model under a floor fit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct FloorPointView {
+    /// Model type label.
+    pub model_type: String,
+    /// Bytes one batch-1 step at depth 0 reads, GB.
+    pub gb_per_token: f64,
+    /// Measured time per token, ms.
+    pub measured_ms: f64,
+    /// The full fit's time, ms.
+    pub fit_ms: f64,
+    /// Predicted from a fit of the other models, ms (null below four models).
+    pub loo_ms: Option<f64>,
+    /// `(leave-one-out − measured) ÷ measured`, %.
+    pub loo_error_pct: Option<f64>,
+    /// Measured rate ÷ the STREAM ceiling, %.
+    pub achieved_pct: f64,
+    /// The bench row(s) behind the point.
+    pub row_ids: Vec<i64>,
+}
+
+/// The floor fits of `rows`, one machine at a time (two machines that share a
+/// hostname never mix).
+pub fn floor_views(rows: &[BenchRecord]) -> Vec<FloorView> {
+    use crate::experiments::evidence::floor;
+    use crate::store::host::HostKey;
+    let mut per_host: std::collections::BTreeMap<String, Vec<BenchRecord>> =
+        std::collections::BTreeMap::new();
+    for r in rows {
+        per_host
+            .entry(HostKey::of_bench(r).label())
+            .or_default()
+            .push(r.clone());
+    }
+    per_host
+        .into_iter()
+        .flat_map(|(host, v)| {
+            floor::analyze(&v).into_iter().map(move |f| FloorView {
+                host: host.clone(),
+                quant: f.scope.quant.clone(),
+                placement: f.scope.placement.clone(),
+                t0_ms: f.t0_seconds * 1e3,
+                t0_half95_ms: f.t0_half95_seconds * 1e3,
+                bw_eff_gbps: f.bw_eff_gbps,
+                bw_eff_95_gbps: f.bw_eff_95_gbps,
+                worst_loo_pct: f.worst_loo_pct(),
+                points: f
+                    .points
+                    .iter()
+                    .map(|p| FloorPointView {
+                        model_type: p.point.model_type.clone(),
+                        gb_per_token: p.point.bytes_per_token / 1e9,
+                        measured_ms: p.point.seconds_per_token * 1e3,
+                        fit_ms: p.fit_seconds * 1e3,
+                        loo_ms: p.loo_seconds.map(|s| s * 1e3),
+                        loo_error_pct: p.loo_error_pct,
+                        achieved_pct: p.achieved_pct,
+                        row_ids: p.point.row_ids.clone(),
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -390,6 +482,7 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
         roofs,
         points,
         decode_vs_depth,
+        floors: floor_views(rows),
     }
 }
 
@@ -412,6 +505,13 @@ pub struct FrontierViewRow {
     pub decode_ceiling_tps: Option<f64>,
     /// Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
     pub prefill_tps: Option<f64>,
+    /// Energy per generated token of that decode row, J/token, from the live
+    /// sampler's `row_energy` row beside it (null: not measured, see `decode_energy_note`).
+    pub decode_j_per_token: Option<f64>,
+    /// Tokens per watt-hour of that row, as stored.
+    pub decode_tokens_per_wh: Option<f64>,
+    /// The energy's counter (`RAPL package`, `NVML GPU`) or why there is none.
+    pub decode_energy_note: String,
     /// Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
     pub quality: Vec<Option<f64>>,
 }
@@ -435,7 +535,14 @@ fn file_name(p: &str) -> String {
 
 /// Builds the Frontier page from bench rows and frontier cell values: one row per
 /// (run, host, model file, quant), never a maximum across runs.
-pub fn frontier_view(rows: &[BenchRecord], cells: &[FrontierCellValue]) -> FrontierView {
+///
+/// `energy`: the stored `row_energy` rows; the decode row that speaks for a run
+/// brings its J/token, or the reason there is none.
+pub fn frontier_view(
+    rows: &[BenchRecord],
+    cells: &[FrontierCellValue],
+    energy: &[crate::experiments::live::RowEnergy],
+) -> FrontierView {
     let mut measures: Vec<String> = cells
         .iter()
         .filter(|c| c.measure != "speed")
@@ -463,6 +570,9 @@ pub fn frontier_view(rows: &[BenchRecord], cells: &[FrontierCellValue]) -> Front
             decode_tps: None,
             decode_ceiling_tps: None,
             prefill_tps: None,
+            decode_j_per_token: None,
+            decode_tokens_per_wh: None,
+            decode_energy_note: "no decode row measured".into(),
             quality: vec![None; measures.len()],
         });
         out.len() - 1
@@ -491,6 +601,23 @@ pub fn frontier_view(rows: &[BenchRecord], cells: &[FrontierCellValue]) -> Front
         if decode {
             row.decode_tps = finite(r.avg_ts);
             row.decode_ceiling_tps = finite(r.ceiling_ts);
+            let e = energy.iter().find(|e| e.row_id == r.id);
+            row.decode_j_per_token = e.and_then(|e| e.energy.j_per_token).and_then(finite);
+            row.decode_tokens_per_wh = e.and_then(|e| e.energy.tokens_per_wh).and_then(finite);
+            row.decode_energy_note = match e {
+                None => format!("row #{}: no live sampler recording beside it", r.id),
+                Some(e) if row.decode_j_per_token.is_some() => {
+                    format!("row #{}: {}", r.id, e.energy.energy_source)
+                }
+                Some(e) => format!(
+                    "row #{}: {}",
+                    r.id,
+                    e.energy
+                        .reason
+                        .as_deref()
+                        .unwrap_or("the sampler gave no energy for the tg phase")
+                ),
+            };
         } else {
             row.prefill_tps = finite(r.avg_ts);
         }
@@ -830,6 +957,51 @@ mod tests {
     }
 
     #[test]
+    fn the_floor_is_fitted_per_machine_from_the_rows_alone() {
+        // Two machines called the same (2 and 16 cores), three Q4_K_M models each,
+        // timed exactly on t = t0 + bytes ÷ BW: 1 ms + bytes ÷ 1000 GB/s on the
+        // first, 2 ms + bytes ÷ 500 GB/s on the second. Mixed, no line fits all six.
+        let mut rows = Vec::new();
+        for (cores, t0, bw) in [(2, 1e-3, 1000e9), (16, 2e-3, 500e9)] {
+            for (k, gb) in [1.0, 2.0, 4.0].into_iter().enumerate() {
+                let mut r = row(rows.len() as i64 + 1, true, 0, 1.0, 1.0);
+                r.cores_logical = cores;
+                r.model_sha256 = format!("m{k}");
+                r.model_type = format!("model {gb} GB");
+                r.bytes_per_step = gb * 1e9;
+                r.n_gen = 128;
+                r.avg_ns = ((t0 + gb * 1e9 / bw) * 128.0 * 1e9).round() as i64;
+                rows.push(r);
+            }
+        }
+        let v = roofline_view(&rows);
+        assert_eq!(v.floors.len(), 2, "{:#?}", v.floors);
+        for (f, (cores, t0_ms, bw)) in v.floors.iter().zip([(16, 2.0, 500.0), (2, 1.0, 1000.0)]) {
+            assert!(f.host.contains(&format!("{cores} cores")), "{}", f.host);
+            assert_eq!(
+                (f.quant.as_str(), f.placement.as_str()),
+                ("Q4_K_M", "CPU, 2 threads")
+            );
+            assert!((f.t0_ms - t0_ms).abs() < 1e-6, "{} vs {t0_ms}", f.t0_ms);
+            assert!(
+                (f.bw_eff_gbps.unwrap() - bw).abs() < 1e-3,
+                "{:?}",
+                f.bw_eff_gbps
+            );
+            let gbs: Vec<f64> = f.points.iter().map(|p| p.gb_per_token).collect();
+            assert_eq!(gbs, [1.0, 2.0, 4.0]);
+            for p in &f.points {
+                let want = t0_ms + p.gb_per_token * 1e3 / bw;
+                assert!((p.measured_ms - want).abs() < 1e-6 && (p.fit_ms - want).abs() < 1e-6);
+                // Three models leave no freedom for leave-one-out.
+                assert_eq!((p.loo_ms, p.loo_error_pct), (None, None));
+            }
+        }
+        // Two models of a format fit nothing.
+        assert!(roofline_view(&rows[..2]).floors.is_empty());
+    }
+
+    #[test]
     fn roofline_without_rows_has_no_roof() {
         let v = roofline_view(&[]);
         assert!(v.roofs.is_empty() && v.points.is_empty());
@@ -887,7 +1059,7 @@ mod tests {
             measure: "ppl:wikitext".into(),
             value: Some(12.5),
         }];
-        let v = frontier_view(&[tg.clone()], &cells);
+        let v = frontier_view(&[tg.clone()], &cells, &[]);
         assert_eq!(v.measures, vec!["ppl:wikitext"]);
         assert_eq!(v.rows.len(), 2);
         // newest run first
@@ -900,6 +1072,81 @@ mod tests {
         assert_eq!(v.rows[1].decode_ceiling_tps, Some(90.0));
         assert_eq!(v.rows[1].prefill_tps, None);
         assert_eq!(v.rows[1].quality, vec![None]);
+    }
+
+    #[test]
+    fn frontier_rows_carry_their_decode_rows_energy_or_why_not() {
+        use crate::experiments::live::{EnergySummary, RowEnergy};
+        let mut a = row(1, true, 0, 2.0, 30.0);
+        a.run_id = 4;
+        a.avg_ts = 50.0;
+        let mut b = a.clone();
+        b.id = 2;
+        b.run_id = 5;
+        let mut c = a.clone();
+        c.id = 3;
+        c.run_id = 6;
+        let energy = |row_id, run_id, j: Option<f64>, reason: Option<&str>| RowEnergy {
+            row_id,
+            run_id,
+            phase: "#0 tg128".into(),
+            energy: EnergySummary {
+                j_per_token: j,
+                tokens_per_wh: j.map(|j| 3600.0 / j),
+                energy_source: if j.is_some() {
+                    "NVML GPU".into()
+                } else {
+                    String::new()
+                },
+                reason: reason.map(str::to_string),
+                samples: 20,
+                mean_power_w: None,
+                energy_j: None,
+                peak_temp_c: None,
+                throttled: None,
+                live_dram_gbps: None,
+                gpu_mem_util_pct: None,
+            },
+            implied_bandwidth_gbps: None,
+        };
+        let v = frontier_view(
+            &[a, b, c],
+            &[],
+            &[
+                energy(1, 4, Some(2.0), None),
+                energy(
+                    2,
+                    5,
+                    None,
+                    Some("cpu_package_energy: RAPL not readable here"),
+                ),
+            ],
+        );
+        let got: Vec<(i64, Option<f64>, Option<f64>, &str)> = v
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.run_id,
+                    r.decode_j_per_token,
+                    r.decode_tokens_per_wh,
+                    r.decode_energy_note.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (6, None, None, "row #3: no live sampler recording beside it"),
+                (
+                    5,
+                    None,
+                    None,
+                    "row #2: cpu_package_energy: RAPL not readable here"
+                ),
+                (4, Some(2.0), Some(1800.0), "row #1: NVML GPU"),
+            ]
+        );
     }
 
     #[test]
@@ -919,7 +1166,7 @@ mod tests {
         let mut other_host = new.clone();
         other_host.hostname = "elsewhere".into();
         other_host.avg_ts = 12.0;
-        let v = frontier_view(&[old, new_1t, new.clone(), other_host], &[]);
+        let v = frontier_view(&[old, new_1t, new.clone(), other_host], &[], &[]);
         let got: Vec<(i64, &str, Option<f64>)> = v
             .rows
             .iter()

@@ -241,7 +241,63 @@ fn default_swa_pattern(arch: &str) -> Option<u32> {
     }
 }
 
+/// How an engine holds the weights it reads from a GGUF file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldAs {
+    /// As stored in the file (llama.cpp maps the file's tensors).
+    File,
+    /// Every matrix as f16, every vector as f32 (MLX's `mlx-f16` arm).
+    F16,
+    /// Every matrix in MLX's affine quantization of `bits` bits, an f16 scale and an
+    /// f16 bias per group of 64 weights; every vector as f32 (`mlx-8bit`, `mlx-4bit`).
+    Affine(u32),
+}
+
+/// Bytes `tensors` take held as `how`, and the extra bytes loading needs at its peak
+/// (the largest matrix's f32 values and their f16 copy, alive together while it is
+/// converted; 0 for [`HeldAs::File`]).
+pub fn held_bytes(tensors: &[TensorInfo], how: HeldAs) -> (u64, u64) {
+    let matrix = |n: u64| match how {
+        HeldAs::File => 0,
+        HeldAs::F16 => 2 * n,
+        HeldAs::Affine(bits) => n * u64::from(bits) / 8 + n / 64 * 2 * 2,
+    };
+    if how == HeldAs::File {
+        return (tensors.iter().map(|t| t.n_bytes().0).sum(), 0);
+    }
+    let held = tensors
+        .iter()
+        .map(|t| {
+            let n = t.n_elements();
+            if t.dims.len() == 2 { matrix(n) } else { 4 * n }
+        })
+        .sum();
+    let largest = tensors
+        .iter()
+        .filter(|t| t.dims.len() == 2)
+        .map(TensorInfo::n_elements)
+        .max()
+        .unwrap_or(0);
+    (held, largest * (4 + 2))
+}
+
 impl ModelFacts {
+    /// The facts of `path` as an engine holding its weights `how` sees them: the
+    /// memory guard's input. `tensor_bytes` is the held weights plus loading's peak
+    /// extra ([`held_bytes`]); everything else is the file's.
+    ///
+    /// # Errors
+    /// As [`ModelFacts::open`].
+    pub fn open_held(path: impl AsRef<Path>, how: HeldAs) -> Result<ModelFacts, GgufError> {
+        let g = Gguf::open(path)?;
+        let mut f = Self::from_gguf(&g)?;
+        if how != HeldAs::File {
+            let (held, extra) = held_bytes(&g.tensors, how);
+            f.tensor_bytes = Bytes(held.saturating_add(extra));
+        }
+        Ok(f)
+    }
+
     /// Reads the GGUF header at `path` and derives the facts. Weights are not read.
     ///
     /// # Errors
@@ -563,6 +619,30 @@ impl ModelFacts {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn held_bytes_follow_the_arms_closed_forms() {
+        // One f32 matrix of 64 × 10 = 640 weights and one f32 vector of 64.
+        let b = crate::probe::gguf::testutil::GgufBuilder::default()
+            .kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", 1)
+            .kv_u32("llama.embedding_length", 64)
+            .kv_u32("llama.attention.head_count", 4)
+            .tensor("token_embd.weight", &[64, 10], 0, 0)
+            .tensor("output_norm.weight", &[64], 0, 2560)
+            .data(2816)
+            .build();
+        let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, "t".into()).unwrap();
+        let t = &g.tensors;
+        // File: 640 × 4 + 64 × 4 bytes, nothing extra.
+        assert_eq!(held_bytes(t, HeldAs::File), (2816, 0));
+        // f16: 640 × 2 + the vector as f32 (256); loading holds 640 × (4 + 2) more.
+        assert_eq!(held_bytes(t, HeldAs::F16), (1280 + 256, 3840));
+        // 8-bit: 640 + 10 groups × (2 + 2) = 680, + 256.
+        assert_eq!(held_bytes(t, HeldAs::Affine(8)), (680 + 256, 3840));
+        // 4-bit: 320 + 40, + 256.
+        assert_eq!(held_bytes(t, HeldAs::Affine(4)), (360 + 256, 3840));
+    }
     use super::*;
     use crate::probe::gguf::testutil::GgufBuilder;
 

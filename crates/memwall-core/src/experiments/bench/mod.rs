@@ -48,6 +48,17 @@ impl BenchEngine {
         }
     }
 
+    /// How this engine holds a GGUF's weights (the memory guard sizes a model by it).
+    pub fn held_as(self) -> crate::probe::model::HeldAs {
+        use crate::probe::model::HeldAs;
+        match self {
+            BenchEngine::Llama => HeldAs::File,
+            BenchEngine::Mlx4bit => HeldAs::Affine(4),
+            BenchEngine::Mlx8bit => HeldAs::Affine(8),
+            BenchEngine::MlxF16 => HeldAs::F16,
+        }
+    }
+
     /// Parses `llama` (or `llama.cpp`), `mlx` (= `mlx-4bit`), `mlx-4bit`, `mlx-8bit`, `mlx-f16`.
     ///
     /// # Errors

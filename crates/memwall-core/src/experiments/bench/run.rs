@@ -47,7 +47,9 @@ pub fn run_plan(
             .map(|(_, i)| i.n_ctx() as u64)
             .max()
             .unwrap_or(0);
-        check_capacity(&facts, max_ctx, plan.type_k, plan.skip_capacity_check)?;
+        if plan.engine_list().contains(&super::BenchEngine::Llama) {
+            check_capacity(&facts, max_ctx, plan.type_k, plan.skip_capacity_check)?;
+        }
         let sha256 = crate::util::sha256_file(path)?;
         let mr = ModelRun { facts, sha256 };
         for (ei, &which) in plan.engine_list().iter().enumerate() {
@@ -184,6 +186,14 @@ fn run_mlx(
         _ => MlxQuant::Q4,
     };
     let n_ctx = mine.iter().map(|(_, i)| i.n_ctx()).max().unwrap_or(0);
+    // The file's size says little about what MLX holds (8-bit or f16 of a 4-bit
+    // file): the guard sizes the arm's own arrays and loading's peak.
+    check_capacity(
+        &crate::probe::model::ModelFacts::open_held(path, which.held_as())?,
+        n_ctx as u64,
+        plan.type_k,
+        plan.skip_capacity_check,
+    )?;
     let mut engine = MlxEngine::load(path, quant, n_ctx, plan.n_batch)?;
     let held = Bytes(engine.weight_bytes());
     let mut facts = mr.facts.clone();

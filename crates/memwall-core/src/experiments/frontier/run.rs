@@ -219,7 +219,12 @@ fn guard_cell(
     m: &Measure,
 ) -> Result<crate::measure::guard::Guard, FrontierError> {
     let mut guard = crate::measure::guard::Guard::begin(plan.guard)?;
-    let facts = crate::probe::model::ModelFacts::open(&arm.arm.path)?;
+    // An MLX arm of a file holds its own arrays (8-bit of a 4-bit file is larger).
+    let held = arm
+        .arm
+        .mlx_engine()
+        .map_or(crate::probe::model::HeldAs::File, |e| e.held_as());
+    let facts = crate::probe::model::ModelFacts::open_held(&arm.arm.path, held)?;
     let n_ctx = match m {
         Measure::Speed => (plan.n_prompt + plan.n_gen) as u64,
         Measure::Ppl(c) => c.n_ctx as u64,

@@ -222,6 +222,20 @@ pub async fn row_energy(store: &Store, run_id: i64) -> Result<Vec<RowEnergy>, St
     )
 }
 
+/// Every stored energy row, in row order (the app's Frontier page).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn all_row_energy(store: &Store) -> Result<Vec<RowEnergy>, StoreError> {
+    Ok(sqlx::query("SELECT * FROM row_energy ORDER BY row_id")
+        .fetch_all(store.pool())
+        .await
+        .map_err(|x| store.sql(x))?
+        .iter()
+        .map(row_energy_of)
+        .collect())
+}
+
 /// The energy row of run `run_id`'s decode row (`n_prompt` = 0, `n_gen` > 0; the
 /// latest when there are several), and whether the run has a sampler recording at
 /// all (`sampler_counters` rows): `(None, false)` for a run measured without it.

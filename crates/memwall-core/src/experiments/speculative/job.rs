@@ -609,14 +609,17 @@ mod llama_jobs {
     /// context each, before llama.cpp loads them; a malformed header fails here.
     pub(super) fn fit(
         guard: &mut Guard,
+        engine: crate::experiments::bench::BenchEngine,
         target: &Path,
         draft: Option<&Path>,
         n_ctx: u32,
     ) -> Result<(), JobError> {
         let n = pair::engine_config(n_ctx, 1).n_ctx as u64;
-        let t = ModelFacts::open(target).map_err(SpecError::from)?;
+        // Both models run on `engine`: sized as it holds them (MLX's arrays).
+        let held = engine.held_as();
+        let t = ModelFacts::open_held(target, held).map_err(SpecError::from)?;
         let d = draft
-            .map(ModelFacts::open)
+            .map(|d| ModelFacts::open_held(d, held))
             .transpose()
             .map_err(SpecError::from)?;
         let mut parts = vec![(&t, n)];
@@ -689,7 +692,7 @@ mod llama_jobs {
         let need_ctx = context_for(longest, opts.max_new);
         if need_ctx > FIRST_N_CTX {
             check_cancel(cancel)?;
-            fit(&mut guard, target, draft, need_ctx)?;
+            fit(&mut guard, pair_opts.engine, target, draft, need_ctx)?;
             drop(p);
             p = load(
                 pair_opts.engine,
@@ -845,7 +848,13 @@ pub async fn gate_job(
     let set = pair_opts.prompt_set()?;
     let started = now_rfc3339();
     let mut guard = Guard::begin(opts.guard)?;
-    fit(&mut guard, &pair_opts.target, draft.as_deref(), FIRST_N_CTX)?;
+    fit(
+        &mut guard,
+        pair_opts.engine,
+        &pair_opts.target,
+        draft.as_deref(),
+        FIRST_N_CTX,
+    )?;
     check_cancel(&cancel)?;
     let (p2, d2, s2, o2) = (pair_opts.clone(), draft.clone(), set.clone(), opts.clone());
     let mut progress = progress;
@@ -964,7 +973,13 @@ pub async fn bench_job(
     let ngl = pair_opts.n_gpu_layers;
     let engine = pair_opts.engine;
     let mut guard = Guard::begin(opts.guard)?;
-    fit(&mut guard, &pair_opts.target, draft.as_deref(), FIRST_N_CTX)?;
+    fit(
+        &mut guard,
+        pair_opts.engine,
+        &pair_opts.target,
+        draft.as_deref(),
+        FIRST_N_CTX,
+    )?;
     check_cancel(&cancel)?;
 
     // Load, tokenize, split, and load again when the longest input needs more context.
@@ -995,7 +1010,7 @@ pub async fn bench_job(
             .unwrap_or(0);
         let need_ctx = context_for(longest, o2.max_new.max(o2.calib_max_new));
         if need_ctx > FIRST_N_CTX {
-            fit(&mut guard, &target, d2.as_deref(), need_ctx)?;
+            fit(&mut guard, engine, &target, d2.as_deref(), need_ctx)?;
             drop(p);
             p = load(
                 engine,
@@ -1287,7 +1302,13 @@ pub async fn synth_job(
     let ngl = pair_opts.n_gpu_layers;
     let engine = pair_opts.engine;
     let mut guard = Guard::begin(opts.guard)?;
-    fit(&mut guard, &pair_opts.target, Some(&draft), FIRST_N_CTX)?;
+    fit(
+        &mut guard,
+        pair_opts.engine,
+        &pair_opts.target,
+        Some(&draft),
+        FIRST_N_CTX,
+    )?;
     check_cancel(&cancel)?;
     let (target, d2, s2, o2) = (
         pair_opts.target.clone(),
@@ -1311,7 +1332,7 @@ pub async fn synth_job(
         let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
         let need_ctx = context_for(longest, o2.max_new);
         if need_ctx > FIRST_N_CTX {
-            fit(&mut guard, &target, Some(&d2), need_ctx)?;
+            fit(&mut guard, engine, &target, Some(&d2), need_ctx)?;
             drop(p);
             p = load(
                 engine,
