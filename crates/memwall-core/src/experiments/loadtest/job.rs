@@ -139,14 +139,17 @@ pub async fn loadtest_job(
         host.hostname
     );
     let counter = token_counter(file.as_deref());
-    let n_prompts = plan.num_requests + plan.warmup;
+    let n_prompts = (plan.num_requests + plan.warmup).max(1);
     let w = plan.workload.clone();
-    let prompts = Arc::new(super::plan::synthetic_prompts(
-        n_prompts.max(1),
+    // Each level draws its own prompts (one stream from the seed; the shared prefix is
+    // the same for all): a server's prefix cache never holds a later level's prompts
+    // from an earlier level, so no level is measured on its predecessor's cache.
+    let all_prompts = super::plan::synthetic_prompts(
+        n_prompts * plan.loads.len().max(1),
         w.input_tokens,
         w.shared_prefix_tokens,
         w.seed,
-    ));
+    );
     let shared = Arc::new(Mutex::new(info.clone()));
     let plan = Arc::new(plan);
     let sampler = plan
@@ -164,7 +167,7 @@ pub async fn loadtest_job(
         let (plan2, model2, prompts2, shared2, prog2) = (
             plan.clone(),
             model.clone(),
-            prompts.clone(),
+            all_prompts[index * n_prompts..(index + 1) * n_prompts].to_vec(),
             shared.clone(),
             progress.clone(),
         );

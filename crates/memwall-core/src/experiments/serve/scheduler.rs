@@ -284,7 +284,16 @@ pub struct Slot {
     /// Tokens whose KV entries the sequence holds, positions `0..cache.len()`.
     cache: Vec<TokenId>,
     active: Option<Active>,
+    /// When a request last started here (1 + its start order; 0: never).
+    used: u64,
 }
+
+/// A free slot takes a request for its own cached prefix only when that prefix is at
+/// least this share of the prompt (llama-server's `--slot-prompt-similarity`, 0.5).
+/// Otherwise the least recently used free slot takes it, so the other slots' cached
+/// conversations survive (a BOS token in common is no reason to overwrite one), and a
+/// longer prefix held anywhere is still copied in.
+const SLOT_SIMILARITY: f64 = 0.5;
 
 #[derive(Debug)]
 struct Active {
@@ -344,6 +353,7 @@ impl<E: Engine> Scheduler<E> {
                 .map(|_| Slot {
                     cache: Vec::new(),
                     active: None,
+                    used: 0,
                 })
                 .collect(),
             next_start: 0,
@@ -397,17 +407,25 @@ impl<E: Engine> Scheduler<E> {
         let prompt = &job.prompt;
         // Reuse at most all but the last prompt token (its logits start generation).
         let limit = prompt.len().saturating_sub(1);
-        let (mut best, mut best_len) = (usize::MAX, 0usize);
-        for (i, s) in self.slots.iter().enumerate() {
-            if s.active.is_none() {
-                let l = common_prefix(&s.cache, prompt).min(limit);
-                if best == usize::MAX || l > best_len {
-                    (best, best_len) = (i, l);
-                }
-            }
-        }
-        let slot = best;
-        let mut reuse = best_len;
+        let free: Vec<(usize, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.active.is_none())
+            .map(|(i, s)| (i, common_prefix(&s.cache, prompt).min(limit)))
+            .collect();
+        let by_prefix = free
+            .iter()
+            .copied()
+            .max_by_key(|&(i, l)| (l, std::cmp::Reverse(i)));
+        let (slot, mut reuse) = match by_prefix {
+            Some((i, l)) if l > 0 && l as f64 >= SLOT_SIMILARITY * prompt.len() as f64 => (i, l),
+            _ => free
+                .iter()
+                .copied()
+                .min_by_key(|&(i, _)| (self.slots[i].used, i))
+                .expect("start is called only with a free slot"),
+        };
         // A longer prefix in another slot (busy or free) is copied over.
         let donor = self
             .slots
@@ -439,6 +457,7 @@ impl<E: Engine> Scheduler<E> {
         self.slots[slot].cache.truncate(reuse);
         let start_seq = self.next_start;
         self.next_start += 1;
+        self.slots[slot].used = start_seq + 1;
         let _ = job.events.send(Event::Started {
             slot,
             start_seq,
@@ -1020,6 +1039,40 @@ mod tests {
         assert_eq!(t, alone(&long, 3));
         assert_eq!(f.prompt_tokens, 30);
         assert_eq!(f.reason, FinishReason::Length);
+    }
+
+    #[test]
+    fn an_unrelated_prompt_takes_the_least_recently_used_slot_and_spares_a_cached_one() {
+        // Both prompts start with the same BOS-like token 1 and share nothing else.
+        let a: Vec<TokenId> = [1].into_iter().chain((0..20).map(|i| 3 + i)).collect();
+        let b: Vec<TokenId> = [1].into_iter().chain((0..20).map(|i| 40 + i)).collect();
+        let mut s = sched(fake(3), 3, 512);
+        let adm = Admission::new(8);
+        let mut run = |s: &mut Scheduler<_>, id, p: &Vec<TokenId>| {
+            let (j, mut rx) = job(id, p.clone(), 2);
+            adm.submit(j).unwrap();
+            drain(s, &adm);
+            let evs = events(&mut rx);
+            let Event::Started {
+                slot,
+                cached_tokens,
+                ..
+            } = evs[0]
+            else {
+                panic!("{evs:?}")
+            };
+            (slot, cached_tokens)
+        };
+        assert_eq!(run(&mut s, 0, &a), (0, 0));
+        // One token in common (1 of 21 < 0.5): B goes to a slot never used, not over A.
+        assert_eq!(
+            run(&mut s, 1, &b),
+            (1, 1),
+            "B starts in slot 1, the BOS copied in"
+        );
+        // A again: its own slot still holds it (all but the last token reused).
+        assert_eq!(run(&mut s, 2, &a), (0, 20));
+        assert_eq!(run(&mut s, 3, &b), (1, 20));
     }
 
     #[test]
