@@ -70,8 +70,12 @@ function installMock() {
       points: [{ row_id: 11, run_id: 2, roof: 0, intensity: 1.2, achieved_gflops: 40, attainable_gflops: 52.8, phase: "tg", series: "llama 135M Q4_1", provenance: "h · CPU · llama 135M Q4_1 · tg16 · run 2 row 11" },
         { row_id: 10, run_id: 2, roof: 0, intensity: 60, achieved_gflops: 130, attainable_gflops: 400, phase: "pp", series: "llama 135M Q4_1", provenance: "h · CPU · llama 135M Q4_1 · pp64 · run 2 row 10" },
         { row_id: 42, run_id: 9, roof: 1, intensity: 1.0, achieved_gflops: 2800, attainable_gflops: 4400, phase: "tg", series: "qwen2 7.6B F16", provenance: "vm · GPU NVIDIA H200 · qwen2 7.6B F16 · tg128 · run 9 row 42" }],
-      decode_vs_depth: [] }),
-    frontier_view: () => ({ measures: [], rows: [{ run_id: 4, host: "lab-1", model: "SmolLM2-135M-Instruct-Q4_1.gguf", quant: "Q4_1", decode_tps: 150, decode_ceiling_tps: 400, prefill_tps: null, quality: [] }] }),
+      decode_vs_depth: [],
+      floors: [{ host: "vm (Xeon, 16 cores, NVIDIA H200)", quant: "F16", placement: "GPU NVIDIA H200", t0_ms: 1.229, t0_half95_ms: 0.345, bw_eff_gbps: 3574, bw_eff_95_gbps: [3300, 3900], worst_loo_pct: 28.7,
+        points: [[0.989, 1.314, 1.505, 1.691, 28.7, 17.1, 71], [3.09, 2.354, 2.093, 1.915, -18.7, 29.8, 72], [14.146, 5.09, 5.187, 5.221, 2.6, 63.2, 73], [27.997, 9.089, 9.062, 8.924, -1.8, 70.0, 74]]
+          .map(([gb, m, f, l, e, a, id]) => ({ model_type: `qwen2 ${gb} GB F16`, gb_per_token: gb, measured_ms: m, fit_ms: f, loo_ms: l, loo_error_pct: e, achieved_pct: a, row_ids: [id] })) }] }),
+    frontier_view: () => ({ measures: [], rows: [{ run_id: 4, host: "lab-1", model: "SmolLM2-135M-Instruct-Q4_1.gguf", quant: "Q4_1", decode_tps: 150, decode_ceiling_tps: 400, prefill_tps: null,
+      decode_j_per_token: null, decode_tokens_per_wh: null, decode_energy_note: "row #11: cpu_package_energy: RAPL not readable here", quality: [] }] }),
     chart_svg: () => `<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="600"><text x="20" y="40">mock decode vs depth</text></svg>`,
     export_chart: (a) => ({ path: `/exports/${a.name}`, bytes: 1234 }),
     export_rows: (a) => ({ path: `/exports/${a.name}`, bytes: 99 }),
@@ -233,12 +237,16 @@ try {
   const sums = await page.$$eval("#page-roofline .roof-sum", (xs) => xs.map((x) => x.textContent));
   check(sums.length === 2 && sums[1].startsWith("vm · GPU NVIDIA H200: STREAM 4400.0 GB/s"), "the H200's roof is summarised beside the CPU's: " + JSON.stringify(sums));
   check(sums[1]?.includes("1 points"), "the H200 roof counts its own points");
-  await page.screenshot({ path: path.join(OUT, "mocked-roofline.png") });
+  const floor = await page.textContent("#floors");
+  check(floor.includes("t0 = 1.229 ms ± 0.345 (95 %) · BW_eff = 3574 GB/s") && floor.includes("#74"), "the per-token floor prints its fit and rows");
+  check((await page.$$("#floors svg.floor circle")).length === 4, "one dot per model under the floor's line");
+  await page.screenshot({ path: path.join(OUT, "mocked-roofline.png"), fullPage: true });
 
   await page.goto(url + "#frontier");
   await page.waitForSelector("#frontier");
   check((await page.textContent("#frontier")).includes("—"), "frontier prints — for unmeasured");
   check((await page.textContent("#frontier tbody tr")).startsWith("4lab-1"), "frontier row names its run id and host");
+  check((await page.textContent(".energy-why")).includes("run 4: cpu_package_energy: RAPL not readable here"), "frontier says why J/token is a dash");
 
   await page.goto(url + "#speculative");
   await page.waitForSelector("#page-speculative #sgate");

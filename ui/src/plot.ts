@@ -89,7 +89,7 @@ export function floorSvg(f: FloorView, w = 520, h = 300): string {
   const [a, b] = [f.points[0], f.points[f.points.length - 1]];
   const slope = (b.fit_ms - a.fit_ms) / (b.gb_per_token - a.gb_per_token);
   const yAt = (gb: number) => a.fit_ms + slope * (gb - a.gb_per_token);
-  parts.push(`<path d="M${linMap(sx, 0).toFixed(1)},${linMap(sy, yAt(0)).toFixed(1)} L${linMap(sx, gbMax).toFixed(1)},${linMap(sy, yAt(gbMax)).toFixed(1)}" class="roof fit-line"><title>t = t0 + bytes ÷ BW_eff</title></path>`);
+  parts.push(`<path d="M${linMap(sx, 0).toFixed(1)},${linMap(sy, yAt(0)).toFixed(1)} L${linMap(sx, gbMax).toFixed(1)},${linMap(sy, yAt(gbMax)).toFixed(1)}" class="fit-line"><title>t = t0 + bytes ÷ BW_eff</title></path>`);
   f.points.forEach((p) => {
     const x = linMap(sx, p.gb_per_token), y = linMap(sy, p.measured_ms);
     parts.push(`<g class="pt"><title>${esc(p.model_type)}: ${p.measured_ms.toFixed(3)} ms measured, ${p.fit_ms.toFixed(3)} ms fitted · rows ${p.row_ids.join(", ")}</title><circle cx="${x}" cy="${y}" r="5" fill="${COLORS[0]}"/></g>`);

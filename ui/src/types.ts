@@ -767,6 +767,84 @@ got: number | null,
 target_margin: number | null, };
 
 /**
+ * One model under a floor fit.
+ */
+export type FloorPointView = { 
+/**
+ * Model type label.
+ */
+model_type: string, 
+/**
+ * Bytes one batch-1 step at depth 0 reads, GB.
+ */
+gb_per_token: number, 
+/**
+ * Measured time per token, ms.
+ */
+measured_ms: number, 
+/**
+ * The full fit's time, ms.
+ */
+fit_ms: number, 
+/**
+ * Predicted from a fit of the other models, ms (null below four models).
+ */
+loo_ms: number | null, 
+/**
+ * `(leave-one-out − measured) ÷ measured`, %.
+ */
+loo_error_pct: number | null, 
+/**
+ * Measured rate ÷ the STREAM ceiling, %.
+ */
+achieved_pct: number, 
+/**
+ * The bench row(s) behind the point.
+ */
+row_ids: Array<number>, };
+
+/**
+ * One per-token floor fit, as the Roofline page shows it (milliseconds, GB).
+ */
+export type FloorView = { 
+/**
+ * The machine ([`crate::store::host::HostKey`] label).
+ */
+host: string, 
+/**
+ * Weight format.
+ */
+quant: string, 
+/**
+ * `GPU <name>` or `CPU, N threads`.
+ */
+placement: string, 
+/**
+ * Fixed cost per token, ms.
+ */
+t0_ms: number, 
+/**
+ * Half-width of t0's 95 % interval, ms.
+ */
+t0_half95_ms: number, 
+/**
+ * Bandwidth beyond the floor, GB/s (null: a non-positive slope).
+ */
+bw_eff_gbps: number | null, 
+/**
+ * BW_eff's 95 % interval, GB/s (upper null: unbounded).
+ */
+bw_eff_95_gbps: [number | null, number | null], 
+/**
+ * The largest |leave-one-out error|, % (null below four models).
+ */
+worst_loo_pct: number | null, 
+/**
+ * One point per model, by bytes.
+ */
+points: Array<FloorPointView>, };
+
+/**
  * How a prompt becomes text.
  */
 export type Format = "raw" | "chat";
@@ -819,6 +897,19 @@ decode_ceiling_tps: number | null,
  * Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
  */
 prefill_tps: number | null, 
+/**
+ * Energy per generated token of that decode row, J/token, from the live
+ * sampler's `row_energy` row beside it (null: not measured, see `decode_energy_note`).
+ */
+decode_j_per_token: number | null, 
+/**
+ * Tokens per watt-hour of that row, as stored.
+ */
+decode_tokens_per_wh: number | null, 
+/**
+ * The energy's counter (`RAPL package`, `NVML GPU`) or why there is none.
+ */
+decode_energy_note: string, 
 /**
  * Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
  */
@@ -1626,7 +1717,13 @@ points: Array<RooflinePoint>,
 /**
  * Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
  */
-decode_vs_depth: Array<[string, number, number, number]>, };
+decode_vs_depth: Array<[string, number, number, number]>, 
+/**
+ * The per-token floors these rows allow: one fit of `t = t0 + bytes ÷ BW_eff`
+ * per machine, weight format and placement with three models or more
+ * ([`crate::experiments::evidence::floor`]).
+ */
+floors: Array<FloorView>, };
 
 /**
  * A bench row's energy and thermals, from its phase of the run's recording.
