@@ -591,7 +591,10 @@ impl AppState {
     /// # Errors
     /// [`AppError::Store`].
     pub async fn roofline(&self, run_id: Option<i64>) -> Result<RooflineView, AppError> {
-        Ok(views::roofline_view(&self.rows(run_id).await?))
+        let rows = self.rows(run_id).await?;
+        let mut v = views::roofline_view(&rows);
+        v.floors = memwall_core::experiments::evidence::floor::views(&rows);
+        Ok(v)
     }
 
     /// The Frontier page.
@@ -601,7 +604,18 @@ impl AppState {
     pub async fn frontier(&self) -> Result<FrontierView, AppError> {
         let store = self.store().await?;
         let cells = views::frontier_cells(store).await?;
-        let energy = memwall_core::experiments::live::store::all_row_energy(store).await?;
+        let energy: Vec<views::DecodeEnergy> =
+            memwall_core::experiments::live::store::all_row_energy(store)
+                .await?
+                .into_iter()
+                .map(|e| views::DecodeEnergy {
+                    row_id: e.row_id,
+                    j_per_token: e.energy.j_per_token,
+                    tokens_per_wh: e.energy.tokens_per_wh,
+                    energy_source: e.energy.energy_source,
+                    reason: e.energy.reason,
+                })
+                .collect();
         Ok(views::frontier_view(
             &self.rows(None).await?,
             &cells,

@@ -1720,8 +1720,8 @@ points: Array<RooflinePoint>,
 decode_vs_depth: Array<[string, number, number, number]>, 
 /**
  * The per-token floors these rows allow: one fit of `t = t0 + bytes ÷ BW_eff`
- * per machine, weight format and placement with three models or more
- * ([`crate::experiments::evidence::floor`]).
+ * per machine, weight format and placement with three models or more. Empty from
+ * [`roofline_view`]; the experiments stage's `evidence::floor::views` fills it.
  */
 floors: Array<FloorView>, };
 

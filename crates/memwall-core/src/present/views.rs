@@ -271,8 +271,8 @@ pub struct RooflineView {
     /// Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
     pub decode_vs_depth: Vec<(String, i64, f64, f64)>,
     /// The per-token floors these rows allow: one fit of `t = t0 + bytes ÷ BW_eff`
-    /// per machine, weight format and placement with three models or more
-    /// ([`crate::experiments::evidence::floor`]).
+    /// per machine, weight format and placement with three models or more. Empty from
+    /// [`roofline_view`]; the experiments stage's `evidence::floor::views` fills it.
     pub floors: Vec<FloorView>,
 }
 
@@ -318,50 +318,6 @@ pub struct FloorPointView {
     pub achieved_pct: f64,
     /// The bench row(s) behind the point.
     pub row_ids: Vec<i64>,
-}
-
-/// The floor fits of `rows`, one machine at a time (two machines that share a
-/// hostname never mix).
-pub fn floor_views(rows: &[BenchRecord]) -> Vec<FloorView> {
-    use crate::experiments::evidence::floor;
-    use crate::store::host::HostKey;
-    let mut per_host: std::collections::BTreeMap<String, Vec<BenchRecord>> =
-        std::collections::BTreeMap::new();
-    for r in rows {
-        per_host
-            .entry(HostKey::of_bench(r).label())
-            .or_default()
-            .push(r.clone());
-    }
-    per_host
-        .into_iter()
-        .flat_map(|(host, v)| {
-            floor::analyze(&v).into_iter().map(move |f| FloorView {
-                host: host.clone(),
-                quant: f.scope.quant.clone(),
-                placement: f.scope.placement.clone(),
-                t0_ms: f.t0_seconds * 1e3,
-                t0_half95_ms: f.t0_half95_seconds * 1e3,
-                bw_eff_gbps: f.bw_eff_gbps,
-                bw_eff_95_gbps: f.bw_eff_95_gbps,
-                worst_loo_pct: f.worst_loo_pct(),
-                points: f
-                    .points
-                    .iter()
-                    .map(|p| FloorPointView {
-                        model_type: p.point.model_type.clone(),
-                        gb_per_token: p.point.bytes_per_token / 1e9,
-                        measured_ms: p.point.seconds_per_token * 1e3,
-                        fit_ms: p.fit_seconds * 1e3,
-                        loo_ms: p.loo_seconds.map(|s| s * 1e3),
-                        loo_error_pct: p.loo_error_pct,
-                        achieved_pct: p.achieved_pct,
-                        row_ids: p.point.row_ids.clone(),
-                    })
-                    .collect(),
-            })
-        })
-        .collect()
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -482,8 +438,24 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
         roofs,
         points,
         decode_vs_depth,
-        floors: floor_views(rows),
+        floors: Vec::new(),
     }
+}
+
+/// A bench row's stored energy, as the Frontier page needs it (the app reads the
+/// `row_energy` rows and hands these over).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeEnergy {
+    /// The bench row.
+    pub row_id: i64,
+    /// J per generated token, when measured.
+    pub j_per_token: Option<f64>,
+    /// Tokens per watt-hour, as stored.
+    pub tokens_per_wh: Option<f64>,
+    /// The counters the energy sums.
+    pub energy_source: String,
+    /// Why there is no energy figure, when there is none.
+    pub reason: Option<String>,
 }
 
 /// One row of the Frontier page: one stored run's values for one model file.
@@ -541,7 +513,7 @@ fn file_name(p: &str) -> String {
 pub fn frontier_view(
     rows: &[BenchRecord],
     cells: &[FrontierCellValue],
-    energy: &[crate::experiments::live::RowEnergy],
+    energy: &[DecodeEnergy],
 ) -> FrontierView {
     let mut measures: Vec<String> = cells
         .iter()
@@ -602,18 +574,17 @@ pub fn frontier_view(
             row.decode_tps = finite(r.avg_ts);
             row.decode_ceiling_tps = finite(r.ceiling_ts);
             let e = energy.iter().find(|e| e.row_id == r.id);
-            row.decode_j_per_token = e.and_then(|e| e.energy.j_per_token).and_then(finite);
-            row.decode_tokens_per_wh = e.and_then(|e| e.energy.tokens_per_wh).and_then(finite);
+            row.decode_j_per_token = e.and_then(|e| e.j_per_token).and_then(finite);
+            row.decode_tokens_per_wh = e.and_then(|e| e.tokens_per_wh).and_then(finite);
             row.decode_energy_note = match e {
                 None => format!("row #{}: no live sampler recording beside it", r.id),
                 Some(e) if row.decode_j_per_token.is_some() => {
-                    format!("row #{}: {}", r.id, e.energy.energy_source)
+                    format!("row #{}: {}", r.id, e.energy_source)
                 }
                 Some(e) => format!(
                     "row #{}: {}",
                     r.id,
-                    e.energy
-                        .reason
+                    e.reason
                         .as_deref()
                         .unwrap_or("the sampler gave no energy for the tg phase")
                 ),
@@ -957,51 +928,6 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_is_fitted_per_machine_from_the_rows_alone() {
-        // Two machines called the same (2 and 16 cores), three Q4_K_M models each,
-        // timed exactly on t = t0 + bytes ÷ BW: 1 ms + bytes ÷ 1000 GB/s on the
-        // first, 2 ms + bytes ÷ 500 GB/s on the second. Mixed, no line fits all six.
-        let mut rows = Vec::new();
-        for (cores, t0, bw) in [(2, 1e-3, 1000e9), (16, 2e-3, 500e9)] {
-            for (k, gb) in [1.0, 2.0, 4.0].into_iter().enumerate() {
-                let mut r = row(rows.len() as i64 + 1, true, 0, 1.0, 1.0);
-                r.cores_logical = cores;
-                r.model_sha256 = format!("m{k}");
-                r.model_type = format!("model {gb} GB");
-                r.bytes_per_step = gb * 1e9;
-                r.n_gen = 128;
-                r.avg_ns = ((t0 + gb * 1e9 / bw) * 128.0 * 1e9).round() as i64;
-                rows.push(r);
-            }
-        }
-        let v = roofline_view(&rows);
-        assert_eq!(v.floors.len(), 2, "{:#?}", v.floors);
-        for (f, (cores, t0_ms, bw)) in v.floors.iter().zip([(16, 2.0, 500.0), (2, 1.0, 1000.0)]) {
-            assert!(f.host.contains(&format!("{cores} cores")), "{}", f.host);
-            assert_eq!(
-                (f.quant.as_str(), f.placement.as_str()),
-                ("Q4_K_M", "CPU, 2 threads")
-            );
-            assert!((f.t0_ms - t0_ms).abs() < 1e-6, "{} vs {t0_ms}", f.t0_ms);
-            assert!(
-                (f.bw_eff_gbps.unwrap() - bw).abs() < 1e-3,
-                "{:?}",
-                f.bw_eff_gbps
-            );
-            let gbs: Vec<f64> = f.points.iter().map(|p| p.gb_per_token).collect();
-            assert_eq!(gbs, [1.0, 2.0, 4.0]);
-            for p in &f.points {
-                let want = t0_ms + p.gb_per_token * 1e3 / bw;
-                assert!((p.measured_ms - want).abs() < 1e-6 && (p.fit_ms - want).abs() < 1e-6);
-                // Three models leave no freedom for leave-one-out.
-                assert_eq!((p.loo_ms, p.loo_error_pct), (None, None));
-            }
-        }
-        // Two models of a format fit nothing.
-        assert!(roofline_view(&rows[..2]).floors.is_empty());
-    }
-
-    #[test]
     fn roofline_without_rows_has_no_roof() {
         let v = roofline_view(&[]);
         assert!(v.roofs.is_empty() && v.points.is_empty());
@@ -1076,7 +1002,6 @@ mod tests {
 
     #[test]
     fn frontier_rows_carry_their_decode_rows_energy_or_why_not() {
-        use crate::experiments::live::{EnergySummary, RowEnergy};
         let mut a = row(1, true, 0, 2.0, 30.0);
         a.run_id = 4;
         a.avg_ts = 50.0;
@@ -1086,28 +1011,16 @@ mod tests {
         let mut c = a.clone();
         c.id = 3;
         c.run_id = 6;
-        let energy = |row_id, run_id, j: Option<f64>, reason: Option<&str>| RowEnergy {
+        let energy = |row_id, j: Option<f64>, reason: Option<&str>| DecodeEnergy {
             row_id,
-            run_id,
-            phase: "#0 tg128".into(),
-            energy: EnergySummary {
-                j_per_token: j,
-                tokens_per_wh: j.map(|j| 3600.0 / j),
-                energy_source: if j.is_some() {
-                    "NVML GPU".into()
-                } else {
-                    String::new()
-                },
-                reason: reason.map(str::to_string),
-                samples: 20,
-                mean_power_w: None,
-                energy_j: None,
-                peak_temp_c: None,
-                throttled: None,
-                live_dram_gbps: None,
-                gpu_mem_util_pct: None,
+            j_per_token: j,
+            tokens_per_wh: j.map(|j| 3600.0 / j),
+            energy_source: if j.is_some() {
+                "NVML GPU".into()
+            } else {
+                String::new()
             },
-            implied_bandwidth_gbps: None,
+            reason: reason.map(str::to_string),
         };
         let v = frontier_view(
             &[a, b, c],

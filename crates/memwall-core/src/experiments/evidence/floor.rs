@@ -280,6 +280,53 @@ pub fn for_model<'a>(
     })
 }
 
+/// The floor fits of `rows` as the app's Roofline page shows them, one machine at
+/// a time ([`crate::store::host::HostKey`]: two machines that share a hostname never
+/// mix).
+pub fn views(rows: &[BenchRecord]) -> Vec<crate::present::views::FloorView> {
+    use crate::present::views::FloorPointView;
+    use crate::store::host::HostKey;
+    let mut per_host: std::collections::BTreeMap<String, Vec<BenchRecord>> =
+        std::collections::BTreeMap::new();
+    for r in rows {
+        per_host
+            .entry(HostKey::of_bench(r).label())
+            .or_default()
+            .push(r.clone());
+    }
+    per_host
+        .into_iter()
+        .flat_map(|(host, v)| {
+            analyze(&v)
+                .into_iter()
+                .map(move |f| crate::present::views::FloorView {
+                    host: host.clone(),
+                    quant: f.scope.quant.clone(),
+                    placement: f.scope.placement.clone(),
+                    t0_ms: f.t0_seconds * 1e3,
+                    t0_half95_ms: f.t0_half95_seconds * 1e3,
+                    bw_eff_gbps: f.bw_eff_gbps,
+                    bw_eff_95_gbps: f.bw_eff_95_gbps,
+                    worst_loo_pct: f.worst_loo_pct(),
+                    points: f
+                        .points
+                        .iter()
+                        .map(|p| FloorPointView {
+                            model_type: p.point.model_type.clone(),
+                            gb_per_token: p.point.bytes_per_token / 1e9,
+                            measured_ms: p.point.seconds_per_token * 1e3,
+                            fit_ms: p.fit_seconds * 1e3,
+                            loo_ms: p.loo_seconds.map(|s| s * 1e3),
+                            loo_error_pct: p.loo_error_pct,
+                            achieved_pct: p.achieved_pct,
+                            row_ids: p.point.row_ids.clone(),
+                        })
+                        .collect(),
+                })
+        })
+        .collect()
+}
+
 /// Markdown: one summary line and one table per fit.
 pub fn table(fits: &[FloorFit]) -> String {
     use crate::units::or_dash;
@@ -324,6 +371,54 @@ pub fn table(fits: &[FloorFit]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_floor_is_fitted_per_machine_from_the_rows_alone() {
+        // Two machines called the same (2 and 16 cores), three Q4_K_M models each,
+        // timed exactly on t = t0 + bytes ÷ BW: 1 ms + bytes ÷ 1000 GB/s on the
+        // first, 2 ms + bytes ÷ 500 GB/s on the second. Mixed, no line fits all six.
+        let mut rows = Vec::new();
+        for (cores, t0, bw) in [(2, 1e-3, 1000e9), (16, 2e-3, 500e9)] {
+            for (k, gb) in [1.0, 2.0, 4.0].into_iter().enumerate() {
+                let mut r = BenchRecord::example();
+                r.id = rows.len() as i64 + 1;
+                (r.n_prompt, r.n_depth, r.n_seqs) = (0, 0, 1);
+                r.bandwidth_gbps = 40.0;
+                r.cores_logical = cores;
+                r.model_sha256 = format!("m{k}");
+                r.model_type = format!("model {gb} GB");
+                r.bytes_per_step = gb * 1e9;
+                r.n_gen = 128;
+                r.avg_ns = ((t0 + gb * 1e9 / bw) * 128.0 * 1e9).round() as i64;
+                rows.push(r);
+            }
+        }
+        let floors = views(&rows);
+        assert_eq!(floors.len(), 2, "{floors:#?}");
+        for (f, (cores, t0_ms, bw)) in floors.iter().zip([(16, 2.0, 500.0), (2, 1.0, 1000.0)]) {
+            assert!(f.host.contains(&format!("{cores} cores")), "{}", f.host);
+            assert_eq!(
+                (f.quant.as_str(), f.placement.as_str()),
+                ("Q4_K_M", "CPU, 2 threads")
+            );
+            assert!((f.t0_ms - t0_ms).abs() < 1e-6, "{} vs {t0_ms}", f.t0_ms);
+            assert!(
+                (f.bw_eff_gbps.unwrap() - bw).abs() < 1e-3,
+                "{:?}",
+                f.bw_eff_gbps
+            );
+            let gbs: Vec<f64> = f.points.iter().map(|p| p.gb_per_token).collect();
+            assert_eq!(gbs, [1.0, 2.0, 4.0]);
+            for p in &f.points {
+                let want = t0_ms + p.gb_per_token * 1e3 / bw;
+                assert!((p.measured_ms - want).abs() < 1e-6 && (p.fit_ms - want).abs() < 1e-6);
+                // Three models leave no freedom for leave-one-out.
+                assert_eq!((p.loo_ms, p.loo_error_pct), (None, None));
+            }
+        }
+        // Two models of a format fit nothing.
+        assert!(views(&rows[..2]).is_empty());
+    }
+
     use super::*;
 
     fn scope() -> FloorScope {
