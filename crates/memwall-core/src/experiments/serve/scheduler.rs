@@ -1048,7 +1048,7 @@ mod tests {
         let b: Vec<TokenId> = [1].into_iter().chain((0..20).map(|i| 40 + i)).collect();
         let mut s = sched(fake(3), 3, 512);
         let adm = Admission::new(8);
-        let mut run = |s: &mut Scheduler<_>, id, p: &Vec<TokenId>| {
+        let run = |s: &mut Scheduler<_>, id, p: &Vec<TokenId>| {
             let (j, mut rx) = job(id, p.clone(), 2);
             adm.submit(j).unwrap();
             drain(s, &adm);
