@@ -623,12 +623,7 @@ mod tests {
     #[test]
     fn held_bytes_follow_the_arms_closed_forms() {
         // One f32 matrix of 64 × 10 = 640 weights and one f32 vector of 64.
-        let b = crate::probe::gguf::testutil::GgufBuilder::default()
-            .kv_str("general.architecture", "llama")
-            .kv_u32("llama.block_count", 1)
-            .kv_u32("llama.embedding_length", 64)
-            .kv_u32("llama.attention.head_count", 4)
-            .tensor("token_embd.weight", &[64, 10], 0, 0)
+        let b = one_layer_builder()
             .tensor("output_norm.weight", &[64], 0, 2560)
             .data(2816)
             .build();
@@ -899,18 +894,23 @@ mod tests {
     }
 }
 
-/// A 1-layer llama of 2,560 weight bytes whose KV cache is 256 B/token at F16
-/// (4 KV heads × (16 + 16) dims × 2 B), named `name`: the tests' smallest model.
+/// The one-layer llama's header: 4 heads of 16 dims, one f32 `token_embd.weight` of
+/// 64 × 10 at offset 0 (more tensors and the data are the caller's).
 #[cfg(test)]
-pub(crate) fn one_layer_test_facts(name: &str) -> ModelFacts {
-    let b = crate::probe::gguf::testutil::GgufBuilder::default()
+fn one_layer_builder() -> crate::probe::gguf::testutil::GgufBuilder {
+    crate::probe::gguf::testutil::GgufBuilder::default()
         .kv_str("general.architecture", "llama")
         .kv_u32("llama.block_count", 1)
         .kv_u32("llama.embedding_length", 64)
         .kv_u32("llama.attention.head_count", 4)
         .tensor("token_embd.weight", &[64, 10], 0, 0)
-        .data(2560)
-        .build();
+}
+
+/// A 1-layer llama of 2,560 weight bytes whose KV cache is 256 B/token at F16
+/// (4 KV heads × (16 + 16) dims × 2 B), named `name`: the tests' smallest model.
+#[cfg(test)]
+pub(crate) fn one_layer_test_facts(name: &str) -> ModelFacts {
+    let b = one_layer_builder().data(2560).build();
     let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, name.into())
         .expect("the one-layer fixture parses");
     ModelFacts::from_gguf(&g).expect("the one-layer fixture has facts")
