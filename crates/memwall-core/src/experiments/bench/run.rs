@@ -209,12 +209,6 @@ fn run_mlx(
         if cx.cancel.load(Ordering::Relaxed) {
             return Err(BenchError::Cancelled);
         }
-        if inst.n_seqs > 1 {
-            return Err(BenchError::Plan(
-                "the MLX engine decodes one sequence per pass: drop --n-seqs above 1 with --engine mlx"
-                    .into(),
-            ));
-        }
         on_progress(Progress::TestStarted {
             index,
             total,

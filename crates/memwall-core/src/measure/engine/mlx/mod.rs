@@ -10,15 +10,15 @@
 //!
 //! Batches: the items of one [`Engine::decode`] call are grouped by sequence, and
 //! each sequence's items must continue that sequence's cache (positions
-//! `len, len+1, …`); each group is one forward pass (sequences are not yet batched
-//! together into one pass).
+//! `len, len+1, …`). All groups run in one forward pass ([`qwen2::Qwen2::forward_batch`]):
+//! the matrices multiply every sequence's rows at once, attention runs per sequence.
 
 pub mod qwen2;
 pub mod weights;
 
 use super::llama::LlamaModelHandle;
 use super::{BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId};
-use qwen2::{KvCache, Qwen2};
+use qwen2::{KvCache, Qwen2, SeqInput};
 use std::collections::BTreeMap;
 use std::path::Path;
 pub use weights::MlxQuant;
@@ -203,24 +203,23 @@ impl Engine for MlxEngine {
                 self.n_batch
             )));
         }
-        // Group by sequence, keeping the caller's order of logits rows.
+        // Group by sequence; every sequence's items must continue its cache.
         let mut order: Vec<i32> = Vec::new();
         for it in batch {
             if !order.contains(&it.seq) {
                 order.push(it.seq);
             }
         }
-        let n_vocab = self.model.n_vocab();
-        let mut rows: Vec<(usize, Vec<f32>)> = Vec::new();
-        for seq in order {
+        let mut groups = Vec::with_capacity(order.len());
+        for &seq in &order {
             let items: Vec<(usize, &BatchItem)> = batch
                 .iter()
                 .enumerate()
                 .filter(|(_, it)| it.seq == seq)
                 .collect();
-            let cache = self.caches.entry(seq).or_default();
+            let len = self.caches.get(&seq).map_or(0, KvCache::len);
             for (j, (_, it)) in items.iter().enumerate() {
-                let want = cache.len() + j as u32;
+                let want = len + j as u32;
                 if it.pos != want {
                     return Err(EngineError::Decode(format!(
                         "sequence {seq}: position {} given where the cache continues at {want} \
@@ -229,38 +228,60 @@ impl Engine for MlxEngine {
                     )));
                 }
             }
-            if cache.len() + items.len() as u32 > self.n_ctx {
+            if len + items.len() as u32 > self.n_ctx {
                 return Err(EngineError::Decode(format!(
-                    "sequence {seq}: {} + {} positions exceed n_ctx {}",
-                    cache.len(),
+                    "sequence {seq}: {len} + {} positions exceed n_ctx {}",
                     items.len(),
                     self.n_ctx
                 )));
             }
             let tokens: Vec<i32> = items.iter().map(|(_, it)| it.token).collect();
-            let keep: Vec<i32> = items
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, it))| it.logits)
-                .map(|(j, _)| j as i32)
+            let keep: Vec<i32> = (0..items.len() as i32)
+                .filter(|&j| items[j as usize].1.logits)
                 .collect();
-            let out = self
-                .model
-                .forward(&tokens, cache, &keep)
-                .map_err(mlx_err("forward pass"))?;
-            if let Some(out) = out {
-                let flat = out.as_slice::<f32>();
-                for (r, &j) in keep.iter().enumerate() {
-                    let at = items[j as usize].0;
-                    rows.push((at, flat[r * n_vocab..(r + 1) * n_vocab].to_vec()));
-                }
-            }
+            let at: Vec<usize> = keep.iter().map(|&j| items[j as usize].0).collect();
+            groups.push((seq, tokens, keep, at));
         }
-        rows.sort_by_key(|(at, _)| *at);
-        self.n_logits = rows.len();
+        // All sequences in one pass (the weights are read once for every row). The
+        // caches are taken out for the pass; a failed pass puts the old ones back.
+        let mut caches: Vec<KvCache> = order
+            .iter()
+            .map(|s| self.caches.get(s).cloned().unwrap_or_default())
+            .collect();
+        let out = {
+            let mut inputs: Vec<SeqInput<'_>> = groups
+                .iter()
+                .zip(caches.iter_mut())
+                .map(|((_, tokens, keep, _), cache)| SeqInput {
+                    tokens,
+                    cache,
+                    keep,
+                })
+                .collect();
+            self.model
+                .forward_batch(&mut inputs)
+                .map_err(mlx_err("forward pass"))?
+        };
+        for (&seq, cache) in order.iter().zip(caches) {
+            self.caches.insert(seq, cache);
+        }
+        let n_vocab = self.model.n_vocab();
+        // Logits rows in the caller's order of the items that asked for them.
+        let mut at: Vec<(usize, usize)> = groups
+            .iter()
+            .flat_map(|g| g.3.iter().copied())
+            .enumerate()
+            .map(|(r, at)| (at, r))
+            .collect();
+        at.sort_unstable();
+        self.n_logits = at.len();
         self.logits.clear();
-        for (_, r) in rows {
-            self.logits.extend_from_slice(&r);
+        if let Some(out) = out {
+            let flat = out.as_slice::<f32>();
+            for (_, r) in at {
+                self.logits
+                    .extend_from_slice(&flat[r * n_vocab..(r + 1) * n_vocab]);
+            }
         }
         Ok(())
     }
@@ -402,6 +423,97 @@ mod tests {
             .into_owned();
         assert!(lib.contains("openblas"), "cblas_sgemm comes from {lib}");
         assert!(blas().starts_with("OpenBLAS"), "{}", blas());
+    }
+
+    /// Two sequences in one pass (a prefill beside a prefill, then a decode step
+    /// beside a decode step) give the logits each gets alone: the batch shares the
+    /// weight reads, not the attention.
+    #[test]
+    fn sequences_batched_in_one_pass_match_each_run_alone() {
+        let Some(path) = crate::testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+            return;
+        };
+        let _lock = crate::testing::engine_lock();
+        let mut e = MlxEngine::load(&path, MlxQuant::Q4, 256, 256).unwrap();
+        let a = e.tokenize("fn main() { println!(", true).unwrap();
+        let b = e
+            .tokenize("The memory wall of decoding is the bandwidth", true)
+            .unwrap();
+        assert_ne!(a.len(), b.len());
+        // Alone: each sequence prefilled, then one decode step.
+        let mut alone = Vec::new();
+        for (seq, toks) in [(0, &a), (1, &b)] {
+            e.kv_clear();
+            e.prefill(toks, 0, seq, true).unwrap();
+            let pre = e.logits(0).unwrap().to_vec();
+            let next = argmax(&pre);
+            e.decode_one(next, toks.len() as u32, seq).unwrap();
+            alone.push((pre, next, e.logits(0).unwrap().to_vec()));
+        }
+        // Together: both prompts in one decode call, then both next tokens in one call,
+        // the items in the order b before a so the rows' order is the caller's.
+        e.kv_clear();
+        let mut batch: Vec<BatchItem> = Vec::new();
+        for (seq, toks) in [(1, &b), (0, &a)] {
+            batch.extend(toks.iter().enumerate().map(|(i, &t)| BatchItem {
+                token: t,
+                pos: i as u32,
+                seq,
+                logits: i + 1 == toks.len(),
+            }));
+        }
+        e.decode(&batch).unwrap();
+        let (pre_b, pre_a) = (e.logits(0).unwrap().to_vec(), e.logits(1).unwrap().to_vec());
+        assert!(e.logits(2).is_err(), "two rows kept");
+        e.decode(&[
+            BatchItem {
+                token: alone[0].1,
+                pos: a.len() as u32,
+                seq: 0,
+                logits: true,
+            },
+            BatchItem {
+                token: alone[1].1,
+                pos: b.len() as u32,
+                seq: 1,
+                logits: true,
+            },
+        ])
+        .unwrap();
+        let (step_a, step_b) = (e.logits(0).unwrap().to_vec(), e.logits(1).unwrap().to_vec());
+        use crate::experiments::agree::cosine;
+        for (what, together, by_itself) in [
+            ("a prefill", &pre_a, &alone[0].0),
+            ("b prefill", &pre_b, &alone[1].0),
+            ("a step", &step_a, &alone[0].2),
+            ("b step", &step_b, &alone[1].2),
+        ] {
+            let c = cosine(together, by_itself);
+            assert!(c > 0.9999, "{what}: cosine {c}");
+            assert_eq!(argmax(together), argmax(by_itself), "{what}");
+        }
+        assert_eq!(
+            e.kv_bytes(0) * b.len() as u64,
+            e.kv_bytes(1) * a.len() as u64
+        );
+        // A batch whose second sequence skips a position is refused and changes no cache.
+        let held = (e.kv_bytes(0), e.kv_bytes(1));
+        let bad = [
+            BatchItem {
+                token: 1,
+                pos: a.len() as u32 + 1,
+                seq: 0,
+                logits: true,
+            },
+            BatchItem {
+                token: 1,
+                pos: b.len() as u32 + 5,
+                seq: 1,
+                logits: true,
+            },
+        ];
+        assert!(e.decode(&bad).is_err());
+        assert_eq!((e.kv_bytes(0), e.kv_bytes(1)), held);
     }
 
     #[test]

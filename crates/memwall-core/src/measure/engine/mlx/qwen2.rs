@@ -235,54 +235,107 @@ impl Qwen2 {
         cache: &mut KvCache,
         keep: &[i32],
     ) -> Result<Option<Array>, Exception> {
+        self.forward_batch(&mut [SeqInput {
+            tokens,
+            cache,
+            keep,
+        }])
+    }
+
+    /// One forward pass over several sequences: every matrix (the weights one decode
+    /// step streams) multiplies the rows of all sequences at once, so `n` sequences
+    /// read the weights once per step, as llama.cpp's batched decode does; RoPE and
+    /// attention run per sequence against its own cache and positions. Returns the
+    /// logits of every sequence's `keep` rows, sequence after sequence, as one
+    /// `[Σ keep, n_vocab]` array (f32, evaluated); `None` when no row is kept.
+    pub fn forward_batch(&self, seqs: &mut [SeqInput<'_>]) -> Result<Option<Array>, Exception> {
         let c = &self.cfg;
-        let (l, d) = (tokens.len() as i32, c.n_embd as i32);
+        let d = c.n_embd as i32;
         let (h, hkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim() as i32);
-        let offset = cache.len as i32;
-        let ids = Array::from_slice(tokens, &[l]);
-        let mut x = self.embed.rows(&ids)?.reshape(&[1, l, d])?;
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut ids = Vec::new();
+        for s in seqs.iter() {
+            let a = ids.len() as i32;
+            ids.extend_from_slice(s.tokens);
+            spans.push((a, ids.len() as i32));
+        }
+        let n = ids.len() as i32;
+        if n == 0 {
+            return Ok(None);
+        }
+        let one = seqs.len() == 1;
+        let ids = Array::from_slice(&ids, &[n]);
+        let mut x = self.embed.rows(&ids)?.reshape(&[1, n, d])?;
         let scale = 1.0 / (hd as f32).sqrt();
-        let first = cache.layers.is_empty();
         for (i, layer) in self.layers.iter().enumerate() {
             let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.attn_norm), c.rms_eps)?;
-            let heads = |m: &Matrix, b: &Array, n: i32| -> Result<Array, Exception> {
-                m.apply(&hn)?
-                    .add(b)?
-                    .reshape(&[1, l, n, hd])?
-                    .transpose_axes(&[0, 2, 1, 3])
-            };
-            let q = heads(&layer.wq, &layer.bq, h)?;
-            let k = heads(&layer.wk, &layer.bk, hkv)?;
-            let v = heads(&layer.wv, &layer.bv, hkv)?;
-            let q = mlx_rs::fast::rope(&q, hd, false, c.rope_theta, 1.0, offset, None)?;
-            // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
-            let k = mlx_rs::fast::rope(&k, hd, false, c.rope_theta, 1.0, offset, None)?
+            let q_all = layer.wq.apply(&hn)?.add(&layer.bq)?;
+            let k_all = layer.wk.apply(&hn)?.add(&layer.bk)?;
+            let v_all = layer.wv.apply(&hn)?.add(&layer.bv)?;
+            let mut outs = Vec::with_capacity(seqs.len());
+            for (s, &(a, b)) in seqs.iter_mut().zip(&spans) {
+                let l = b - a;
+                let offset = s.cache.len as i32;
+                let heads = |all: &Array, nh: i32| -> Result<Array, Exception> {
+                    let rows = if one {
+                        all.clone()
+                    } else {
+                        all.index((.., a..b, ..))
+                    };
+                    rows.reshape(&[1, l, nh, hd])?.transpose_axes(&[0, 2, 1, 3])
+                };
+                let q = mlx_rs::fast::rope(
+                    &heads(&q_all, h)?,
+                    hd,
+                    false,
+                    c.rope_theta,
+                    1.0,
+                    offset,
+                    None,
+                )?;
+                // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
+                let k = mlx_rs::fast::rope(
+                    &heads(&k_all, hkv)?,
+                    hd,
+                    false,
+                    c.rope_theta,
+                    1.0,
+                    offset,
+                    None,
+                )?
                 .as_dtype(Dtype::Float16)?;
-            let v = v.as_dtype(Dtype::Float16)?;
-            let (k, v) = if first {
-                (k, v)
-            } else {
-                let (ck, cv) = &cache.layers[i];
-                (
-                    mlx_rs::ops::concatenate(&[ck, &k], 2)?,
-                    mlx_rs::ops::concatenate(&[cv, &v], 2)?,
-                )
-            };
-            let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-            let o = mlx_rs::fast::scaled_dot_product_attention(
-                &q,
-                k.as_dtype(Dtype::Float32)?,
-                v.as_dtype(Dtype::Float32)?,
-                scale,
-                mask,
-                None,
-            )?;
-            if first {
-                cache.layers.push((k, v));
-            } else {
-                cache.layers[i] = (k, v);
+                let v = heads(&v_all, hkv)?.as_dtype(Dtype::Float16)?;
+                let first = s.cache.layers.len() <= i;
+                let (k, v) = if first {
+                    (k, v)
+                } else {
+                    let (ck, cv) = &s.cache.layers[i];
+                    (
+                        mlx_rs::ops::concatenate(&[ck, &k], 2)?,
+                        mlx_rs::ops::concatenate(&[cv, &v], 2)?,
+                    )
+                };
+                let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+                let o = mlx_rs::fast::scaled_dot_product_attention(
+                    &q,
+                    k.as_dtype(Dtype::Float32)?,
+                    v.as_dtype(Dtype::Float32)?,
+                    scale,
+                    mask,
+                    None,
+                )?;
+                if first {
+                    s.cache.layers.push((k, v));
+                } else {
+                    s.cache.layers[i] = (k, v);
+                }
+                outs.push(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, h * hd])?);
             }
-            let o = o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, h * hd])?;
+            let o = if one {
+                outs.pop().expect("one sequence")
+            } else {
+                mlx_rs::ops::concatenate(&outs, 1)?
+            };
             x = x.add(layer.wo.apply(&o)?)?;
             let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.ffn_norm), c.rms_eps)?;
             let g = layer.gate.apply(&hn)?;
@@ -290,16 +343,24 @@ impl Qwen2 {
             let m = mlx_rs::nn::silu(&g)?.multiply(&u)?;
             x = x.add(layer.down.apply(&m)?)?;
         }
-        cache.len += l as u32;
-        if keep.is_empty() {
-            mlx_rs::transforms::eval(cache.layers.iter().flat_map(|(k, v)| [k, v]))?;
+        let mut rows = Vec::new();
+        for (s, &(a, b)) in seqs.iter_mut().zip(&spans) {
+            s.cache.len += (b - a) as u32;
+            rows.extend(s.keep.iter().map(|&j| a + j));
+        }
+        let caches = || {
+            seqs.iter()
+                .flat_map(|s| s.cache.layers.iter().flat_map(|(k, v)| [k, v]))
+        };
+        if rows.is_empty() {
+            mlx_rs::transforms::eval(caches())?;
             return Ok(None);
         }
-        let x = x.reshape(&[l, d])?;
-        let x = if keep.len() as i32 == l {
+        let x = x.reshape(&[n, d])?;
+        let x = if rows.len() as i32 == n {
             x
         } else {
-            x.take_axis(Array::from_slice(keep, &[keep.len() as i32]), 0)?
+            x.take_axis(Array::from_slice(&rows, &[rows.len() as i32]), 0)?
         };
         let x = mlx_rs::fast::rms_norm(&x, Some(&self.norm), c.rms_eps)?;
         let logits = self
@@ -308,9 +369,18 @@ impl Qwen2 {
             .unwrap_or(&self.embed)
             .apply(&x)?
             .as_dtype(Dtype::Float32)?;
-        mlx_rs::transforms::eval(
-            std::iter::once(&logits).chain(cache.layers.iter().flat_map(|(k, v)| [k, v])),
-        )?;
+        mlx_rs::transforms::eval(std::iter::once(&logits).chain(caches()))?;
         Ok(Some(logits))
     }
+}
+
+/// One sequence of a [`Qwen2::forward_batch`]: its new tokens (continuing its
+/// cache), its cache, and which of the new rows' logits to keep.
+pub struct SeqInput<'a> {
+    /// Token ids at positions `cache.len()`, `cache.len() + 1`, ….
+    pub tokens: &'a [i32],
+    /// The sequence's KV cache, appended to.
+    pub cache: &'a mut KvCache,
+    /// Indices into `tokens` whose logits are returned.
+    pub keep: &'a [i32],
 }
