@@ -1131,6 +1131,10 @@ pub struct ServeArgs {
     /// Run without the live sampler (no power/temperature series stored at shutdown).
     #[arg(long)]
     pub no_sampler: bool,
+    /// Engine: llama (llama.cpp), mlx (= mlx-4bit), mlx-8bit or mlx-f16 (MLX needs a
+    /// build with `--features mlx`); the same scheduler and API on either.
+    #[arg(long, default_value = "llama")]
+    pub engine: String,
 }
 
 /// `memwall sample`.

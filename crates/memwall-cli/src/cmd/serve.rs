@@ -21,7 +21,9 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
     o.port = a.port;
     o.api_key = a.api_key.clone();
     o.sampler = !a.no_sampler;
-    let done = serve_job(&store, &command_line(), o, |s| match s {
+    o.engine = memwall_core::experiments::bench::BenchEngine::parse(&a.engine)?;
+    let engine = o.engine.name();
+    let done = serve_job(&store, &command_line(), o, move |s| match s {
         ServeStatus::Warning(w) => eprintln!("warning: {w}"),
         ServeStatus::Listening(addr) => eprintln!("listening on http://{addr} (loading the model; /health is 503 until ready)"),
         ServeStatus::Ready {
@@ -30,7 +32,7 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
             n_slots,
             n_ctx_slot,
         } => eprintln!(
-            "ready: {model_id}, {n_slots} slots × {n_ctx_slot} tokens, chat template: {template}; Ctrl-C stops"
+            "ready: {model_id} on {engine}, {n_slots} slots × {n_ctx_slot} tokens, chat template: {template}; Ctrl-C stops"
         ),
     })
     .await?;

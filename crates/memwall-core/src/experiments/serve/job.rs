@@ -7,6 +7,7 @@ use super::ServeError;
 use super::http::{Loaded, PromptTokenizer, Prompter, ServerState, router};
 use super::scheduler::{Admission, Metrics, PREFILL_CHUNK_TOKENS, SchedConfig, Scheduler};
 use super::template::{ChatTemplate, FALLBACK_TEMPLATE, TemplateSource};
+use crate::experiments::bench::BenchEngine;
 use crate::measure::engine::llama::LlamaModelHandle;
 use crate::measure::engine::{ChatMessage, EngineConfig, EngineError, TokenId};
 use crate::measure::guard::Guard;
@@ -45,6 +46,9 @@ pub struct ServeOptions {
     /// Run the live sampler while serving (power, temperature, bandwidth as a time
     /// series; stored by [`serve_job`] at shutdown).
     pub sampler: bool,
+    /// The engine (`--engine`): llama.cpp, or MLX at 4, 8 or 16 bits (feature `mlx`);
+    /// the same scheduler batches either one's slots.
+    pub engine: BenchEngine,
 }
 
 impl ServeOptions {
@@ -63,6 +67,7 @@ impl ServeOptions {
             api_key: None,
             chunk: PREFILL_CHUNK_TOKENS,
             sampler: true,
+            engine: BenchEngine::Llama,
         }
     }
 
@@ -128,6 +133,34 @@ impl PromptTokenizer for Tok {
     ) -> Result<String, EngineError> {
         self.0.apply_builtin_template(Some(name), messages)
     }
+}
+
+/// Loads `opts.model` into MLX at `opts.engine`'s precision with `n_ctx_slot`
+/// positions per sequence, and llama.cpp's vocabulary of the same file.
+#[cfg(feature = "mlx")]
+fn load_mlx(
+    opts: &ServeOptions,
+    n_ctx_slot: u32,
+) -> Result<(LlamaModelHandle, crate::measure::engine::mlx::MlxEngine), EngineError> {
+    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
+    let quant = match opts.engine {
+        BenchEngine::Mlx8bit => MlxQuant::Q8,
+        BenchEngine::MlxF16 => MlxQuant::F16,
+        _ => MlxQuant::Q4,
+    };
+    let engine = MlxEngine::load(&opts.model, quant, n_ctx_slot, opts.chunk)?;
+    Ok((LlamaModelHandle::load_vocab_only(&opts.model)?, engine))
+}
+
+/// Without the `mlx` feature an MLX engine is refused before anything loads.
+#[cfg(not(feature = "mlx"))]
+fn load_mlx(
+    _opts: &ServeOptions,
+    _n_ctx_slot: u32,
+) -> Result<(LlamaModelHandle, crate::measure::engine::llama::LlamaEngine), EngineError> {
+    Err(EngineError::Unsupported(
+        "this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`",
+    ))
 }
 
 /// A running server ([`start`]).
@@ -201,7 +234,8 @@ pub async fn start(
 ) -> Result<ServeHandle, ServeError> {
     opts.check()?;
     let started_at = crate::util::now_rfc3339();
-    let facts = ModelFacts::open(&opts.model)?;
+    // MLX holds its own arrays (8-bit or f16 of a 4-bit file): sized as the engine holds them.
+    let facts = ModelFacts::open_held(&opts.model, opts.engine.held_as())?;
     let mut guard = Guard::begin(Default::default())?;
     guard.check_fit(&[(&facts, opts.ctx_size as u64)], CacheType::F16)?;
     drop(guard);
@@ -248,6 +282,26 @@ pub async fn start(
         std::thread::Builder::new()
             .name("memwall-serve-engine".into())
             .spawn(move || {
+                let sched = |n_ctx_slot| SchedConfig {
+                    n_slots: opts.parallel as usize,
+                    n_ctx_slot,
+                    chunk: opts.chunk,
+                };
+                if opts.engine != BenchEngine::Llama {
+                    // MLX: the model in MLX arrays, the tokenizer from llama.cpp's
+                    // vocabulary of the same file; each slot's cache holds its share.
+                    let n_ctx_slot = opts.ctx_size / opts.parallel;
+                    match load_mlx(&opts, n_ctx_slot) {
+                        Ok((handle, engine)) => {
+                            let _ = ready_tx.send(Ok((handle, n_ctx_slot)));
+                            Scheduler::new(engine, sched(n_ctx_slot), metrics).run(&admission);
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                    }
+                    return;
+                }
                 let made = LlamaModelHandle::load(&opts.model, 999).and_then(|h| {
                     let cfg = EngineConfig {
                         n_ctx: opts.ctx_size,
@@ -271,15 +325,7 @@ pub async fn start(
                 use crate::measure::engine::Engine;
                 let n_ctx_slot = engine.n_ctx() / opts.parallel;
                 let _ = ready_tx.send(Ok((handle, n_ctx_slot)));
-                let mut s = Scheduler::new(
-                    engine,
-                    SchedConfig {
-                        n_slots: opts.parallel as usize,
-                        n_ctx_slot,
-                        chunk: opts.chunk,
-                    },
-                    metrics,
-                );
+                let mut s = Scheduler::new(engine, sched(n_ctx_slot), metrics);
                 s.run(&admission);
             })
             .map_err(|e| ServeError::Io(format!("cannot start the engine thread: {e}")))?
@@ -291,6 +337,7 @@ pub async fn start(
     let marker = sampler.as_ref().map(|s| s.marker());
     let st = state.clone();
     let model_path = opts.model.clone();
+    let engine = opts.engine;
     let model_name = opts.model_name.clone();
     let server = tokio::spawn(async move {
         let app = router(st.clone());
@@ -343,7 +390,18 @@ pub async fn start(
                     let l = Loaded {
                         model_id: model_id.clone(),
                         aliases,
-                        fingerprint: format!("memwall-{}-{}", crate::BUILD_COMMIT, source.tag()),
+                        // llama.cpp keeps the old spelling; MLX names its arm.
+                        fingerprint: match engine {
+                            BenchEngine::Llama => {
+                                format!("memwall-{}-{}", crate::BUILD_COMMIT, source.tag())
+                            }
+                            e => format!(
+                                "memwall-{}-{}-{}",
+                                crate::BUILD_COMMIT,
+                                e.name(),
+                                source.tag()
+                            ),
+                        },
                         prompter,
                         tokenizer: Arc::new(Tok(handle)),
                         n_ctx_slot,
