@@ -37,6 +37,8 @@ pub struct ServeRequest {
     pub port: u16,
     /// Context per slot, tokens (`--ctx-size` is this × slots); `None`: 1024.
     pub ctx_per_slot: Option<u32>,
+    /// Engine (`--engine`): `llama`, `mlx-4bit`, `mlx-8bit`, `mlx-f16`; `None`: llama.
+    pub engine: Option<String>,
 }
 
 /// A load test to run from the Serve page, closed loop (`memwall loadtest`).
@@ -90,6 +92,10 @@ impl AppState {
             .ctx_per_slot
             .unwrap_or(CTX_PER_SLOT)
             .saturating_mul(r.parallel.max(1));
+        if let Some(e) = &r.engine {
+            o.engine = memwall_core::experiments::bench::BenchEngine::parse(e)
+                .map_err(|e| AppError::Invalid(e.to_string()))?;
+        }
         let s = serve_start_job(o).await?;
         let live = s.live();
         *slot = Some(s);

@@ -430,6 +430,7 @@ async fn serve_and_url_chat_refuse_bad_input_and_show_nothing_unmeasured() {
             queue: 4,
             port: 0,
             ctx_per_slot: None,
+            engine: None,
         })
         .await
         .unwrap_err()

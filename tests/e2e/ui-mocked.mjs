@@ -312,7 +312,7 @@ try {
   await page.click("#sstart");
   await page.waitForFunction(() => document.querySelector("#shealth").textContent === "ready", null, { timeout: 5000 });
   const sreq = await page.evaluate(() => window.__serve.request);
-  check(JSON.stringify(sreq) === JSON.stringify({ model: "smollm2-135m", parallel: 2, queue: 8, port: 8080, ctx_per_slot: null }), `start request: ${JSON.stringify(sreq)}`);
+  check(JSON.stringify(sreq) === JSON.stringify({ model: "smollm2-135m", parallel: 2, queue: 8, port: 8080, ctx_per_slot: null, engine: "llama" }), `start request: ${JSON.stringify(sreq)}`);
   check((await page.textContent("#sbusy")) === "2 / 2" && (await page.textContent("#squeued")) === "3 / 8", "busy slots and queue depth from the server's counters");
   check((await page.textContent("#sserved")) === "10" && (await page.textContent("#sgtps")) === "50.0" && (await page.textContent("#sptps")) === "320.0", "requests served and token rates");
   check((await page.inputValue("#lurl")) === "http://127.0.0.1:8080", "the load test targets the running server by default");

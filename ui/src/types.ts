@@ -2034,7 +2034,11 @@ port: number,
 /**
  * Context per slot, tokens (`--ctx-size` is this × slots); `None`: 1024.
  */
-ctx_per_slot: number | null, };
+ctx_per_slot: number | null, 
+/**
+ * Engine (`--engine`): `llama`, `mlx-4bit`, `mlx-8bit`, `mlx-f16`; `None`: llama.
+ */
+engine: string | null, };
 
 /**
  * What a finished `memwall serve` session measured beside itself.

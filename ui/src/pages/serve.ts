@@ -62,6 +62,10 @@ export async function servePage(root: HTMLElement) {
       <label>slots (--parallel) <input id="sslots" value="2" size="4"></label>
       <label>queue (--queue) <input id="squeue" value="16" size="4"></label>
       <label>port (--port) <input id="sport" value="8080" size="6"></label>
+      <label>engine (--engine) <select id="sengine">
+        <option value="llama" selected>llama</option><option value="mlx-4bit">mlx-4bit</option>
+        <option value="mlx-8bit">mlx-8bit</option><option value="mlx-f16">mlx-f16</option>
+      </select></label>
     </div>
     <div class="row"><button id="sstart" class="primary">Start server</button><button id="sstop" disabled>Stop server</button>
       <span id="sphase" class="muted">not running</span></div>
@@ -137,7 +141,7 @@ export async function servePage(root: HTMLElement) {
     startBtn.disabled = true;
     try {
       show(await api.serveStart({ model: $<HTMLSelectElement>("#smodel").value, parallel: parallel as number, queue: queue as number,
-        port: port as number, ctx_per_slot: null }));
+        port: port as number, ctx_per_slot: null, engine: $<HTMLSelectElement>("#sengine").value }));
     } catch (e) {
       $("#sserr").textContent = errText(e);
       startBtn.disabled = false;
