@@ -18,6 +18,7 @@
 #
 # usage: bench/prefix-cache.sh [MODEL|catalogue-name]
 #   env PREFIX (1000), IN (16), OUT (16), N (8), K (4), THREADS, PORT (18090),
+#       ONLY_IDENTICAL=1 (the cold-vs-warm check alone),
 #       LLAMA_SERVER (default ~/.cache/memwall/llama-tools/bin/llama-server; skipped
 #       with a note when absent)
 set -euo pipefail
@@ -79,26 +80,33 @@ lock=/tmp/memwall-engine-tests.lock
 exec 9>"$lock"; flock 9
 echo "model $model, threads $threads, prefix $prefix words + $in words per turn, $out tokens out, $n requests, concurrency 1" >&2
 for s in "${servers[@]}"; do
+  [ -n "${ONLY_IDENTICAL:-}" ] && break
   start "$s" 2
   lt "$work/$s-cached.json" --shared-prefix-tokens "$prefix" --input-tokens "$in"
   lt "$work/$s-uncached.json" --shared-prefix-tokens 0 --input-tokens $((prefix + in))
   down
 done
 
-# Outputs identical, cold vs warm, on memwall serve with one slot.
-start memwall 1
-python3 - "$url" "$prefix" "$in" "$out" "$k" >"$work/identical.txt" <<'PY'
+# Outputs identical, cold vs warm, on each server with one slot, the same prompts
+# (one seed) for both: a difference on llama-server too says the cause lies in
+# llama.cpp's kernels (the warm request decodes the prompt's last token alone, the
+# cold one inside a prefill chunk), not in memwall's cache.
+identical() { # name
+  start "$1" 1
+  python3 - "$url" "$prefix" "$in" "$out" "$k" "$1" >"$work/identical-$1.txt" <<'PY'
 import json, random, sys, urllib.request
-url, prefix, n_in, n_out, k = sys.argv[1], *map(int, sys.argv[2:])
+url, prefix, n_in, n_out, k, name = sys.argv[1], *map(int, sys.argv[2:6]), sys.argv[6]
 rng = random.Random(11)
 words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu".split()
 draw = lambda n: " ".join(rng.choice(words) for _ in range(n))
 system = "System: " + draw(prefix)
 def ask(prompt):
-    body = json.dumps({"prompt": prompt, "max_tokens": n_out, "temperature": 0, "stream": False}).encode()
+    body = json.dumps({"prompt": prompt, "max_tokens": n_out, "temperature": 0, "stream": False, "cache_prompt": True}).encode()
     r = urllib.request.urlopen(urllib.request.Request(f"{url}/v1/completions", body, {"Content-Type": "application/json"}), timeout=600)
     d = json.load(r)
     cached = ((d.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is None:
+        cached = (d.get("timings") or {}).get("cache_n")
     return d["choices"][0]["text"], cached, d["usage"]["prompt_tokens"]
 same = 0
 rows = []
@@ -108,13 +116,23 @@ for i in range(k):
     cold, c_cold, n_prompt = ask(p)
     warm, c_warm, _ = ask(p)
     same += cold == warm
-    rows.append(f"| {i} | {n_prompt} | {c_cold} | {c_warm} | {'yes' if cold == warm else 'NO'} |")
-print(f"Outputs identical, cold vs warm (memwall serve, 1 slot, greedy, {n_out} tokens): {same}/{k}")
-print("| prompt | prompt tokens | cached (cold) | cached (warm) | identical |")
-print("|---:|---:|---:|---:|---|")
+    rows.append(f"| {name} | {i} | {n_prompt} | {c_cold} | {c_warm} | {'yes' if cold == warm else 'NO'} |")
+    if cold != warm:
+        rows.append(f"|  | cold: {json.dumps(cold)} | | | | |")
+        rows.append(f"|  | warm: {json.dumps(warm)} | | | | |")
+print(f"Outputs identical, cold vs warm ({name}, 1 slot, greedy, {n_out} tokens): {same}/{k}")
 print("\n".join(rows))
 PY
-down
+  down
+}
+for s in "${servers[@]}"; do identical "$s"; done
+[ -n "${ONLY_IDENTICAL:-}" ] && {
+  echo "| server | prompt | prompt tokens | cached (cold) | cached (warm) | identical |"
+  echo "|---|---:|---:|---:|---:|---|"
+  for s in "${servers[@]}"; do grep '^|' "$work/identical-$s.txt"; done
+  for s in "${servers[@]}"; do head -1 "$work/identical-$s.txt"; done
+  exit 0
+}
 
 python3 - "$work" "${servers[@]}" <<'PY'
 import json, sys
@@ -140,4 +158,7 @@ for s, r in ratios:
     print(f"{s}: TTFT p50 cached ÷ uncached = {r:.3f} (goal ≤ 0.2)")
 PY
 echo
-cat "$work/identical.txt"
+echo "| server | prompt | prompt tokens | cached (cold) | cached (warm) | identical |"
+echo "|---|---:|---:|---:|---:|---|"
+for s in "${servers[@]}"; do grep '^|' "$work/identical-$s.txt"; done
+for s in "${servers[@]}"; do head -1 "$work/identical-$s.txt"; done

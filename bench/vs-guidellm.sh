@@ -10,7 +10,7 @@
 # (E2EL ÷ n) and is not compared. memwall's ITL (every chunk gap) has no GuideLLM
 # counterpart and is printed alone.
 #
-# usage: bench/vs-guidellm.sh URL   env CONC (4), N (32), IN (128), OUT (128),
+# usage: bench/vs-guidellm.sh URL   env ROUNDS (3), CONC (4), N (32), IN (128), OUT (128),
 #        MODEL_FILE (the server's GGUF: GuideLLM's synthetic prompts need its tokenizer,
 #        which this script converts once with transformers + gguf into a local folder;
 #        default: the catalogue's qwen2.5-coder-0.5b-q4_k_m), MODEL (the request's
@@ -53,41 +53,84 @@ AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(f)), gguf_file=os.
 PY
 fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-"$mw" --db "$work/lt.db" loadtest --url "$url" --model "$model" --endpoint completions --concurrency "$conc" \
-  --num-requests "$n" --input-tokens "$in" --output-tokens "$out" --warmup 2 --seed 1 --model-file "$MODEL_FILE" --json >"$work/mw.json"
+rounds=${ROUNDS:-3}
 # GuideLLM 0.8.1 `run`: the same route (/v1/completions, streamed), concurrency, token
 # lengths (it sends max_tokens with ignore_eos, as memwall loadtest does) and request
 # count; 2 warm-up requests excluded from its metrics as memwall's --warmup 2.
-if [ -z "${GUIDELLM_ARGS:-}" ]; then
-  GUIDELLM_ARGS="--backend kind=openai_http,target=$url,model=$model,request_format=/v1/completions \
+guidellm_args() { # $1 = round (the seed, so every round sends new prompts to both clients)
+  if [ -n "${GUIDELLM_ARGS:-}" ]; then echo "$GUIDELLM_ARGS"; return; fi
+  echo "--backend kind=openai_http,target=$url,model=$model,request_format=/v1/completions \
     --profile kind=concurrent,streams=$conc,warmup=2 \
     --constraint kind=max_requests,count=$((n + 2)) \
     --tokenizer kind=huggingface_auto,model=$tok \
     --data kind=synthetic_text,prompt_tokens=$in,output_tokens=$out \
-    --seed kind=static,value=1 \
-    --output kind=json,path=\$WORK/guidellm.json --disable-console-interactive"
-fi
-# shellcheck disable=SC2086
-WORK=$work eval "\"$venv/bin/guidellm\" run $GUIDELLM_ARGS" >"$work/guidellm.log" 2>&1 \
-  || { tail -30 "$work/guidellm.log" >&2; exit 1; }
-[ -f "$work/guidellm.json" ] || { tail -30 "$work/guidellm.log" >&2; echo "vs-guidellm: no $work/guidellm.json" >&2; exit 1; }
-python3 - "$work" <<'PY'
-import glob, json, sys
-work = sys.argv[1]
-p = json.load(open(f"{work}/mw.json"))["points"][0]
-g = json.load(open(f"{work}/guidellm.json"))
-b = g["benchmarks"][0]["metrics"]
-def med(name):
-    m = b[name]["successful"]
-    return m.get("median", m.get("percentiles", {}).get("p50"))
-rows = [
-    ("TTFT p50 ms", p["ttft"]["median_ms"], med("time_to_first_token_ms")),
-    ("TPOT p50 ms (GuideLLM: inter_token_latency)", p["tpot"]["median_ms"], med("inter_token_latency_ms")),
-    ("out tok/s (GuideLLM: output_tokens_per_second mean)", p["output_throughput_tps"], b["output_tokens_per_second"]["successful"]["mean"]),
-]
-print("| metric | memwall loadtest | GuideLLM 0.8.1 | memwall ÷ GuideLLM |")
-print("|---|---:|---:|---:|")
-for name, a, c in rows:
-    print(f"| {name} | {a:.2f} | {c:.2f} | {a / c:.3f} |")
-print(f"| ITL p50 ms (memwall only: every chunk gap) | {p['itl']['median_ms']:.2f} | — | — |")
+    --seed kind=static,value=$1 \
+    --output kind=json,path=\$WORK/guidellm-$1.json --disable-console-interactive"
+}
+run_mw() {
+  "$mw" --db "$work/lt.db" loadtest --url "$url" --model "$model" --endpoint completions --concurrency "$conc" \
+    --num-requests "$n" --input-tokens "$in" --output-tokens "$out" --warmup 2 --seed "$1" --model-file "$MODEL_FILE" --json >"$work/mw-$1.json"
+}
+run_gl() {
+  # shellcheck disable=SC2046,SC2086
+  WORK=$work eval "\"$venv/bin/guidellm\" run $(guidellm_args "$1")" >"$work/guidellm-$1.log" 2>&1 \
+    || { tail -30 "$work/guidellm-$1.log" >&2; exit 1; }
+  [ -f "$work/guidellm-$1.json" ] || { tail -30 "$work/guidellm-$1.log" >&2; echo "vs-guidellm: no $work/guidellm-$1.json" >&2; exit 1; }
+}
+# Alternating, the order swapped every round, so a drift of the machine or the
+# server's state falls on both clients alike.
+for r in $(seq 1 "$rounds"); do
+  if [ $((r % 2)) = 1 ]; then run_mw "$r"; run_gl "$r"; else run_gl "$r"; run_mw "$r"; fi
+  echo "round $r/$rounds done" >&2
+done
+python3 - "$work" "$rounds" <<'PY'
+import json, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def med(xs):
+    return statistics.median(xs)
+rows = []
+for r in range(1, rounds + 1):
+    p = json.load(open(f"{work}/mw-{r}.json"))["points"][0]
+    g = json.load(open(f"{work}/guidellm-{r}.json"))["benchmarks"][0]
+    ok = g["requests"]["successful"]
+    # GuideLLM's per-request records, reduced with memwall's (vLLM's) definitions:
+    # output tok/s = Σ output tokens ÷ (last end − first send) over the measured requests.
+    span = max(q["request_end_time"] for q in ok) - min(q["request_start_time"] for q in ok)
+    g_tps = sum(q["output_tokens"] for q in ok) / span
+    def gmed(name):
+        m = g["metrics"][name]["successful"]
+        return m.get("median", m.get("percentiles", {}).get("p50"))
+    rows.append({
+        "ttft": (p["ttft"]["median_ms"], gmed("time_to_first_token_ms")),
+        "tpot": (p["tpot"]["median_ms"], gmed("inter_token_latency_ms")),
+        "tps": (p["output_throughput_tps"], g_tps),
+        "tps_own": g["metrics"]["output_tokens_per_second"]["successful"]["mean"],
+        "itl": p["itl"]["median_ms"],
+        "prompt": ((p["total_input_tokens"] or 0) / max(p["n_completed"], 1), statistics.mean(q["prompt_tokens"] for q in ok if q.get("prompt_tokens") is not None)),
+        "n": (p["n_completed"], len(ok)),
+    })
+names = [("ttft", "TTFT p50 ms"), ("tpot", "TPOT p50 ms (GuideLLM: inter_token_latency)"),
+         ("tps", "out tok/s = Σ output tokens ÷ (last end − first send)")]
+print(f"{rounds} rounds, alternating (memwall first in odd rounds); A = memwall loadtest, B = GuideLLM 0.8.1")
+print()
+print("| round | metric | A | B | A ÷ B |")
+print("|---:|---|---:|---:|---:|")
+for i, row in enumerate(rows, 1):
+    for k, name in names:
+        a, b = row[k]
+        print(f"| {i} | {name} | {a:.2f} | {b:.2f} | {a / b:.3f} |")
+print()
+print("Pooled over the rounds (median of the rounds' values; goals: medians within 5 %, throughput within 3 %):")
+print()
+print("| metric | A | B | A ÷ B | goal |")
+print("|---|---:|---:|---:|---|")
+for k, name in names:
+    a = med([row[k][0] for row in rows]); b = med([row[k][1] for row in rows])
+    goal = 0.03 if k == "tps" else 0.05
+    print(f"| {name} | {a:.2f} | {b:.2f} | {a / b:.3f} | {'met' if abs(a / b - 1) <= goal else 'NOT met'} (±{goal:.0%}) |")
+print(f"| GuideLLM's own output_tokens_per_second mean (a rate distribution over its window, another definition) | — | {med([r['tps_own'] for r in rows]):.2f} | — | — |")
+print(f"| ITL p50 ms (memwall only: every chunk gap) | {med([r['itl'] for r in rows]):.2f} | — | — | — |")
+print()
+print("prompt tokens per request (server's usage): A", [round(r["prompt"][0], 1) for r in rows], "B", [round(r["prompt"][1], 1) for r in rows])
+print("requests measured: A", [r["n"][0] for r in rows], "B", [r["n"][1] for r in rows])
 PY
