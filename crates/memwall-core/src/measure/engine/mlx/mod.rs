@@ -492,10 +492,12 @@ mod tests {
             assert!(c > 0.9999, "{what}: cosine {c}");
             assert_eq!(argmax(together), argmax(by_itself), "{what}");
         }
-        assert_eq!(
-            e.kv_bytes(0) * b.len() as u64,
-            e.kv_bytes(1) * a.len() as u64
-        );
+        // Each cache holds its prompt + 1 positions: layers × (K + V) × KV heads ×
+        // head width × 2 bytes (f16) per position.
+        let c = e.config();
+        let per_pos = (c.n_layer * 2 * c.n_head_kv * c.head_dim() * 2) as u64;
+        assert_eq!(e.kv_bytes(0), (a.len() as u64 + 1) * per_pos);
+        assert_eq!(e.kv_bytes(1), (b.len() as u64 + 1) * per_pos);
         // A batch whose second sequence skips a position is refused and changes no cache.
         let held = (e.kv_bytes(0), e.kv_bytes(1));
         let bad = [
