@@ -133,8 +133,14 @@ pub use crate::units::PeakKind;
 impl PeakKind {
     /// The peak llama.cpp's CPU path runs a model's matmuls at: int8 dot when the
     /// weights are block-quantized (activations are quantized to 8 bits), f32 FMA for
-    /// F16/BF16/F32 weights (and when the dominant type is unknown).
+    /// F16/BF16/F32 weights (and when the dominant type is unknown). A model held by
+    /// MLX (`quant` = `mlx-4bit`, `mlx-8bit`, `mlx-f16`, as the MLX bench sets it)
+    /// multiplies f32 activations by weights dequantized in its kernels: f32 FMA,
+    /// whatever the GGUF's types were.
     pub fn for_model(facts: &ModelFacts) -> PeakKind {
+        if facts.quant.starts_with("mlx-") {
+            return PeakKind::F32Fma;
+        }
         let quantized = facts
             .dominant_type()
             .is_some_and(|t| t.traits().is_some_and(|x| x.is_block_quantized()));

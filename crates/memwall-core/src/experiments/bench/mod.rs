@@ -422,7 +422,7 @@ mod tests {
     use crate::experiments::bench::record::{Timing, detect_warnings};
     use crate::measure::guard::Findings;
     use crate::probe::hw::LiveState;
-    use crate::roofline::{self, GpuPeak, InstanceCeiling, PeakSource};
+    use crate::roofline::{self, GpuPeak, InstanceCeiling, PeakKind, PeakSource};
     use crate::store::record;
     use crate::units::{Bytes, Gbps, Gflops};
 
@@ -592,6 +592,22 @@ mod tests {
         let t_mem = (f.streamed_bytes.0 as f64 + kv) / 40e9; // one micro-batch of 512
         let want = 512.0 / (flops / 100e9).max(t_mem);
         assert!((c.unwrap() - want).abs() <= 1e-9 * want, "{c:?} vs {want}");
+    }
+
+    /// llama.cpp runs block-quantized weights on the int8 dot peak; MLX's arms of the
+    /// same file compute in f32 and get the f32 FMA peak.
+    #[test]
+    fn an_mlx_arm_gets_the_f32_peak_and_its_gguf_the_int8_peak() {
+        let mut f = q8_facts();
+        let mut r = roof(Some(Gflops(100.0)));
+        r.peak_f32 = Some(Gflops(30.0));
+        assert_eq!(r.peak_for(&f, 0).gflops, Some(Gflops(100.0)));
+        for arm in ["mlx-4bit", "mlx-8bit", "mlx-f16"] {
+            f.quant = arm.into();
+            let p = r.peak_for(&f, 0);
+            assert_eq!(p.gflops, Some(Gflops(30.0)), "{arm}");
+            assert_eq!(p.kind, PeakKind::F32Fma.label(), "{arm}");
+        }
     }
 
     #[test]
