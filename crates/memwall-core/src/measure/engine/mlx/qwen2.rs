@@ -284,26 +284,11 @@ impl Qwen2 {
                     };
                     rows.reshape(&[1, l, nh, hd])?.transpose_axes(&[0, 2, 1, 3])
                 };
-                let q = mlx_rs::fast::rope(
-                    &heads(&q_all, h)?,
-                    hd,
-                    false,
-                    c.rope_theta,
-                    1.0,
-                    offset,
-                    None,
-                )?;
+                let rope =
+                    |x: &Array| mlx_rs::fast::rope(x, hd, false, c.rope_theta, 1.0, offset, None);
+                let q = rope(&heads(&q_all, h)?)?;
                 // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
-                let k = mlx_rs::fast::rope(
-                    &heads(&k_all, hkv)?,
-                    hd,
-                    false,
-                    c.rope_theta,
-                    1.0,
-                    offset,
-                    None,
-                )?
-                .as_dtype(Dtype::Float16)?;
+                let k = rope(&heads(&k_all, hkv)?)?.as_dtype(Dtype::Float16)?;
                 let v = heads(&v_all, hkv)?.as_dtype(Dtype::Float16)?;
                 let first = s.cache.layers.len() <= i;
                 let (k, v) = if first {
