@@ -202,11 +202,7 @@ impl Qwen2 {
 
     /// Width of a logit row.
     pub fn n_vocab(&self) -> usize {
-        let m = self.output.as_ref().unwrap_or(&self.embed);
-        match m {
-            Matrix::Dense(w) => w.shape()[0] as usize,
-            Matrix::Quantized { w, .. } => w.shape()[0] as usize,
-        }
+        self.output.as_ref().unwrap_or(&self.embed).out_rows() as usize
     }
 
     /// Bytes of every weight array held (matrices with their scales and biases,
@@ -264,7 +260,6 @@ impl Qwen2 {
             return Ok(None);
         }
         let one = seqs.len() == 1;
-        let ids = Array::from_slice(&ids, &[n]);
         let mut x = self.embed.rows(&ids)?.reshape(&[1, n, d])?;
         let scale = 1.0 / (hd as f32).sqrt();
         for (i, layer) in self.layers.iter().enumerate() {
