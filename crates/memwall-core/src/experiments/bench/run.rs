@@ -162,7 +162,8 @@ fn run_llama(
 /// The instances `mine` of one model on MLX: one model load (weights requantized
 /// as `which` says), a fresh KV cache per instance. The roofline's bytes are the
 /// bytes of the arrays MLX holds ([`crate::measure::engine::mlx::MlxEngine::weight_bytes`]),
-/// not the GGUF's. MLX picks its own CPU threads: `n_threads` is recorded as planned.
+/// not the GGUF's. A row's `n_threads` is the engine's lanes (MLX CPU streams,
+/// [`crate::measure::engine::mlx::weights::n_lanes`]), not the plan's.
 #[allow(clippy::too_many_arguments)]
 #[cfg(feature = "mlx")]
 fn run_mlx(
@@ -238,7 +239,17 @@ fn run_mlx(
             before,
             after,
         };
-        let rec = make_record(cx, &mr, &inst, measured);
+        // MLX's threads are its lanes (one CPU stream each), not the plan's.
+        let lanes = crate::measure::engine::mlx::weights::n_lanes() as u32;
+        let rec = make_record(
+            cx,
+            &mr,
+            &Instance {
+                n_threads: lanes,
+                ..inst
+            },
+            measured,
+        );
         on_progress(Progress::TestDone {
             record: Box::new(rec.clone()),
         });

@@ -77,9 +77,18 @@ fn with_lanes<T>(f: impl FnOnce(&[Option<Stream>]) -> T) -> T {
     LANES.with(|l| f(l))
 }
 
-/// How many lanes (and shards per quantized matrix): one per physical core when
-/// MLX's default device is the CPU, else one.
+/// How many lanes (and shards per quantized matrix): `MEMWALL_MLX_LANES` when set
+/// (1 = MLX's own single stream, as mlx-lm runs: for a like-for-like comparison),
+/// else one per physical core when MLX's default device is the CPU, else one.
 pub fn n_lanes() -> usize {
+    if let Ok(v) = std::env::var("MEMWALL_MLX_LANES") {
+        match v.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => return n.min(MAX_LANES),
+            _ => tracing::warn!(
+                "MEMWALL_MLX_LANES={v:?} is not a whole number ≥ 1: ignored (one lane per physical core)"
+            ),
+        }
+    }
     let cpu_default = Device::try_default()
         .and_then(|d| d.get_type())
         .map(|t| matches!(t, DeviceType::Cpu))
