@@ -1,7 +1,8 @@
 // End-to-end test of the real app: tauri-driver (with Debian's WebKitWebDriver)
 // starts the built memwall-app; the test drives every page, runs a small benchmark
 // on SmolLM2, chats with streamed tokens and a TTFT readout, exports a PNG, runs a
-// partial speculative gate through the real command, checks the tray menu over
+// partial speculative gate through the real command, starts the server from the
+// Serve page and load-tests it from there, checks the tray menu over
 // D-Bus, and saves screenshots into $E2E_ARTIFACTS.
 // Run through tests/e2e/run.sh (it starts Xvfb, a session bus and tauri-driver).
 import { WebDriver, pngSize } from "./wd.mjs";
@@ -177,6 +178,45 @@ try {
   log("spec gate rows:", JSON.stringify(gateRows));
   if (gateRows.length !== 1 || !gateRows[0].includes("ngram")) throw new Error(`spec gate rows: ${gateRows}`);
   await shot("8-speculative");
+
+  // --- Serve: start memwall's server on SmolLM2 from the page, see its live
+  // counters, run a load test from the page against it, then stop it (stored).
+  await go("serve", "#page-serve #sstart");
+  const port = 18000 + (process.pid % 1000);
+  await wd.exec(`
+    const s = document.querySelector("#smodel"); s.value = ${JSON.stringify(MODEL)};
+    document.querySelector("#sslots").value = "2"; document.querySelector("#squeue").value = "8";
+    document.querySelector("#sport").value = "${port}";`);
+  await wd.click(await wd.find("#sstart"));
+  await wd.waitFor("server ready", `return document.querySelector("#shealth").textContent === "ready" || document.querySelector("#sserr").textContent !== ""`, 120000);
+  const serveErr = await textOf("#sserr");
+  if (serveErr) throw new Error(`serve start: ${serveErr}`);
+  log("serve:", await textOf("#sphase"), "·", await textOf("#surl"), "· busy", await textOf("#sbusy"));
+  await wd.exec(`
+    document.querySelector("#lurl").value = "http://127.0.0.1:${port}";
+    document.querySelector("#lconc").value = "1,2"; document.querySelector("#lnum").value = "4";
+    document.querySelector("#lin").value = "32"; document.querySelector("#lout").value = "16";`);
+  await wd.click(await wd.find("#lrun"));
+  await wd.waitFor("load test", `return document.querySelector("#llabel").textContent === "done" || document.querySelector("#lerr").textContent !== ""`, 300000);
+  const loadErr = await textOf("#lerr");
+  if (loadErr) throw new Error(`load test: ${loadErr}`);
+  const ltRows = await wd.exec(`return [...document.querySelectorAll("#lt-rows tbody tr")].map(r => [...r.querySelectorAll("td")].map(t => t.textContent))`);
+  log("load test rows:", JSON.stringify(ltRows));
+  if (ltRows.length !== 2) throw new Error(`load test rows: ${ltRows.length}, expected 2`);
+  for (const r of ltRows) {
+    if (r[1] !== "4/4" || r[2] !== "0") throw new Error(`load row not all served: ${r}`);
+    if (!(Number(r[3]) > 0)) throw new Error(`load row without a measured output tok/s: ${r}`);
+  }
+  if (!(await wd.exec(`return document.querySelectorAll("#lview .chart svg").length`) >= 1)) throw new Error("no load-test chart drawn");
+  // The server's own counters, polled by the page, count the load test's requests.
+  await wd.waitFor("served counter", `return Number(document.querySelector("#sserved").textContent) >= 8`, 10000);
+  log("serve counters: served", await textOf("#sserved"), "· predicted tok/s", await textOf("#sgtps"), "· prompt tok/s", await textOf("#sptps"));
+  await shot("9-serve");
+  await wd.click(await wd.find("#sstop"));
+  await wd.waitFor("server stopped", `return document.querySelector("#sphase").textContent.startsWith("stopped")`, 30000);
+  const stopped = await textOf("#sphase");
+  log("serve stop:", stopped);
+  if (!/stored as run \d+/.test(stopped)) throw new Error(`serve stop: ${stopped}`);
   ok = true;
 } catch (e) {
   console.error("[e2e] FAILED:", e.message);
