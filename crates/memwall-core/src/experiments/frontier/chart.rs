@@ -141,14 +141,27 @@ fn pareto(pts: &[(f64, f64)], higher_better: bool) -> Vec<usize> {
 }
 
 /// The corner whose legend-sized box (the outer 45 % of the width × 30 % of the
-/// height) covers the fewest points and error bars, so the legend hides no arm.
-fn emptiest_corner(pts: &[Pt], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> SeriesLabelPosition {
+/// height) covers the fewest points, error bars and labels (a label runs about 15 %
+/// of the width right of its point), so the legend hides no arm; with the count of
+/// what it still covers.
+fn emptiest_corner(
+    pts: &[Pt],
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> (usize, SeriesLabelPosition) {
     let (w, h) = (0.45 * (x1 - x0), 0.30 * (y1 - y0));
+    let label_w = 0.15 * (x1 - x0);
+    let label_h = 0.05 * (y1 - y0);
     let covered = |left: bool, top: bool| {
         let (xa, xb) = if left { (x0, x0 + w) } else { (x1 - w, x1) };
         let (ya, yb) = if top { (y1 - h, y1) } else { (y0, y0 + h) };
         pts.iter()
-            .filter(|p| p.x + p.xs >= xa && p.x - p.xs <= xb && p.y.high >= ya && p.y.low <= yb)
+            .filter(|p| {
+                p.x + p.xs.max(label_w) >= xa
+                    && p.x - p.xs <= xb
+                    && p.y.high.max(p.y.value + label_h) >= ya
+                    && p.y.low <= yb
+            })
             .count()
     };
     [
@@ -159,7 +172,7 @@ fn emptiest_corner(pts: &[Pt], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> Se
     ]
     .into_iter()
     .min_by_key(|(n, _)| *n)
-    .map_or(SeriesLabelPosition::UpperRight, |(_, p)| p)
+    .unwrap_or((0, SeriesLabelPosition::UpperRight))
 }
 
 /// Draws the frontier for `quality`.
@@ -204,6 +217,11 @@ where
     if matches!(quality, Quality::Task(_)) {
         y0 = y0.max(0.0);
         y1 = y1.min(100.0);
+    }
+    // Every corner holds an arm: add headroom above them for the legend.
+    let (hidden, _) = emptiest_corner(&pts, (x0, x1), (y0, y1));
+    if hidden > 0 && !matches!(quality, Quality::Task(_)) {
+        y1 += 0.5 * (y1 - y0);
     }
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 22))
@@ -294,7 +312,7 @@ where
         .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
         .label("above source: source's information only (hollow)")
         .legend(move |(x, y)| Circle::new((x + 10, y), 6, blue.stroke_width(2)));
-    draw_legend(&mut chart, emptiest_corner(&pts, (x0, x1), (y0, y1)), 13)?;
+    draw_legend(&mut chart, emptiest_corner(&pts, (x0, x1), (y0, y1)).1, 13)?;
     root.draw(&Text::new(
         "marker area ∝ file bytes",
         (80, HEIGHT as i32 - 18),
@@ -641,6 +659,37 @@ mod tests {
         let pts = [(10.0, 9.0), (30.0, 9.5), (20.0, 9.8)];
         assert_eq!(pareto(&pts, false), vec![0, 1]);
         assert_eq!(pareto(&[(1.0, 50.0), (2.0, 40.0)], true), vec![0, 1]);
+    }
+
+    #[test]
+    fn the_legend_gets_a_corner_with_no_arm_or_headroom_above_them() {
+        // Arms in all four corners (the MLX frontier's shape: slow and fast arms at
+        // both low and high damage).
+        let rows = [
+            row("a", Relation::Below, 1, 3.0, 9.0),
+            row("b", Relation::Below, 1, 3.0, 12.0),
+            row("c", Relation::Below, 1, 30.0, 9.0),
+            row("d", Relation::Below, 1, 30.0, 12.0),
+        ];
+        let q = Quality::Ppl("wiki".into());
+        let pts: Vec<Pt> = rows
+            .iter()
+            .map(|r| Pt {
+                row: r,
+                x: r.speed.as_ref().unwrap().tg_tps,
+                xs: 0.5,
+                y: q.point(r).unwrap(),
+            })
+            .collect();
+        let (x, y) = ((0.0, 34.0), (8.5, 12.5));
+        assert_eq!(emptiest_corner(&pts, x, y).0, 1);
+        // The chart's headroom: half the range again above.
+        let (hidden, _) = emptiest_corner(&pts, x, (8.5, 12.5 + 0.5 * 4.0));
+        assert_eq!(hidden, 0);
+        // One empty corner is found without headroom.
+        let (n, pos) = emptiest_corner(&pts[..3], x, y);
+        assert_eq!(n, 0);
+        assert!(matches!(pos, SeriesLabelPosition::UpperRight));
     }
 
     #[test]
