@@ -6,7 +6,7 @@
 use super::MlxError;
 use crate::probe::gguf::{Gguf, TensorInfo};
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::{Array, Device, DeviceType, Dtype, Stream};
+use mlx_rs::{Array, Device, Dtype, Stream};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
@@ -80,26 +80,26 @@ fn with_lanes<T>(f: impl FnOnce(&[Option<Stream>]) -> T) -> T {
 /// How many lanes (and shards per quantized matrix): `MEMWALL_MLX_LANES` when set
 /// (1 = MLX's own single stream, as mlx-lm runs: for a like-for-like comparison),
 /// else one per physical core when MLX's default device is the CPU, else one.
+/// Decided once per process.
 pub fn n_lanes() -> usize {
-    if let Ok(v) = std::env::var("MEMWALL_MLX_LANES") {
-        match v.trim().parse::<usize>() {
-            Ok(n) if n >= 1 => return n.min(MAX_LANES),
-            _ => tracing::warn!(
-                "MEMWALL_MLX_LANES={v:?} is not a whole number ≥ 1: ignored (one lane per physical core)"
-            ),
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        if let Ok(v) = std::env::var("MEMWALL_MLX_LANES") {
+            match v.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => return n.min(MAX_LANES),
+                _ => tracing::warn!(
+                    "MEMWALL_MLX_LANES={v:?} is not a whole number ≥ 1: ignored (one lane per physical core)"
+                ),
+            }
         }
-    }
-    let cpu_default = Device::try_default()
-        .and_then(|d| d.get_type())
-        .map(|t| matches!(t, DeviceType::Cpu))
-        .unwrap_or(false);
-    if cpu_default {
-        sysinfo::System::physical_core_count()
-            .unwrap_or(1)
-            .clamp(1, MAX_LANES)
-    } else {
-        1
-    }
+        if super::device() == "cpu" {
+            sysinfo::System::physical_core_count()
+                .unwrap_or(1)
+                .clamp(1, MAX_LANES)
+        } else {
+            1
+        }
+    })
 }
 
 /// At most this many lanes (streams, threads), however many cores.
