@@ -10,7 +10,12 @@
 # (E2EL ÷ n) and is not compared. memwall's ITL (every chunk gap) has no GuideLLM
 # counterpart and is printed alone.
 #
-# usage: bench/vs-guidellm.sh URL   env ROUNDS (3), CONC (4), N (32), IN (128), OUT (128),
+# `paced` in place of URL starts bench/paced_server.py (env PACED_TTFT_MS 500,
+# PACED_GAP_MS 36, PACED_PORT 18556): a server whose every request follows a fixed
+# schedule whatever the traffic, so the clients are checked against known values
+# without the server's speed depending on how each client spaces its requests.
+#
+# usage: bench/vs-guidellm.sh URL|paced   env ROUNDS (3), CONC (4), N (32), IN (128), OUT (128),
 #        MODEL_FILE (the server's GGUF: GuideLLM's synthetic prompts need its tokenizer,
 #        which this script converts once with transformers + gguf into a local folder;
 #        default: the catalogue's qwen2.5-coder-0.5b-q4_k_m), MODEL (the request's
@@ -20,8 +25,18 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-url=${1:?usage: bench/vs-guidellm.sh URL}
+url=${1:?usage: bench/vs-guidellm.sh URL|paced}
 url=${url%/}
+paced_pid=""
+if [ "$url" = paced ]; then
+  # bench/paced_server.py: every request on a fixed schedule (TTFT, then one token per
+  # gap), independent of the traffic; both clients must read that schedule back.
+  paced_ttft=${PACED_TTFT_MS:-500}; paced_gap=${PACED_GAP_MS:-36}; paced_port=${PACED_PORT:-18556}
+  python3 bench/paced_server.py "$paced_port" "$paced_ttft" "$paced_gap" &
+  paced_pid=$!
+  url=http://127.0.0.1:$paced_port
+  for _ in $(seq 1 50); do curl -sf "$url/health" >/dev/null && break; sleep 0.1; done
+fi
 conc=${CONC:-4}; n=${N:-32}; in=${IN:-128}; out=${OUT:-128}
 venv=$HOME/.cache/memwall/venv-guidellm
 if [ ! -x "$venv/bin/guidellm" ] || ! "$venv/bin/python" -c 'import gguf' 2>/dev/null; then
@@ -52,7 +67,7 @@ f, out = sys.argv[1], sys.argv[2]
 AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(f)), gguf_file=os.path.basename(f)).save_pretrained(out)
 PY
 fi
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d); trap 'rm -rf "$work"; [ -z "$paced_pid" ] || kill "$paced_pid" 2>/dev/null' EXIT
 rounds=${ROUNDS:-3}
 # GuideLLM 0.8.1 `run`: the same route (/v1/completions, streamed), concurrency, token
 # lengths (it sends max_tokens with ignore_eos, as memwall loadtest does) and request
@@ -67,13 +82,22 @@ guidellm_args() { # $1 = round (the seed, so every round sends new prompts to bo
     --seed kind=static,value=$1 \
     --output kind=json,path=\$WORK/guidellm-$1.json --disable-console-interactive"
 }
+# Each client's own CPU time (user + sys of it and its child processes): on a 2-core
+# machine a client that spends CPU takes it from the server it measures.
+cpu_run() { # FILE CMD…: runs CMD, writes its CPU seconds to FILE
+  python3 -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write(f"{r.ru_utime + r.ru_stime}\n")
+sys.exit(rc)' "$@"
+}
 run_mw() {
-  "$mw" --db "$work/lt.db" loadtest --url "$url" --model "$model" --endpoint completions --concurrency "$conc" \
+  cpu_run "$work/mw-cpu-$1" "$mw" --db "$work/lt.db" loadtest --url "$url" --model "$model" --endpoint completions --concurrency "$conc" \
     --num-requests "$n" --input-tokens "$in" --output-tokens "$out" --warmup 2 --seed "$1" --model-file "$MODEL_FILE" --json >"$work/mw-$1.json"
 }
 run_gl() {
   # shellcheck disable=SC2046,SC2086
-  WORK=$work eval "\"$venv/bin/guidellm\" run $(guidellm_args "$1")" >"$work/guidellm-$1.log" 2>&1 \
+  WORK=$work eval "cpu_run \"$work/gl-cpu-$1\" \"$venv/bin/guidellm\" run $(guidellm_args "$1")" >"$work/guidellm-$1.log" 2>&1 \
     || { tail -30 "$work/guidellm-$1.log" >&2; exit 1; }
   [ -f "$work/guidellm-$1.json" ] || { tail -30 "$work/guidellm-$1.log" >&2; echo "vs-guidellm: no $work/guidellm-$1.json" >&2; exit 1; }
 }
@@ -83,11 +107,19 @@ for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then run_mw "$r"; run_gl "$r"; else run_gl "$r"; run_mw "$r"; fi
   echo "round $r/$rounds done" >&2
 done
-python3 - "$work" "$rounds" <<'PY'
+python3 - "$work" "$rounds" "${paced_ttft:-}" "${paced_gap:-}" <<'PY'
 import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
+paced = (float(sys.argv[3]), float(sys.argv[4])) if sys.argv[3] else None
 def med(xs):
     return statistics.median(xs)
+def burst(sends, window=0.05):
+    # Traffic shape: mean number of requests sent within 50 ms of each request (itself
+    # included). A closed loop whose requests stay in step sends them in bursts of the
+    # concurrency; one whose requests drift apart sends them one at a time (→ 1). The
+    # server's speed depends on it (a burst is prefilled in one pass, its first tokens
+    # wait for the whole pass).
+    return statistics.mean(sum(abs(t - u) <= window for u in sends) for t in sends)
 rows = []
 for r in range(1, rounds + 1):
     p = json.load(open(f"{work}/mw-{r}.json"))["points"][0]
@@ -108,6 +140,9 @@ for r in range(1, rounds + 1):
         "itl": p["itl"]["median_ms"],
         "prompt": ((p["total_input_tokens"] or 0) / max(p["n_completed"], 1), statistics.mean(q["prompt_tokens"] for q in ok if q.get("prompt_tokens") is not None)),
         "n": (p["n_completed"], len(ok)),
+        "burst": (burst([q["start_ms"] / 1e3 for q in p["samples"]]),
+                  burst([q["request_start_time"] for q in ok])),
+        "cpu": tuple(float(open(f"{work}/{c}-cpu-{r}").read()) for c in ("mw", "gl")),
     })
 names = [("ttft", "TTFT p50 ms"), ("tpot", "TPOT p50 ms (GuideLLM: inter_token_latency)"),
          ("tps", "out tok/s = Σ output tokens ÷ (last end − first send)")]
@@ -130,6 +165,20 @@ for k, name in names:
     print(f"| {name} | {a:.2f} | {b:.2f} | {a / b:.3f} | {'met' if abs(a / b - 1) <= goal else 'NOT met'} (±{goal:.0%}) |")
 print(f"| GuideLLM's own output_tokens_per_second mean (a rate distribution over its window, another definition) | — | {med([r['tps_own'] for r in rows]):.2f} | — | — |")
 print(f"| ITL p50 ms (memwall only: every chunk gap) | {med([r['itl'] for r in rows]):.2f} | — | — | — |")
+if paced:
+    # The paced server's schedule, from its settings: what an exact client would read
+    # (TTFT from the body's arrival, so a client's send overhead adds to it).
+    print()
+    print(f"Paced server: TTFT {paced[0]:.1f} ms, one token every {paced[1]:.1f} ms (so TPOT = ITL = {paced[1]:.1f} ms); each client's median ÷ the schedule:")
+    print()
+    print("| metric | schedule | A ÷ schedule | B ÷ schedule |")
+    print("|---|---:|---:|---:|")
+    for k, name, want in [("ttft", "TTFT p50 ms", paced[0]), ("tpot", "TPOT p50 ms", paced[1])]:
+        a = med([row[k][0] for row in rows]); b = med([row[k][1] for row in rows])
+        print(f"| {name} | {want:.2f} | {a / want:.3f} | {b / want:.3f} |")
+    print(f"| ITL p50 ms (memwall only) | {paced[1]:.2f} | {med([r['itl'] for r in rows]) / paced[1]:.3f} | — |")
+print(f"| requests sent within 50 ms of each request (traffic shape; 1 = one at a time) | {med([r['burst'][0] for r in rows]):.2f} | {med([r['burst'][1] for r in rows]):.2f} | — | — |")
+print(f"| client CPU s (user + sys, warm-up and start-up included) | {med([r['cpu'][0] for r in rows]):.2f} | {med([r['cpu'][1] for r in rows]):.2f} | {med([r['cpu'][0] for r in rows]) / med([r['cpu'][1] for r in rows]):.3f} | — |")
 print()
 print("prompt tokens per request (server's usage): A", [round(r["prompt"][0], 1) for r in rows], "B", [round(r["prompt"][1], 1) for r in rows])
 print("requests measured: A", [r["n"][0] for r in rows], "B", [r["n"][1] for r in rows])

@@ -70,21 +70,39 @@ done
 python3 - "$work" "$reps" "$a_name" <<'PY'
 import json, sys, statistics as st
 work, reps, a_name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def burst(sends, window=50.0):
+    # Traffic shape: mean number of requests sent within 50 ms of each request (itself
+    # included): the concurrency when a closed loop's requests stay in step (each burst
+    # prefilled in one pass), 1 when they drift apart. The client is the same for both
+    # servers, so a difference here comes from how each server paces its replies.
+    return st.mean(sum(abs(t - u) <= window for u in sends) for t in sends)
 def load(side):
     cells = {}
     for r in range(1, reps + 1):
         for p in json.load(open(f"{work}/{side}-{r}.json"))["points"]:
             c = p["load"]["concurrency"]
-            cells.setdefault(c, []).append((p["output_throughput_tps"], p["ttft"]["median_ms"], p["n_completed"], p["n_sent"]))
+            cells.setdefault(c, []).append({
+                "tps": p["output_throughput_tps"], "ttft": p["ttft"]["median_ms"],
+                "tpot": p["tpot"]["median_ms"], "done": p["n_completed"], "sent": p["n_sent"],
+                "burst": burst([q["start_ms"] for q in p["samples"]])})
     return cells
 a, b = load("a"), load("b")
+med = lambda xs, k: st.median(x[k] for x in xs)
 print(f"A = {a_name}; B = llama-server. Medians over {reps} alternating repetitions.")
-print("| concurrency | A out tok/s | B out tok/s | tok/s A÷B | A TTFT p50 ms | B TTFT p50 ms | TTFT A÷B | A done/sent | B done/sent |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| concurrency | A out tok/s | B out tok/s | tok/s A÷B | A TTFT p50 ms | B TTFT p50 ms | TTFT A÷B | A TPOT p50 ms | B TPOT p50 ms | A burst | B burst | A done/sent | B done/sent |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in sorted(a):
-    at, bt = st.median(x[0] for x in a[c]), st.median(x[0] for x in b[c])
-    af, bf = st.median(x[1] for x in a[c]), st.median(x[1] for x in b[c])
-    ad = f"{sum(x[2] for x in a[c])}/{sum(x[3] for x in a[c])}"
-    bd = f"{sum(x[2] for x in b[c])}/{sum(x[3] for x in b[c])}"
-    print(f"| {c} | {at:.1f} | {bt:.1f} | {at/bt:.3f} | {af:.1f} | {bf:.1f} | {af/bf:.3f} | {ad} | {bd} |")
+    at, bt = med(a[c], "tps"), med(b[c], "tps")
+    af, bf = med(a[c], "ttft"), med(b[c], "ttft")
+    ad = f"{sum(x['done'] for x in a[c])}/{sum(x['sent'] for x in a[c])}"
+    bd = f"{sum(x['done'] for x in b[c])}/{sum(x['sent'] for x in b[c])}"
+    print(f"| {c} | {at:.1f} | {bt:.1f} | {at/bt:.3f} | {af:.1f} | {bf:.1f} | {af/bf:.3f} | {med(a[c], 'tpot'):.1f} | {med(b[c], 'tpot'):.1f} | {med(a[c], 'burst'):.2f} | {med(b[c], 'burst'):.2f} | {ad} | {bd} |")
+print()
+print("burst: requests sent within 50 ms of each request (1 = one at a time; the concurrency = all in step).")
+print()
+print("Each repetition (out tok/s A ÷ B):")
+print("| concurrency | " + " | ".join(f"rep {r}" for r in range(1, reps + 1)) + " |")
+print("|---:|" + "---:|" * reps)
+for c in sorted(a):
+    print(f"| {c} | " + " | ".join(f"{x['tps']:.1f} ÷ {y['tps']:.1f} = {x['tps'] / y['tps']:.3f}" for x, y in zip(a[c], b[c])) + " |")
 PY
