@@ -71,12 +71,17 @@ work=$(mktemp -d); trap 'rm -rf "$work"; [ -z "$paced_pid" ] || kill "$paced_pid
 rounds=${ROUNDS:-3}
 # GuideLLM 0.8.1 `run`: the same route (/v1/completions, streamed), concurrency, token
 # lengths (it sends max_tokens with ignore_eos, as memwall loadtest does) and request
-# count; 2 warm-up requests excluded from its metrics as memwall's --warmup 2.
+# count. Warm-up: one request per client, a first cycle that neither client counts.
+# memwall loadtest runs its warm-up (--warmup CONC) before the measured requests;
+# GuideLLM 0.8.1 keeps warm-up requests in its per-request records (its warmup setting
+# only moves its own rate window), so it sends N + CONC and the first CONC by send
+# time are dropped below. Both then count N requests: at concurrency 4 and N = 32,
+# eight full cycles (34 requests would end on a half-full one: 8.5 cycles).
 guidellm_args() { # $1 = round (the seed, so every round sends new prompts to both clients)
   if [ -n "${GUIDELLM_ARGS:-}" ]; then echo "$GUIDELLM_ARGS"; return; fi
   echo "--backend kind=openai_http,target=$url,model=$model,request_format=/v1/completions \
-    --profile kind=concurrent,streams=$conc,warmup=2 \
-    --constraint kind=max_requests,count=$((n + 2)) \
+    --profile kind=concurrent,streams=$conc,warmup=$conc \
+    --constraint kind=max_requests,count=$((n + conc)) \
     --tokenizer kind=huggingface_auto,model=$tok \
     --data kind=synthetic_text,prompt_tokens=$in,output_tokens=$out \
     --seed kind=static,value=$1 \
@@ -93,7 +98,7 @@ sys.exit(rc)' "$@"
 }
 run_mw() {
   cpu_run "$work/mw-cpu-$1" "$mw" --db "$work/lt.db" loadtest --url "$url" --model "$model" --endpoint completions --concurrency "$conc" \
-    --num-requests "$n" --input-tokens "$in" --output-tokens "$out" --warmup 2 --seed "$1" --model-file "$MODEL_FILE" --json >"$work/mw-$1.json"
+    --num-requests "$n" --input-tokens "$in" --output-tokens "$out" --warmup "$conc" --seed "$1" --model-file "$MODEL_FILE" --json >"$work/mw-$1.json"
 }
 run_gl() {
   # shellcheck disable=SC2046,SC2086
@@ -107,9 +112,9 @@ for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then run_mw "$r"; run_gl "$r"; else run_gl "$r"; run_mw "$r"; fi
   echo "round $r/$rounds done" >&2
 done
-python3 - "$work" "$rounds" "${paced_ttft:-}" "${paced_gap:-}" <<'PY'
+python3 - "$work" "$rounds" "${paced_ttft:-}" "${paced_gap:-}" "$conc" "$out" <<'PY'
 import json, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds, conc, n_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[5]), int(sys.argv[6])
 paced = (float(sys.argv[3]), float(sys.argv[4])) if sys.argv[3] else None
 def med(xs):
     return statistics.median(xs)
@@ -124,18 +129,23 @@ rows = []
 for r in range(1, rounds + 1):
     p = json.load(open(f"{work}/mw-{r}.json"))["points"][0]
     g = json.load(open(f"{work}/guidellm-{r}.json"))["benchmarks"][0]
-    ok = g["requests"]["successful"]
-    # GuideLLM's per-request records, reduced with memwall's (vLLM's) definitions:
-    # output tok/s = Σ output tokens ÷ (last end − first send) over the measured requests.
+    every = sorted(g["requests"]["successful"], key=lambda q: q["request_start_time"])
+    ok = every[conc:]  # the first cycle is the warm-up
+    # GuideLLM's per-request records (its own TTFT and inter-token latency of each
+    # request), over the measured requests, reduced with memwall's (vLLM's) rules:
+    # medians over requests; output tok/s = Σ output tokens ÷ (last end − first send).
     span = max(q["request_end_time"] for q in ok) - min(q["request_start_time"] for q in ok)
     g_tps = sum(q["output_tokens"] for q in ok) / span
     def gmed(name):
+        return statistics.median(q[name] for q in ok)
+    def gown(name):  # GuideLLM's own summary, over all its records (warm-up included)
         m = g["metrics"][name]["successful"]
         return m.get("median", m.get("percentiles", {}).get("p50"))
     rows.append({
         "ttft": (p["ttft"]["median_ms"], gmed("time_to_first_token_ms")),
         "tpot": (p["tpot"]["median_ms"], gmed("inter_token_latency_ms")),
         "tps": (p["output_throughput_tps"], g_tps),
+        "own": (gown("time_to_first_token_ms"), gown("inter_token_latency_ms")),
         "tps_own": g["metrics"]["output_tokens_per_second"]["successful"]["mean"],
         "itl": p["itl"]["median_ms"],
         "prompt": ((p["total_input_tokens"] or 0) / max(p["n_completed"], 1), statistics.mean(q["prompt_tokens"] for q in ok if q.get("prompt_tokens") is not None)),
@@ -163,7 +173,10 @@ for k, name in names:
     a = med([row[k][0] for row in rows]); b = med([row[k][1] for row in rows])
     goal = 0.03 if k == "tps" else 0.05
     print(f"| {name} | {a:.2f} | {b:.2f} | {a / b:.3f} | {'met' if abs(a / b - 1) <= goal else 'NOT met'} (±{goal:.0%}) |")
+print(f"| GuideLLM's own TTFT / inter_token_latency medians (its summary: all {conc} + N records, warm-up included) | — | {med([r['own'][0] for r in rows]):.2f} / {med([r['own'][1] for r in rows]):.2f} | — | — |")
 print(f"| GuideLLM's own output_tokens_per_second mean (a rate distribution over its window, another definition) | — | {med([r['tps_own'] for r in rows]):.2f} | — | — |")
+print(f"| requests sent within 50 ms of each request (traffic shape; 1 = one at a time) | {med([r['burst'][0] for r in rows]):.2f} | {med([r['burst'][1] for r in rows]):.2f} | — | — |")
+print(f"| client CPU s (user + sys, warm-up and start-up included) | {med([r['cpu'][0] for r in rows]):.2f} | {med([r['cpu'][1] for r in rows]):.2f} | {med([r['cpu'][0] for r in rows]) / med([r['cpu'][1] for r in rows]):.3f} | — |")
 print(f"| ITL p50 ms (memwall only: every chunk gap) | {med([r['itl'] for r in rows]):.2f} | — | — | — |")
 if paced:
     # The paced server's schedule, from its settings: what an exact client would read
@@ -177,8 +190,11 @@ if paced:
         a = med([row[k][0] for row in rows]); b = med([row[k][1] for row in rows])
         print(f"| {name} | {want:.2f} | {a / want:.3f} | {b / want:.3f} |")
     print(f"| ITL p50 ms (memwall only) | {paced[1]:.2f} | {med([r['itl'] for r in rows]) / paced[1]:.3f} | — |")
-print(f"| requests sent within 50 ms of each request (traffic shape; 1 = one at a time) | {med([r['burst'][0] for r in rows]):.2f} | {med([r['burst'][1] for r in rows]):.2f} | — | — |")
-print(f"| client CPU s (user + sys, warm-up and start-up included) | {med([r['cpu'][0] for r in rows]):.2f} | {med([r['cpu'][1] for r in rows]):.2f} | {med([r['cpu'][0] for r in rows]) / med([r['cpu'][1] for r in rows]):.3f} | — |")
+    # Requests in step, each TTFT + (n − 1) gaps long: CONC × n tokens per cycle (an
+    # upper bound: the clients' turnaround between cycles adds to the span).
+    want = conc * n_out / ((paced[0] + (n_out - 1) * paced[1]) / 1e3)
+    a = med([row["tps"][0] for row in rows]); b = med([row["tps"][1] for row in rows])
+    print(f"| out tok/s (CONC × OUT ÷ (TTFT + (OUT − 1) × gap), no turnaround) | {want:.2f} | {a / want:.3f} | {b / want:.3f} |")
 print()
 print("prompt tokens per request (server's usage): A", [round(r["prompt"][0], 1) for r in rows], "B", [round(r["prompt"][1], 1) for r in rows])
 print("requests measured: A", [r["n"][0] for r in rows], "B", [r["n"][1] for r in rows])
