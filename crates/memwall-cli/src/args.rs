@@ -1128,6 +1128,10 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on the API routes.
     #[arg(long, env = "MEMWALL_API_KEY")]
     pub api_key: Option<String>,
+    /// Requests that reach an idle server within this many ms of each other start in
+    /// one pass (a burst is prefilled together and decoded in step); 0 starts each at once.
+    #[arg(long, default_value_t = 2.0)]
+    pub burst_gap_ms: f64,
     /// Run without the live sampler (no power/temperature series stored at shutdown).
     #[arg(long)]
     pub no_sampler: bool,

@@ -5,7 +5,9 @@
 
 use super::ServeError;
 use super::http::{Loaded, PromptTokenizer, Prompter, ServerState, router};
-use super::scheduler::{Admission, Metrics, PREFILL_CHUNK_TOKENS, SchedConfig, Scheduler};
+use super::scheduler::{
+    Admission, BURST_GAP, Metrics, PREFILL_CHUNK_TOKENS, SchedConfig, Scheduler,
+};
 use super::template::{ChatTemplate, FALLBACK_TEMPLATE, TemplateSource};
 use crate::experiments::bench::BenchEngine;
 use crate::measure::engine::llama::LlamaModelHandle;
@@ -43,6 +45,9 @@ pub struct ServeOptions {
     pub api_key: Option<String>,
     /// Tokens fed per step ([`PREFILL_CHUNK_TOKENS`]).
     pub chunk: u32,
+    /// Requests reaching an idle server this close together start in one pass
+    /// (`--burst-gap-ms`, [`BURST_GAP`]).
+    pub burst_gap: std::time::Duration,
     /// Run the live sampler while serving (power, temperature, bandwidth as a time
     /// series; stored by [`serve_job`] at shutdown).
     pub sampler: bool,
@@ -66,6 +71,7 @@ impl ServeOptions {
             port: 8080,
             api_key: None,
             chunk: PREFILL_CHUNK_TOKENS,
+            burst_gap: BURST_GAP,
             sampler: true,
             engine: BenchEngine::Llama,
         }
@@ -286,6 +292,7 @@ pub async fn start(
                     n_slots: opts.parallel as usize,
                     n_ctx_slot,
                     chunk: opts.chunk,
+                    burst_gap: opts.burst_gap,
                 };
                 if opts.engine != BenchEngine::Llama {
                     // MLX: the model in MLX arrays, the tokenizer from llama.cpp's

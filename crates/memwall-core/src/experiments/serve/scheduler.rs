@@ -37,6 +37,13 @@ use tokio::sync::mpsc::UnboundedSender;
 /// (`n_ubatch` 512), so a step is one micro-batch.
 pub const PREFILL_CHUNK_TOKENS: u32 = 512;
 
+/// How long an idle scheduler waits for the next request of a burst before its first
+/// pass ([`SchedConfig::burst_gap`]): requests sent together (clients in step, a
+/// batch job) arrive within a fraction of a millisecond of each other on loopback,
+/// and are then prefilled in one pass and decoded in step, as llama-server does. A
+/// lone request on an idle server waits this long once.
+pub const BURST_GAP: Duration = Duration::from_millis(2);
+
 /// Settings of a [`Scheduler`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchedConfig {
@@ -46,6 +53,9 @@ pub struct SchedConfig {
     pub n_ctx_slot: u32,
     /// Most tokens fed per step ([`PREFILL_CHUNK_TOKENS`]); must be ≥ `n_slots`.
     pub chunk: u32,
+    /// When a request reaches an idle scheduler, more that follow it within this gap
+    /// of each other join its first pass ([`BURST_GAP`]; zero: start at once).
+    pub burst_gap: Duration,
 }
 
 /// What the scheduler reports to one request, in order: `Started`, any number of
@@ -245,7 +255,7 @@ impl Admission {
         None
     }
 
-    /// Blocks until a request arrives, shutdown, or `timeout`.
+    /// Blocks until a request arrives, shutdown, or `timeout` (at once when one waits).
     fn wait(&self, timeout: Duration) {
         let st = self.lock();
         if st.queue.is_empty() && !st.shutdown {
@@ -659,15 +669,45 @@ impl<E: Engine> Scheduler<E> {
         }));
     }
 
+    /// After a request reached an idle scheduler: admits the requests that follow
+    /// within [`SchedConfig::burst_gap`] of each other, until the slots are full, so a
+    /// burst starts in one pass. A closed loop whose clients were in step stays in
+    /// step (its requests end in the same pass and return together); started one by
+    /// one, they would drift apart and every prompt would be prefilled in a pass of
+    /// its own beside the others' decodes.
+    fn gather(&mut self, adm: &Admission) {
+        let gap = self.cfg.burst_gap;
+        if gap.is_zero() {
+            return;
+        }
+        let mut last = Instant::now();
+        while self.busy() < self.slots.len() && !adm.is_shutdown() {
+            let waited = last.elapsed();
+            if waited >= gap {
+                break;
+            }
+            let before = self.busy();
+            adm.wait(gap - waited);
+            self.admit(adm);
+            if self.busy() > before {
+                last = Instant::now();
+            }
+        }
+    }
+
     /// Runs until [`Admission::shutdown`]: admit, step, and sleep on the queue while
     /// no slot is busy.
     pub fn run(&mut self, adm: &Admission) {
         while !adm.is_shutdown() {
             self.reap();
+            let was_idle = self.idle();
             self.admit(adm);
             if self.idle() {
                 adm.wait(Duration::from_millis(100));
                 continue;
+            }
+            if was_idle {
+                self.gather(adm);
             }
             self.step();
         }
@@ -816,6 +856,7 @@ mod tests {
                 n_slots: slots,
                 n_ctx_slot: 1024,
                 chunk,
+                burst_gap: Duration::ZERO,
             },
             Arc::new(Metrics::default()),
         )
@@ -912,6 +953,58 @@ mod tests {
         started.sort();
         let order: Vec<u64> = started.iter().map(|&(_, id)| id).collect();
         assert_eq!(order, (0..50).collect::<Vec<_>>());
+    }
+
+    /// Runs `run` on a thread with `gap`, submits 3 requests `spacing` apart to the idle
+    /// scheduler, and returns the sequences of its first pass.
+    fn first_pass_of_a_burst(gap: Duration, spacing: Duration) -> Vec<i32> {
+        let mut s = sched(fake(4), 4, 512);
+        s.cfg.burst_gap = gap;
+        let adm = Arc::new(Admission::new(8));
+        let runner = {
+            let adm = adm.clone();
+            std::thread::spawn(move || {
+                s.run(&adm);
+                s
+            })
+        };
+        let mut rxs = Vec::new();
+        for id in 0..3u64 {
+            if id > 0 {
+                std::thread::sleep(spacing);
+            }
+            let (j, rx) = job(id, vec![3 + id as TokenId, 4, 5, 6], 4);
+            adm.submit(j).unwrap();
+            rxs.push(rx);
+        }
+        // Every request ends (Done), then the loop stops.
+        for rx in &mut rxs {
+            let t0 = Instant::now();
+            while !events(rx).iter().any(|e| matches!(e, Event::Done(_))) {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "request did not finish"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        adm.shutdown();
+        let s = runner.join().unwrap();
+        let mut seqs: Vec<i32> = s.engine().passes[0].iter().map(|&(q, _)| q).collect();
+        seqs.dedup();
+        seqs
+    }
+
+    #[test]
+    fn a_burst_reaching_an_idle_scheduler_is_prefilled_in_one_pass() {
+        // Arrivals 5 ms apart, within a 200 ms gap: one first pass holds all three
+        // prompts (4 tokens each).
+        let seqs = first_pass_of_a_burst(Duration::from_millis(200), Duration::from_millis(5));
+        assert_eq!(seqs.len(), 3, "first pass sequences {seqs:?}");
+        // No gap: the first request starts alone (the next arrives 100 ms later,
+        // after the fake's instant passes have finished it).
+        let seqs = first_pass_of_a_burst(Duration::ZERO, Duration::from_millis(100));
+        assert_eq!(seqs.len(), 1, "first pass sequences {seqs:?}");
     }
 
     #[test]
