@@ -21,10 +21,8 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
     o.port = a.port;
     o.api_key = a.api_key.clone();
     o.sampler = !a.no_sampler;
-    if !(a.burst_gap_ms.is_finite() && (0.0..=1000.0).contains(&a.burst_gap_ms)) {
-        anyhow::bail!("--burst-gap-ms {}: use 0..=1000 ms", a.burst_gap_ms);
-    }
-    o.burst_gap = std::time::Duration::from_secs_f64(a.burst_gap_ms / 1e3);
+    o.burst_gap = std::time::Duration::try_from_secs_f64(a.burst_gap_ms / 1e3)
+        .map_err(|_| anyhow::anyhow!("--burst-gap-ms {}: use 0..=1000 ms", a.burst_gap_ms))?;
     o.engine = memwall_core::experiments::bench::BenchEngine::parse(&a.engine)?;
     let engine = o.engine.name();
     let done = serve_job(&store, &command_line(), o, move |s| match s {

@@ -93,6 +93,12 @@ impl ServeOptions {
                 self.ctx_size / self.parallel
             ));
         }
+        if self.burst_gap > std::time::Duration::from_secs(1) {
+            return bad(format!(
+                "--burst-gap-ms {}: use 0..=1000 ms",
+                self.burst_gap.as_secs_f64() * 1e3
+            ));
+        }
         if self.chunk < self.parallel + 1 {
             return bad(format!(
                 "chunk {} must exceed --parallel {} (each step feeds one token per decoding slot)",
