@@ -1132,6 +1132,11 @@ pub struct ServeArgs {
     /// one pass (a burst is prefilled together and decoded in step); 0 starts each at once.
     #[arg(long, default_value_t = 2.0)]
     pub burst_gap_ms: f64,
+    /// Most tokens one pass takes when no request is decoding (llama-server's -b): a
+    /// burst of prompts is prefilled together. While any request decodes a pass takes
+    /// at most 512 (the prefill chunk), so running decodes never wait longer.
+    #[arg(long, short = 'b', default_value_t = 2048)]
+    pub batch_size: u32,
     /// Run without the live sampler (no power/temperature series stored at shutdown).
     #[arg(long)]
     pub no_sampler: bool,

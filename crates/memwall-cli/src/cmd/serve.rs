@@ -21,6 +21,7 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
     o.port = a.port;
     o.api_key = a.api_key.clone();
     o.sampler = !a.no_sampler;
+    o.batch = a.batch_size;
     o.burst_gap = std::time::Duration::try_from_secs_f64(a.burst_gap_ms / 1e3)
         .map_err(|_| anyhow::anyhow!("--burst-gap-ms {}: use 0..=1000 ms", a.burst_gap_ms))?;
     o.engine = memwall_core::experiments::bench::BenchEngine::parse(&a.engine)?;

@@ -6,7 +6,7 @@
 use super::ServeError;
 use super::http::{Loaded, PromptTokenizer, Prompter, ServerState, router};
 use super::scheduler::{
-    Admission, BURST_GAP, Metrics, PREFILL_CHUNK_TOKENS, SchedConfig, Scheduler,
+    Admission, BURST_GAP, IDLE_PASS_TOKENS, Metrics, PREFILL_CHUNK_TOKENS, SchedConfig, Scheduler,
 };
 use super::template::{ChatTemplate, FALLBACK_TEMPLATE, TemplateSource};
 use crate::experiments::bench::BenchEngine;
@@ -43,8 +43,11 @@ pub struct ServeOptions {
     pub port: u16,
     /// Required Bearer key (`--api-key`).
     pub api_key: Option<String>,
-    /// Tokens fed per step ([`PREFILL_CHUNK_TOKENS`]).
+    /// Tokens fed per step while any request decodes ([`PREFILL_CHUNK_TOKENS`]).
     pub chunk: u32,
+    /// Tokens fed by a step in which no request decodes (`--batch-size`,
+    /// [`IDLE_PASS_TOKENS`]; llama-server's `-b`).
+    pub batch: u32,
     /// Requests reaching an idle server this close together start in one pass
     /// (`--burst-gap-ms`, [`BURST_GAP`]).
     pub burst_gap: std::time::Duration,
@@ -71,6 +74,7 @@ impl ServeOptions {
             port: 8080,
             api_key: None,
             chunk: PREFILL_CHUNK_TOKENS,
+            batch: IDLE_PASS_TOKENS,
             burst_gap: BURST_GAP,
             sampler: true,
             engine: BenchEngine::Llama,
@@ -97,6 +101,12 @@ impl ServeOptions {
             return bad(format!(
                 "--burst-gap-ms {}: use 0..=1000 ms",
                 self.burst_gap.as_secs_f64() * 1e3
+            ));
+        }
+        if !(512..=65536).contains(&self.batch) {
+            return bad(format!(
+                "--batch-size {}: use 512..=65536 tokens (one pass when no request decodes)",
+                self.batch
             ));
         }
         if self.chunk < self.parallel + 1 {
@@ -160,7 +170,7 @@ fn load_mlx(
         BenchEngine::MlxF16 => MlxQuant::F16,
         _ => MlxQuant::Q4,
     };
-    let engine = MlxEngine::load(&opts.model, quant, n_ctx_slot, opts.chunk)?;
+    let engine = MlxEngine::load(&opts.model, quant, n_ctx_slot, opts.batch.max(opts.chunk))?;
     Ok((LlamaModelHandle::load_vocab_only(&opts.model)?, engine))
 }
 
@@ -298,6 +308,7 @@ pub async fn start(
                     n_slots: opts.parallel as usize,
                     n_ctx_slot,
                     chunk: opts.chunk,
+                    batch: opts.batch,
                     burst_gap: opts.burst_gap,
                 };
                 if opts.engine != BenchEngine::Llama {
@@ -318,7 +329,9 @@ pub async fn start(
                 let made = LlamaModelHandle::load(&opts.model, 999).and_then(|h| {
                     let cfg = EngineConfig {
                         n_ctx: opts.ctx_size,
-                        n_batch: opts.chunk,
+                        // One decode takes up to the logical batch and runs it
+                        // as micro-batches of the chunk, as llama-server's -b/-ub.
+                        n_batch: opts.batch.max(opts.chunk),
                         n_ubatch: opts.chunk,
                         n_threads: opts.threads,
                         n_threads_batch: opts.threads,

@@ -9,6 +9,9 @@
 //!   prefilling, up to [`SchedConfig::chunk`] tokens in all
 //!   ([`PREFILL_CHUNK_TOKENS`] by default). A new request joins between two steps;
 //!   a long prompt is prefilled over several steps, so running decodes keep going.
+//!   A step in which no request decodes stalls nobody, so it takes up to
+//!   [`SchedConfig::batch`] tokens ([`IDLE_PASS_TOKENS`], llama-server's `-b`): a burst
+//!   reaching an idle server is prefilled in one pass and its requests stay in step.
 //! - **Admission.** Requests wait in a bounded queue ([`Admission`]); a full queue
 //!   refuses at once ([`QueueFull`]); slots take requests in strict arrival order.
 //! - **Prefix reuse.** A request goes to the free slot whose cache shares the longest
@@ -37,6 +40,14 @@ use tokio::sync::mpsc::UnboundedSender;
 /// (`n_ubatch` 512), so a step is one micro-batch.
 pub const PREFILL_CHUNK_TOKENS: u32 = 512;
 
+/// Tokens a step feeds at most when no request is decoding ([`SchedConfig::batch`]):
+/// llama.cpp's default logical batch (`n_batch` 2048, llama-server's `-b`), which the
+/// engine runs as micro-batches of [`PREFILL_CHUNK_TOKENS`]. Nothing waits on such a
+/// step, and a burst of prompts that ends prefill in one pass stays in step (at
+/// concurrency 16 × 128-token prompts, four 512-token passes let the first four
+/// requests run ahead and the closed loop drift apart).
+pub const IDLE_PASS_TOKENS: u32 = 2048;
+
 /// How long an idle scheduler waits for the next request of a burst before its first
 /// pass ([`SchedConfig::burst_gap`]): requests sent together (clients in step, a
 /// batch job) arrive within a fraction of a millisecond of each other on loopback,
@@ -51,8 +62,12 @@ pub struct SchedConfig {
     pub n_slots: usize,
     /// Context of one slot, tokens (prompt + generated must fit).
     pub n_ctx_slot: u32,
-    /// Most tokens fed per step ([`PREFILL_CHUNK_TOKENS`]); must be ≥ `n_slots`.
+    /// Most tokens fed per step while any request decodes ([`PREFILL_CHUNK_TOKENS`]);
+    /// must be ≥ `n_slots`.
     pub chunk: u32,
+    /// Most tokens fed by a step in which no request decodes ([`IDLE_PASS_TOKENS`]);
+    /// at least `chunk` (a smaller value counts as `chunk`).
+    pub batch: u32,
     /// When a request reaches an idle scheduler, more that follow it within this gap
     /// of each other join its first pass ([`BURST_GAP`]; zero: start at once).
     pub burst_gap: Duration,
@@ -351,9 +366,12 @@ fn micros(d: Duration) -> u64 {
 impl<E: Engine> Scheduler<E> {
     /// A scheduler with empty slots on `engine`.
     pub fn new(engine: E, cfg: SchedConfig, metrics: std::sync::Arc<Metrics>) -> Scheduler<E> {
+        let chunk = cfg.chunk.max(cfg.n_slots.max(1) as u32 + 1);
         let cfg = SchedConfig {
             n_slots: cfg.n_slots.max(1),
-            chunk: cfg.chunk.max(cfg.n_slots.max(1) as u32 + 1),
+            chunk,
+            // A pass never exceeds what the engine's context takes in one decode.
+            batch: cfg.batch.min(engine.n_batch()).max(chunk),
             ..cfg
         };
         Scheduler {
@@ -517,7 +535,14 @@ impl<E: Engine> Scheduler<E> {
                 rep.n_decode += 1;
             }
         }
-        let mut budget = (self.cfg.chunk as usize).saturating_sub(batch.len());
+        // The chunk bounds what running decodes wait for; with none running, a pass
+        // may take the whole logical batch.
+        let cap = if batch.is_empty() {
+            self.cfg.batch.max(self.cfg.chunk)
+        } else {
+            self.cfg.chunk
+        };
+        let mut budget = (cap as usize).saturating_sub(batch.len());
         let mut prefilling: Vec<(u64, usize)> = self
             .slots
             .iter()
@@ -780,6 +805,13 @@ mod tests {
             512
         }
         fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+            if batch.len() > self.n_batch() as usize {
+                return Err(EngineError::Decode(format!(
+                    "batch of {} exceeds n_batch {}",
+                    batch.len(),
+                    self.n_batch()
+                )));
+            }
             self.logits.clear();
             let mut pass: Vec<(i32, usize)> = Vec::new();
             for it in batch {
@@ -850,12 +882,17 @@ mod tests {
     }
 
     fn sched(e: Fake, slots: usize, chunk: u32) -> Scheduler<Fake> {
+        sched_with_batch(e, slots, chunk, chunk)
+    }
+
+    fn sched_with_batch(e: Fake, slots: usize, chunk: u32, batch: u32) -> Scheduler<Fake> {
         Scheduler::new(
             e,
             SchedConfig {
                 n_slots: slots,
                 n_ctx_slot: 1024,
                 chunk,
+                batch,
                 burst_gap: Duration::ZERO,
             },
             Arc::new(Metrics::default()),
@@ -1132,6 +1169,52 @@ mod tests {
         assert_eq!(t, alone(&long, 3));
         assert_eq!(f.prompt_tokens, 30);
         assert_eq!(f.reason, FinishReason::Length);
+    }
+
+    #[test]
+    fn a_pass_without_decodes_takes_the_logical_batch_and_a_pass_with_decodes_the_chunk() {
+        // Four 6-token prompts (no shared prefix) reach an idle scheduler together.
+        let prompts: Vec<Vec<TokenId>> = (0..4)
+            .map(|j| (0..6).map(|i| 3 + j * 10 + i).collect())
+            .collect();
+        let burst = |batch: u32| {
+            let mut s = sched_with_batch(fake(5), 5, 8, batch);
+            let adm = Admission::new(8);
+            let mut rxs = Vec::new();
+            for (id, p) in prompts.iter().enumerate() {
+                let (j, rx) = job(id as u64, p.clone(), 40);
+                adm.submit(j).unwrap();
+                rxs.push(rx);
+            }
+            s.admit(&adm);
+            let first = s.step();
+            (s, adm, rxs, first)
+        };
+        // batch 32: all 24 prompt tokens in the first pass, every request has its
+        // first token after it, and the next pass decodes all four.
+        let (mut s, adm, _rxs, first) = burst(32);
+        assert_eq!((first.n_decode, first.n_prefill), (0, 24));
+        assert_eq!(s.engine().passes[0], vec![(0, 6), (1, 6), (2, 6), (3, 6)]);
+        let second = s.step();
+        assert_eq!((second.n_decode, second.n_prefill), (4, 0));
+        // A prompt arriving while they decode is fed at most chunk − 4 = 4 per pass.
+        let long: Vec<TokenId> = (0..10).map(|i| 50 + i).collect();
+        let (e, mut rxe) = job(9, long.clone(), 2);
+        adm.submit(e).unwrap();
+        s.admit(&adm);
+        let third = s.step();
+        assert_eq!((third.n_decode, third.n_prefill), (4, 4));
+        drain(&mut s, &adm);
+        let (t, _) = text_and_finish(&events(&mut rxe));
+        assert_eq!(t, alone(&long, 2));
+        // batch = chunk (8): the old behaviour, the burst takes 3 passes.
+        let (mut s, _adm, _rxs, first) = burst(8);
+        assert_eq!((first.n_decode, first.n_prefill), (0, 8));
+        let second = s.step();
+        assert_eq!((second.n_decode, second.n_prefill), (1, 7));
+        // The logical batch never exceeds the engine's n_batch (the fake's is 512).
+        let s = sched_with_batch(fake(2), 2, 8, 4096);
+        assert_eq!(s.cfg.batch, 512);
     }
 
     #[test]
