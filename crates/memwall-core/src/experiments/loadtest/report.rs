@@ -153,6 +153,17 @@ pub fn table(points: &[LoadPoint]) -> String {
         if let Some(e) = &p.first_error {
             n.push_str(&format!("; first error: {e}"));
         }
+        let stopped = p
+            .samples
+            .iter()
+            .filter(|q| q.finish_reason.as_deref() == Some("stop"))
+            .count();
+        if stopped > 0 {
+            n.push_str(&format!(
+                "; {stopped} of {} requests ended at end-of-generation (finish_reason stop), short of their output length: a server sent ignore_eos that does not honour it serves fewer tokens per request, and its clients fall out of step",
+                p.n_completed
+            ));
+        }
         notes.push(n);
     }
     for n in notes {

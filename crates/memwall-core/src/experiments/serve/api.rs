@@ -80,6 +80,11 @@ pub struct Common {
     /// Stop sequences: not supported (only `null` or empty).
     #[serde(default)]
     pub stop: Option<serde_json::Value>,
+    /// llama-server's extension: never end at an end-of-generation token (greedy picks
+    /// the best other token), so a request runs to `max_tokens` or the context; load
+    /// testers send it to fix each request's output length.
+    #[serde(default)]
+    pub ignore_eos: bool,
 }
 
 /// `POST /v1/chat/completions` body.

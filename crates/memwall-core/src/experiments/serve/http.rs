@@ -494,6 +494,7 @@ async fn respond(
         id: n,
         prompt: tokens,
         max_tokens,
+        ignore_eos: common.ignore_eos,
         events: tx,
     };
     if st.admission.submit(job).is_err() {

@@ -24,7 +24,10 @@
 //!   runs for it after the one in flight.
 //!
 //! Sampling is greedy ([`argmax`]). The end-of-generation token ends a request and is
-//! neither emitted nor counted in `completion_tokens`.
+//! neither emitted nor counted in `completion_tokens`; a request with `ignore_eos`
+//! (llama-server's extension, sent by load testers) never samples one: its greedy
+//! token is the best that is not end-of-generation, as llama-server's −∞ logit bias on
+//! those tokens gives.
 
 use crate::experiments::chat::Utf8Stream;
 use crate::measure::engine::{BatchItem, Engine, EngineError, TokenId, argmax};
@@ -176,6 +179,9 @@ pub struct Job {
     pub prompt: Vec<TokenId>,
     /// Most tokens to generate (≥ 1).
     pub max_tokens: u32,
+    /// Never end at an end-of-generation token (llama-server's `ignore_eos`): the
+    /// greedy choice is the best token that is not one.
+    pub ignore_eos: bool,
     /// Where the request's events go; a closed receiver cancels the request.
     pub events: UnboundedSender<Event>,
 }
@@ -617,8 +623,13 @@ impl<E: Engine> Scheduler<E> {
         }
         let now = Instant::now();
         for (k, &i) in outs.iter().enumerate() {
-            let tok = match self.engine.logits(k) {
-                Ok(l) => argmax(l),
+            let ignore_eos = self.slots[i]
+                .active
+                .as_ref()
+                .is_some_and(|a| a.job.ignore_eos);
+            let engine = &self.engine;
+            let tok = match engine.logits(k) {
+                Ok(l) => greedy(l, ignore_eos, |t| engine.is_eog(t)),
                 Err(e) => {
                     if let Some(a) = self.slots[i].active.take() {
                         let _ = a.job.events.send(Event::Failed(e.to_string()));
@@ -744,6 +755,23 @@ impl<E: Engine> Scheduler<E> {
     }
 }
 
+/// The greedy token: the argmax, or with `ignore_eos` the best token that is not
+/// end-of-generation (the vocabulary is scanned again only when the argmax is one).
+fn greedy(logits: &[f32], ignore_eos: bool, is_eog: impl Fn(TokenId) -> bool) -> TokenId {
+    let best = argmax(logits);
+    if !ignore_eos || !is_eog(best) {
+        return best;
+    }
+    let mut keep: Option<(usize, f32)> = None;
+    for (t, &v) in logits.iter().enumerate() {
+        if !is_eog(t as TokenId) && keep.is_none_or(|(_, b)| v > b) {
+            keep = Some((t, v));
+        }
+    }
+    // A vocabulary of end-of-generation tokens only: nothing else can be chosen.
+    keep.map_or(best, |(t, _)| t as TokenId)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -826,8 +854,12 @@ mod tests {
                 }
                 kv.push(it.token);
                 if it.logits {
+                    // The next token, and a runner-up 7 ids on (what
+                    // `ignore_eos` takes when the next is end-of-generation).
                     let mut l = vec![0.0; V];
-                    l[(self.next)(kv) as usize] = 1.0;
+                    let t = (self.next)(kv) as usize;
+                    l[t] = 1.0;
+                    l[(t + 7) % V] = 0.5;
                     self.logits.push(l);
                 }
                 match pass.last_mut() {
@@ -906,6 +938,7 @@ mod tests {
                 id,
                 prompt,
                 max_tokens,
+                ignore_eos: false,
                 events: tx,
             },
             rx,
@@ -1339,6 +1372,43 @@ mod tests {
         assert!(!t.contains('\u{FFFD}'));
         assert_eq!(f.reason, FinishReason::Stop);
         assert_eq!(f.completion_tokens, 4);
+    }
+
+    #[test]
+    fn ignore_eos_runs_to_max_tokens_on_the_best_token_that_is_not_end_of_generation() {
+        let run = |ignore_eos: bool| {
+            let mut e = fake(1);
+            // Every step's argmax is EOG; the runner-up is token 7 ('h').
+            e.next = Box::new(|_: &[TokenId]| EOG);
+            let mut s = sched(e, 1, 512);
+            let adm = Admission::new(2);
+            let (tx, mut rx) = unbounded_channel();
+            let j = Job {
+                id: 0,
+                prompt: vec![3, 4],
+                max_tokens: 5,
+                ignore_eos,
+                events: tx,
+            };
+            adm.submit(j).unwrap();
+            drain(&mut s, &adm);
+            text_and_finish(&events(&mut rx))
+        };
+        let (t, f) = run(false);
+        assert_eq!(
+            (t.as_str(), f.reason, f.completion_tokens),
+            ("", FinishReason::Stop, 0)
+        );
+        let (t, f) = run(true);
+        assert_eq!(
+            (t.as_str(), f.reason, f.completion_tokens),
+            ("hhhhh", FinishReason::Length, 5)
+        );
+        // Directly: the argmax when it is not end-of-generation or ignore_eos is off.
+        assert_eq!(greedy(&[0.9, 0.1, 0.5], true, |t| t == 0), 2);
+        assert_eq!(greedy(&[0.9, 0.1, 0.5], false, |t| t == 0), 0);
+        assert_eq!(greedy(&[0.1, 0.9, 0.5], true, |t| t == 0), 1);
+        assert_eq!(greedy(&[0.9], true, |t| t == 0), 0);
     }
 
     #[test]
