@@ -84,19 +84,22 @@ def load(side):
             cells.setdefault(c, []).append({
                 "tps": p["output_throughput_tps"], "ttft": p["ttft"]["median_ms"],
                 "tpot": p["tpot"]["median_ms"], "done": p["n_completed"], "sent": p["n_sent"],
-                "burst": burst([q["start_ms"] for q in p["samples"]])})
+                "burst": burst([q["start_ms"] for q in p["samples"]]),
+                # Requests that ended at end-of-generation, short of OUT (ignore_eos not
+                # honoured): fewer tokens, and the clients fall out of step.
+                "short": sum(q.get("finish_reason") == "stop" for q in p["samples"])})
     return cells
 a, b = load("a"), load("b")
 med = lambda xs, k: st.median(x[k] for x in xs)
 print(f"A = {a_name}; B = llama-server. Medians over {reps} alternating repetitions.")
-print("| concurrency | A out tok/s | B out tok/s | tok/s A÷B | A TTFT p50 ms | B TTFT p50 ms | TTFT A÷B | A TPOT p50 ms | B TPOT p50 ms | A burst | B burst | A done/sent | B done/sent |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| concurrency | A out tok/s | B out tok/s | tok/s A÷B | A TTFT p50 ms | B TTFT p50 ms | TTFT A÷B | A TPOT p50 ms | B TPOT p50 ms | A burst | B burst | A done/sent | B done/sent | A/B stopped short |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in sorted(a):
     at, bt = med(a[c], "tps"), med(b[c], "tps")
     af, bf = med(a[c], "ttft"), med(b[c], "ttft")
     ad = f"{sum(x['done'] for x in a[c])}/{sum(x['sent'] for x in a[c])}"
     bd = f"{sum(x['done'] for x in b[c])}/{sum(x['sent'] for x in b[c])}"
-    print(f"| {c} | {at:.1f} | {bt:.1f} | {at/bt:.3f} | {af:.1f} | {bf:.1f} | {af/bf:.3f} | {med(a[c], 'tpot'):.1f} | {med(b[c], 'tpot'):.1f} | {med(a[c], 'burst'):.2f} | {med(b[c], 'burst'):.2f} | {ad} | {bd} |")
+    print(f"| {c} | {at:.1f} | {bt:.1f} | {at/bt:.3f} | {af:.1f} | {bf:.1f} | {af/bf:.3f} | {med(a[c], 'tpot'):.1f} | {med(b[c], 'tpot'):.1f} | {med(a[c], 'burst'):.2f} | {med(b[c], 'burst'):.2f} | {ad} | {bd} | {sum(x['short'] for x in a[c])}/{sum(x['short'] for x in b[c])} |")
 print()
 print("burst: requests sent within 50 ms of each request (1 = one at a time; the concurrency = all in step).")
 print()
