@@ -369,32 +369,27 @@ mod tests {
 
     #[test]
     fn the_report_counts_requests_that_stopped_short_and_only_those() {
+        let table = |samples: Vec<RequestSample>| {
+            let p = summarize(
+                Load::Closed { concurrency: 2 },
+                samples,
+                0.5,
+                &Slo::default(),
+                None,
+            );
+            crate::experiments::loadtest::report::table(&[p.unwrap()])
+        };
         let mut short = sample(1, &[200.0, 210.0], 260.0, Some(3));
         short.finish_reason = Some("stop".into());
-        let with = vec![sample(0, &[100.0, 120.0, 150.0], 160.0, Some(4)), short];
-        let p = summarize(
-            Load::Closed { concurrency: 2 },
-            with,
-            0.5,
-            &Slo::default(),
-            None,
-        )
-        .unwrap();
-        let t = crate::experiments::loadtest::report::table(&[p]);
+        let t = table(vec![
+            sample(0, &[100.0, 120.0, 150.0], 160.0, Some(4)),
+            short,
+        ]);
         assert!(
             t.contains("1 of 2 requests ended at end-of-generation"),
             "{t}"
         );
-        let without = vec![sample(0, &[100.0, 120.0, 150.0], 160.0, Some(4))];
-        let p = summarize(
-            Load::Closed { concurrency: 2 },
-            without,
-            0.5,
-            &Slo::default(),
-            None,
-        )
-        .unwrap();
-        let t = crate::experiments::loadtest::report::table(&[p]);
+        let t = table(vec![sample(0, &[100.0, 120.0, 150.0], 160.0, Some(4))]);
         assert!(!t.contains("end-of-generation"), "{t}");
     }
 
