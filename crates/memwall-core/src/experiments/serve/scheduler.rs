@@ -12,6 +12,9 @@
 //!   A step in which no request decodes stalls nobody, so it takes up to
 //!   [`SchedConfig::batch`] tokens ([`IDLE_PASS_TOKENS`], llama-server's `-b`): a burst
 //!   reaching an idle server is prefilled in one pass and its requests stay in step.
+//!   That pass runs as engine calls of `chunk` tokens, and a request whose prompt ends
+//!   in one gets its first token when that call returns (llama-server returns all of
+//!   them after the whole batch).
 //! - **Admission.** Requests wait in a bounded queue ([`Admission`]); a full queue
 //!   refuses at once ([`QueueFull`]); slots take requests in strict arrival order.
 //! - **Prefix reuse.** A request goes to the free slot whose cache shares the longest
@@ -44,9 +47,10 @@ use tokio::sync::mpsc::UnboundedSender;
 pub const PREFILL_CHUNK_TOKENS: u32 = 512;
 
 /// Tokens a step feeds at most when no request is decoding ([`SchedConfig::batch`]):
-/// llama.cpp's default logical batch (`n_batch` 2048, llama-server's `-b`), which the
-/// engine runs as micro-batches of [`PREFILL_CHUNK_TOKENS`]. Nothing waits on such a
-/// step, and a burst of prompts that ends prefill in one pass stays in step (at
+/// llama.cpp's default logical batch (`n_batch` 2048, llama-server's `-b`), fed as
+/// engine calls of [`SchedConfig::chunk`] tokens (each request's first token comes
+/// when the call that ends its prompt returns). Nothing waits on such a
+/// step, and a burst of prompts that ends prefill in one pass decodes in step (at
 /// concurrency 16 × 128-token prompts, four 512-token passes let the first four
 /// requests run ahead and the closed loop drift apart).
 pub const IDLE_PASS_TOKENS: u32 = 2048;
@@ -594,50 +598,63 @@ impl<E: Engine> Scheduler<E> {
         if batch.is_empty() {
             return rep;
         }
-        let t0 = Instant::now();
-        let res = self
-            .engine
-            .decode(&batch)
-            .map(|()| self.engine.synchronize());
-        self.metrics.n_decode_total.fetch_add(1, Ordering::Relaxed);
-        self.metrics
-            .n_busy_slots_total
-            .fetch_add(self.busy() as u64, Ordering::Relaxed);
-        if let Err(e) = res {
-            for &i in &in_pass {
-                let s = &mut self.slots[i];
-                if let Some(a) = s.active.take() {
-                    let _ = a.job.events.send(Event::Failed(e.to_string()));
-                }
-                s.cache.clear();
-                let _ = self.engine.kv_truncate(i as i32, 0);
-            }
-            self.publish();
-            return rep;
-        }
-        if rep.n_prefill > 0 {
-            // Prefill time is charged once per pass that prefilled.
+        // A pass with decodes is one engine call of at most `chunk` tokens. A pass
+        // without runs as calls of `chunk` tokens each (the micro-batches llama.cpp
+        // would run inside one call of the whole batch), and a request whose prompt
+        // ends in one takes its first token as soon as that call returns, not when
+        // the whole burst is prefilled; the burst's requests then decode in step.
+        let part_len = if rep.n_decode == 0 {
+            self.cfg.chunk as usize
+        } else {
+            batch.len()
+        };
+        let mut outs_left: &[usize] = &outs;
+        for part in batch.chunks(part_len.max(1)) {
+            let t0 = Instant::now();
+            let res = self.engine.decode(part).map(|()| self.engine.synchronize());
+            self.metrics.n_decode_total.fetch_add(1, Ordering::Relaxed);
             self.metrics
-                .prompt_us_total
-                .fetch_add(micros(t0.elapsed()), Ordering::Relaxed);
-        }
-        let now = Instant::now();
-        for (k, &i) in outs.iter().enumerate() {
-            let ignore_eos = self.slots[i]
-                .active
-                .as_ref()
-                .is_some_and(|a| a.job.ignore_eos);
-            let engine = &self.engine;
-            let tok = match engine.logits(k) {
-                Ok(l) => greedy(l, ignore_eos, |t| engine.is_eog(t)),
-                Err(e) => {
-                    if let Some(a) = self.slots[i].active.take() {
+                .n_busy_slots_total
+                .fetch_add(self.busy() as u64, Ordering::Relaxed);
+            if let Err(e) = res {
+                for &i in &in_pass {
+                    let s = &mut self.slots[i];
+                    if let Some(a) = s.active.take() {
                         let _ = a.job.events.send(Event::Failed(e.to_string()));
                     }
-                    continue;
+                    s.cache.clear();
+                    let _ = self.engine.kv_truncate(i as i32, 0);
                 }
-            };
-            self.accept(i, tok, now);
+                self.publish();
+                return rep;
+            }
+            if rep.n_prefill > 0 {
+                // Prefill time is charged for every call of a pass that prefilled.
+                self.metrics
+                    .prompt_us_total
+                    .fetch_add(micros(t0.elapsed()), Ordering::Relaxed);
+            }
+            let n_out = part.iter().filter(|it| it.logits).count();
+            let (mine, rest) = outs_left.split_at(n_out.min(outs_left.len()));
+            outs_left = rest;
+            let now = Instant::now();
+            for (k, &i) in mine.iter().enumerate() {
+                let ignore_eos = self.slots[i]
+                    .active
+                    .as_ref()
+                    .is_some_and(|a| a.job.ignore_eos);
+                let engine = &self.engine;
+                let tok = match engine.logits(k) {
+                    Ok(l) => greedy(l, ignore_eos, |t| engine.is_eog(t)),
+                    Err(e) => {
+                        if let Some(a) = self.slots[i].active.take() {
+                            let _ = a.job.events.send(Event::Failed(e.to_string()));
+                        }
+                        continue;
+                    }
+                };
+                self.accept(i, tok, now);
+            }
         }
         self.publish();
         rep
@@ -1223,13 +1240,25 @@ mod tests {
             let first = s.step();
             (s, adm, rxs, first)
         };
-        // batch 32: all 24 prompt tokens in the first pass, every request has its
-        // first token after it, and the next pass decodes all four.
-        let (mut s, adm, _rxs, first) = burst(32);
+        // batch 32: all 24 prompt tokens in the first pass, run as three engine calls
+        // of chunk (8) tokens; every request has its first token after the pass, and
+        // the next pass decodes all four in one call.
+        let (mut s, adm, mut rxs, first) = burst(32);
         assert_eq!((first.n_decode, first.n_prefill), (0, 24));
-        assert_eq!(s.engine().passes[0], vec![(0, 6), (1, 6), (2, 6), (3, 6)]);
+        assert_eq!(
+            s.engine().passes,
+            vec![
+                vec![(0, 6), (1, 2)],
+                vec![(1, 4), (2, 4)],
+                vec![(2, 2), (3, 6)]
+            ]
+        );
+        // Request 0's first token was sampled right after the first call: every call
+        // replaces the fake's logits, so a row read later would not be its own.
+        // Each request's text equals its run alone.
         let second = s.step();
         assert_eq!((second.n_decode, second.n_prefill), (4, 0));
+        assert_eq!(s.engine().passes.len(), 4);
         // A prompt arriving while they decode is fed at most chunk − 4 = 4 per pass.
         let long: Vec<TokenId> = (0..10).map(|i| 50 + i).collect();
         let (e, mut rxe) = job(9, long.clone(), 2);
@@ -1240,6 +1269,9 @@ mod tests {
         drain(&mut s, &adm);
         let (t, _) = text_and_finish(&events(&mut rxe));
         assert_eq!(t, alone(&long, 2));
+        for (p, rx) in prompts.iter().zip(rxs.iter_mut()) {
+            assert_eq!(text_and_finish(&events(rx)).0, alone(p, 40));
+        }
         // batch = chunk (8): the old behaviour, the burst takes 3 passes.
         let (mut s, _adm, _rxs, first) = burst(8);
         assert_eq!((first.n_decode, first.n_prefill), (0, 8));
