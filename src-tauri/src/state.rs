@@ -508,6 +508,7 @@ impl AppState {
         let kept = self.chat.lock().ok().and_then(|mut s| s.take());
         let cfg = ChatConfig {
             max_tokens: r.max_tokens,
+            emit_every: chat::CHAT_EMIT_EVERY,
         };
         let chat::ChatTurn {
             session,

@@ -98,6 +98,10 @@ try {
   await wd.waitFor("4 result rows", `return document.querySelectorAll("#results tbody tr").length === 4 && document.querySelector("#plabel").textContent === "done"`, 300000);
   const rows = await wd.exec(`return [...document.querySelectorAll("#results tbody tr")].map(r => r.textContent)`);
   log("bench rows:", JSON.stringify(rows));
+  // tg16 at depth 0 (mean tok/s), to set the chat's decode rate beside below (printed, not asserted: speed
+  // goals live in bench/ scripts; the chat's prompt puts it at a depth of a few dozen tokens, not 0)
+  const tg16 = await wd.exec(`const r = [...document.querySelectorAll("#results tbody tr")].map(r => [...r.cells].map(c => c.textContent.trim()))
+    .find(c => /^tg16( |$)/.test(c[1]) && !/d[1-9]/.test(c[1])); return r ? parseFloat(r[4]) : null`);
   await wd.waitFor("decode chart", `return !!document.querySelector("#chart svg")`, 15000);
   await shot("2-benchmarks");
 
@@ -134,6 +138,7 @@ try {
   await wd.waitFor("chat to finish", `const w = document.querySelector("#why").textContent; return w === "finished" || w === "stopped at the token limit"`, 120000);
   const ttft = await textOf("#ttft"), dec = await textOf("#dec"), pct = await textOf("#pct"), reply = await textOf(".msg.assistant");
   log(`chat: TTFT ${ttft} ms, decode ${dec} tok/s, ${pct} of ceiling; reply: ${JSON.stringify(reply)}`);
+  log(`chat decode ÷ bench tg16 at depth 0: ${dec} ÷ ${tg16} = ${tg16 ? (parseFloat(dec) / tg16).toFixed(3) : "—"}`);
   if (!/^\d+$/.test(ttft) || Number(ttft) <= 0) throw new Error(`TTFT readout is ${ttft}`);
   if (reply.replace("assistant:", "").trim().length === 0) throw new Error("no streamed text");
   await shot("5-chat");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { applyUrl, emptyChat, send, urlRateUnit, urlStop } from "./chat";
+import { applyUrl, coalesce, emptyChat, send, urlRateUnit, urlStop } from "./chat";
 import type { ChatState } from "./chat";
 import type { UrlChatStats } from "./types";
 
@@ -32,5 +32,30 @@ describe("chat pointed at a URL", () => {
     expect(urlStop(stats({ cancelled: true, finish_reason: "length" }))).toBe("cancelled");
     expect(urlStop(stats({ finish_reason: "length" }))).toBe("max_tokens");
     expect(urlStop(stats({ finish_reason: "stop" }))).toBe("end_of_generation");
+  });
+});
+
+describe("coalesce", () => {
+  it("paints the first request at once, then at most once per window, and now() drops a pending one", () => {
+    let t = 0;
+    const timers: { at: number; f: () => void }[] = [];
+    const clock = { now: () => t, later: (f: () => void, ms: number) => timers.push({ at: t + ms, f }) };
+    const advance = (to: number) => {
+      t = to;
+      for (const x of timers.splice(0).sort((a, b) => a.at - b.at)) if (x.at <= to) x.f(); else timers.push(x);
+    };
+    let paints = 0;
+    const c = coalesce(() => paints++, 100, clock);
+    c.soon();
+    expect(paints).toBe(1);            // the first token shows at once
+    for (let i = 1; i <= 50; i++) { advance(i); c.soon(); }
+    expect(paints).toBe(1);            // 50 tokens inside the window: no paint yet
+    advance(100);
+    expect(paints).toBe(2);            // one paint for all of them, at the window's end
+    advance(150); c.soon();
+    c.now();
+    expect(paints).toBe(3);            // the end of the turn paints at once
+    advance(400);
+    expect(paints).toBe(3);            // and the pending paint was dropped
   });
 });

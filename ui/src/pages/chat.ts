@@ -1,6 +1,6 @@
 import { api, errText } from "../ipc";
 import { esc, num } from "../format";
-import { apply, applyUrl, emptyChat, failed, request, send, stopText, urlRateUnit, type ChatState } from "../chat";
+import { apply, applyUrl, coalesce, emptyChat, failed, request, send, stopText, urlRateUnit, type ChatState } from "../chat";
 
 const INTRO_LOCAL = "The chat template comes from the model's GGUF; decoding is greedy.";
 const INTRO_URL = "Streams /v1/chat/completions from the server (temperature 0). TTFT and the decode rate are measured at the client, from the chunks' arrival; the server's own timings are shown when its final chunk carries them (memwall serve and llama-server send them).";
@@ -70,6 +70,9 @@ export async function chatPage(root: HTMLElement) {
     $<HTMLButtonElement>("#stop").disabled = !s.streaming;
     $<HTMLSelectElement>("#cmode").disabled = s.streaming;
   };
+  // Streamed events repaint at most 10 times a second (core also sends the local
+  // engine's tokens at most every 50 ms); the end of a turn repaints at once.
+  const paint = coalesce(render, 100);
   $("#cmode").addEventListener("change", () => { if (!s.streaming) { s = emptyChat(); render(); } });
   $("#clear").addEventListener("click", () => { if (!s.streaming) { s = emptyChat(); render(); } });
   $("#stop").addEventListener("click", () => api.chatStop());
@@ -85,17 +88,17 @@ export async function chatPage(root: HTMLElement) {
         const model = $<HTMLInputElement>("#curlmodel").value.trim();
         const key = $<HTMLInputElement>("#ckey").value;
         await api.chatUrl({ url: $<HTMLInputElement>("#curl").value.trim(), model: model || null, api_key: key || null,
-          messages: request(s), max_tokens: maxTokens }, (e) => { s = applyUrl(s, e); render(); });
+          messages: request(s), max_tokens: maxTokens }, (e) => { s = applyUrl(s, e); paint.soon(); });
       } else {
         const last = await api.chat({ model: $<HTMLSelectElement>("#cmodel").value, messages: request(s), max_tokens: maxTokens },
-          (e) => { s = apply(s, e); render(); });
+          (e) => { s = apply(s, e); paint.soon(); });
         if (last.warnings?.length) s = { ...s, error: `warning: ${last.warnings.join("; ")}` };
       }
     } catch (e) {
       s = failed(s, errText(e));
     }
     if (s.streaming) s = { ...s, streaming: false };
-    render();
+    paint.now();
   };
   $("#send").addEventListener("click", go);
   $("#msg").addEventListener("keydown", (e) => { if ((e as KeyboardEvent).key === "Enter" && !(e as KeyboardEvent).shiftKey) { e.preventDefault(); go(); } });

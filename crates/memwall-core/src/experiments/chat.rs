@@ -63,7 +63,18 @@ pub fn check_messages(messages: &[ChatMessage]) -> Result<(), ChatError> {
 pub struct ChatConfig {
     /// Most tokens to generate (≥ 1).
     pub max_tokens: u32,
+    /// Least time between two [`ChatEvent::Token`] events: the text of the tokens
+    /// decoded in between travels in one event (the first token and the end of the
+    /// turn are sent at once). Zero sends every token. A window that repaints for
+    /// every token takes CPU from the decode it shows (the app sends
+    /// [`CHAT_EMIT_EVERY`]).
+    #[serde(skip, default)]
+    pub emit_every: Duration,
 }
+
+/// The app's [`ChatConfig::emit_every`]: 20 updates a second at most, so the window
+/// repaints far less often than a small model decodes.
+pub const CHAT_EMIT_EVERY: Duration = Duration::from_millis(50);
 
 /// Why a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
@@ -216,7 +227,9 @@ pub fn chat_ceiling_tps(facts: &ModelFacts, bandwidth: Option<Gbps>, context: u6
 }
 
 /// Runs one chat turn: template → tokenize → prefill → greedy decode, calling
-/// `on_event` with a [`ChatEvent::Token`] after each token. The KV cache is cleared
+/// `on_event` with a [`ChatEvent::Token`] after the first token and then at most
+/// every [`ChatConfig::emit_every`] (every token when zero), the last one before
+/// [`ChatEvent::Done`]. The KV cache is cleared
 /// first (the whole conversation is re-prefilled each turn). `ceiling(prompt_tokens)`
 /// gives the decode ceiling (tok/s) at the turn's context, `None` when unknown.
 ///
@@ -285,15 +298,22 @@ pub fn generate<E: Engine + ?Sized>(
         0,
         ceiling_tps,
     );
+    // Text decoded since the last Token event, and when that event was sent.
+    let mut pending = String::new();
+    let mut last_emit: Option<Instant> = None;
+    // Sends what is pending (with `tail`, the UTF-8 stream's remainder at the end).
+    let flush = |pending: &mut String, stats: &ChatStats, on_event: &mut dyn FnMut(ChatEvent)| {
+        if !pending.is_empty() {
+            on_event(ChatEvent::Token {
+                text: std::mem::take(pending),
+                stats: stats.clone(),
+            });
+        }
+    };
     loop {
         if engine.is_eog(next) {
-            let tail = utf8.finish();
-            if !tail.is_empty() {
-                on_event(ChatEvent::Token {
-                    text: tail,
-                    stats: stats.clone(),
-                });
-            }
+            pending.push_str(&utf8.finish());
+            flush(&mut pending, &stats, &mut on_event);
             return done(StopReason::EndOfGeneration, stats, &mut on_event);
         }
         n_gen += 1;
@@ -305,19 +325,23 @@ pub fn generate<E: Engine + ?Sized>(
             n_gen,
             ceiling_tps,
         );
-        let text = utf8.push(&engine.token_bytes(next));
-        on_event(ChatEvent::Token {
-            text,
-            stats: stats.clone(),
-        });
-        if n_gen >= cfg.max_tokens.max(1) {
-            return done(StopReason::MaxTokens, stats, &mut on_event);
+        pending.push_str(&utf8.push(&engine.token_bytes(next)));
+        if !pending.is_empty() && last_emit.is_none_or(|t| t.elapsed() >= cfg.emit_every) {
+            flush(&mut pending, &stats, &mut on_event);
+            last_emit = Some(Instant::now());
         }
-        if cancel.load(Ordering::Relaxed) {
-            return done(StopReason::Cancelled, stats, &mut on_event);
-        }
-        if pos as usize + 1 >= n_ctx {
-            return done(StopReason::ContextFull, stats, &mut on_event);
+        let stop = if n_gen >= cfg.max_tokens.max(1) {
+            Some(StopReason::MaxTokens)
+        } else if cancel.load(Ordering::Relaxed) {
+            Some(StopReason::Cancelled)
+        } else if pos as usize + 1 >= n_ctx {
+            Some(StopReason::ContextFull)
+        } else {
+            None
+        };
+        if let Some(reason) = stop {
+            flush(&mut pending, &stats, &mut on_event);
+            return done(reason, stats, &mut on_event);
         }
         engine.decode_one(next, pos, 0)?;
         engine.synchronize();
@@ -484,6 +508,7 @@ mod session {
         };
         let cfg = ChatConfig {
             max_tokens: cfg.max_tokens.clamp(1, CHAT_N_CTX),
+            emit_every: cfg.emit_every,
         };
         let ran = blocking(move || {
             let mut session = match ready {
@@ -616,7 +641,10 @@ mod tests {
     }
 
     fn cfg(max: u32) -> ChatConfig {
-        ChatConfig { max_tokens: max }
+        ChatConfig {
+            max_tokens: max,
+            emit_every: Duration::ZERO,
+        }
     }
 
     #[test]
@@ -645,6 +673,46 @@ mod tests {
         assert_eq!(s.ceiling_tps, Some(100.0));
         // one prefill + one decode per generated token (the last decode yields EOG)
         assert_eq!(e.passes, 1 + 5);
+    }
+
+    #[test]
+    fn coalesced_events_carry_the_same_text_in_two_events() {
+        // Every token alone (emit_every 0), then with a window longer than the turn:
+        // the first token at once, the rest in one event before Done, the same bytes.
+        let run = |every: Duration| {
+            let mut e = fake(vec![1, 2, 3, 4, 5]);
+            let mut tokens: Vec<(String, u32)> = vec![];
+            let mut done = None;
+            generate(
+                &mut e,
+                &user("hi"),
+                &ChatConfig {
+                    max_tokens: 50,
+                    emit_every: every,
+                },
+                &|_| None,
+                &AtomicBool::new(false),
+                |ev| match ev {
+                    ChatEvent::Token { text, stats } => tokens.push((text, stats.n_gen)),
+                    ChatEvent::Done { stats, .. } => done = Some(stats.n_gen),
+                    ChatEvent::Started { .. } => {}
+                },
+            )
+            .unwrap();
+            (tokens, done, e.passes)
+        };
+        let (each, done_each, passes_each) = run(Duration::ZERO);
+        let (two, done_two, passes_two) = run(Duration::from_secs(3600));
+        let text = |v: &[(String, u32)]| v.iter().map(|(t, _)| t.as_str()).collect::<String>();
+        assert_eq!(text(&each), "Hello\u{e9}!");
+        assert_eq!(text(&two), text(&each));
+        assert!(each.len() >= 3, "per-token events: {each:?}");
+        assert_eq!(two.len(), 2, "coalesced events: {two:?}");
+        assert_eq!(two[0], each[0], "the first token is sent at once");
+        // the last event carries the final figures
+        assert_eq!(two[1].1, done_two.unwrap());
+        assert_eq!(done_two, done_each);
+        assert_eq!(passes_two, passes_each);
     }
 
     #[test]
