@@ -389,24 +389,35 @@ async fn chat_streams_tokens_with_ttft_and_stops_within_one_token() {
         })
         .collect();
     assert!(!text.trim().is_empty(), "no text streamed");
-    // stop after the 3rd token: the turn ends with exactly 3 tokens
+    // The app coalesces tokens (one event per CHAT_EMIT_EVERY), so cancel at the first
+    // event carrying 3 or more tokens: the turn then ends with exactly that many tokens,
+    // no further decode step runs after the cancel.
     let s2 = s.clone();
     let req = ChatRequest {
         model,
         messages: msg,
         max_tokens: 200,
     };
+    let cancelled_at = Arc::new(Mutex::new(None::<u32>));
+    let at2 = cancelled_at.clone();
     let st = s
         .chat(req, move |e| {
             if let ChatEvent::Token { stats, .. } = &e {
-                if stats.n_gen == 3 {
+                let mut at = at2.lock().unwrap();
+                if stats.n_gen >= 3 && at.is_none() {
                     assert!(s2.cancel(JobKind::Chat));
+                    *at = Some(stats.n_gen);
                 }
             }
         })
         .await
         .unwrap();
-    assert_eq!(st.n_gen, 3);
+    let at = cancelled_at
+        .lock()
+        .unwrap()
+        .expect("no event reached 3 tokens");
+    assert!(at < 200, "cancelled only at the end ({at})");
+    assert_eq!(st.n_gen, at);
     let _ = StopReason::Cancelled;
 }
 
