@@ -114,6 +114,19 @@ def floor_fit(w, label, tg_points):
 
 
 
+def ties(stats_json):
+    """'n (≤ lead)' of the positions a near-tie tolerance decided, '0' without any,
+    '—' where the stats predate the count."""
+    try:
+        st = json.loads(stats_json or "{}")
+    except ValueError:
+        return "—"
+    if "n_tie_breaks" not in st:
+        return "—"
+    n = st["n_tie_breaks"]
+    return f"{n} of {st.get('n_emitted', 0)} (lead ≤ {st['tie_gap_max']:.2e})" if n else f"0 of {st.get('n_emitted', 0)}"
+
+
 def spec_table(w, synth, files):
     """Set-acceptance speculative decoding: memwall's measured speedup beside the cost
     model's prediction stored before the run, and beside llama-server
@@ -124,12 +137,13 @@ def spec_table(w, synth, files):
     w("## Speculative decoding at a set acceptance rate (memwall spec bench --synth-acceptance)\n")
     w("The drafter proposes the target's own greedy token with probability α per position and a wrong one "
       "otherwise, paying a real forward of the draft model per drafted token; every output equalled target-only "
-      "decoding; each speedup row needs the real draft model's passed greedy gate at that k. Predicted = the cost "
+      "decoding, where a run with a near-tie tolerance (`--synth-tie-tolerance`, random weights) took the target-only "
+      "token at the positions counted under 'near-ties' (the verify argmax led it by at most the lead shown); each speedup row needs the real draft model's passed greedy gate at that k. Predicted = the cost "
       "model on t_verify(j) and t_draft measured before the timed runs (stored then, `spec_synth_predictions`). "
       "llama.cpp = llama-server `--spec-synth-rates α,α²,…,α^k` (output not valid there), same target, draft and k, "
       "decode tok/s of /completion's timings over the target-only server's.\n")
-    w("| target | draft | α set | k | target-only t/s | speculative t/s | speedup measured (reps) | predicted before | measured ÷ predicted | predicted at realised α̂ | realised α̂ (tested) | llama.cpp speedup | memwall ÷ llama.cpp | row id |")
-    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    w("| target | draft | α set | k | target-only t/s | speculative t/s | speedup measured (reps) | predicted before | measured ÷ predicted | predicted at realised α̂ | realised α̂ (tested) | near-ties of emitted tokens | llama.cpp speedup | memwall ÷ llama.cpp | row id |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for run in runs:
         rows = [r for r in synth if r["run_id"] == run]
         base = next((r for r in rows if r["k"] == 0), None)
@@ -147,7 +161,7 @@ def spec_table(w, synth, files):
             w(f"| {target} | {r['draft_file']} | {r['alpha_set']} | {r['k']} | {fmt(base['tps_mean'] if base else None)} | "
               f"{fmt(r['tps_mean'])} | {fmt(r['speedup_mean'], 3)} ({', '.join(f'{x:.3f}' for x in sp)}) | "
               f"{fmt(r['predicted_speedup'], 3)} | {fmt(r['speedup_mean'] / r['predicted_speedup'] if r['predicted_speedup'] else None, 3)} | "
-              f"{fmt(r['predicted_after'], 3)} | {fmt(r['alpha_hat'], 3)} ({r['n_tested']}) | "
+              f"{fmt(r['predicted_after'], 3)} | {fmt(r['alpha_hat'], 3)} ({r['n_tested']}) | {ties(r.get('stats_json'))} | "
               f"{fmt(ps, 3) if p else '— (peer not run)'} | {fmt(r['speedup_mean'] / ps if ps else None, 3)} | {r['id']} |")
     w("")
 
@@ -290,12 +304,15 @@ def main(dirs):
     if gates:
         w("## Speculative decoding: the greedy gate (does the verify path reproduce target-only decoding?)\n")
         w("A set-acceptance speedup is stored only at a k whose real draft model passed this gate, and only when every "
-          "output of the timed run equals target-only decoding.\n")
-        w("| call | target | drafter | k | identical outputs | tokens per prompt | passed | gate row |")
-        w("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "output of the timed run equals target-only decoding. Near-ties: positions where the verify pass's argmax led "
+          "the target-only token by at most the gate's `--tie-tolerance` and the target-only token was taken (random "
+          "weights leave near-tied top logits that a k + 1-row kernel sums in another order); '—': a gate without "
+          "that count.\n")
+        w("| call | target | drafter | k | identical outputs | tokens per prompt | near-ties of emitted tokens | passed | gate row |")
+        w("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for g in gates:
             w(f"| {g['call']} | {os.path.basename(g['target_file']) if g.get('target_file') else g['target_sha256'][:12]} | {g['drafter_key']} | {g['k']} | "
-              f"{g['n_identical']}/{g['n_prompts']} | {g['max_new']} | {'yes' if g['passed'] else 'no'} | #{g['id']} |")
+              f"{g['n_identical']}/{g['n_prompts']} | {g['max_new']} | {ties(g.get('detail_json'))} | {'yes' if g['passed'] else 'no'} | #{g['id']} |")
         w("")
     spec_table(w, synth, files)
     rep = os.path.join(os.path.dirname(os.path.abspath(dirs[-1])), "report", "report.md")

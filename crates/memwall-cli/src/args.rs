@@ -881,6 +881,13 @@ pub struct SpecGateArgs {
     /// Seed of the sampling check.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Near-tie tolerance of the greedy gate, in logits (default 0: token for
+    /// token). A verified position may take the target-only token where the verify
+    /// pass's argmax leads it by at most this much; each row counts those positions
+    /// and their largest lead. For random-weight synthetic targets, whose top logits
+    /// are near-ties that a k + 1-row kernel's summation order can flip.
+    #[arg(long, default_value_t = 0.0)]
+    pub tie_tolerance: f32,
     /// Do not store the result.
     #[arg(long)]
     pub no_store: bool,
@@ -947,6 +954,14 @@ pub struct SpecBenchArgs {
     /// Seed of the --synth-acceptance draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With --synth-acceptance: near-tie tolerance of the output check, in logits
+    /// (default 0: token for token). A verified position may take the target-only
+    /// token where this run's argmax leads it by at most this much; the report
+    /// counts those positions and their largest lead. For random-weight synthetic
+    /// targets, whose top logits are near-ties that a k + 1-row kernel's summation
+    /// order can flip.
+    #[arg(long, default_value_t = 0.0)]
+    pub synth_tie_tolerance: f32,
     /// Folder for spec.md, spec.json and the charts.
     #[arg(long, default_value = "results/spec")]
     pub out: PathBuf,

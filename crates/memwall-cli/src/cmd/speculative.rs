@@ -133,6 +133,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
         sampling_k: a.sampling_k,
         temperature: a.temperature,
         seed: a.seed,
+        tie_tolerance: a.tie_tolerance,
         guard: a.guard.options(),
         command: command_line(),
     };
@@ -216,6 +217,11 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     if !a.synth_acceptance.is_empty() {
         return synth_cmd(db, a).await;
     }
+    if a.synth_tie_tolerance != 0.0 {
+        bail!(
+            "--synth-tie-tolerance applies to the set-acceptance bench only: add --synth-acceptance (a bench of real drafters checks its output token for token)"
+        );
+    }
     let categories = a
         .categories
         .iter()
@@ -273,6 +279,7 @@ async fn synth_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
         max_new: a.max_new,
         timing_reps: a.timing_reps,
         seed: a.seed,
+        tie_tolerance: a.synth_tie_tolerance,
         results_dir: Some(a.out.clone()),
         record: !a.no_store,
         guard: a.guard.options(),

@@ -19,7 +19,7 @@
 use super::SpecError;
 use super::drafter::{DraftModel, Drafter, Ngram};
 use super::prompts::{Category, Format};
-use super::run::{GreedyOutput, SpecConfig, SpecSession, SpecStats, target_greedy};
+use super::run::{GreedyOutput, SpecConfig, SpecSession, SpecStats, TieBreak, target_greedy};
 use super::sampling::SamplingParams;
 use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,12 @@ pub struct GatePlan {
     pub max_new: usize,
     /// The n-gram drafter's settings.
     pub ngram: Ngram,
+    /// Near-tie tolerance, in logits (0: token for token): a verified position may
+    /// take the target-only token where the verify pass's argmax leads it by at
+    /// most this much ([`TieBreak`]); such positions are counted in each row's
+    /// stats and named in its line.
+    #[serde(default)]
+    pub tie_tolerance: f32,
 }
 
 /// Where a speculative output first left the reference.
@@ -139,6 +145,12 @@ impl GateRow {
                 d.target_margin.map_or("—".into(), |m| format!("{m:.4}"))
             ));
         }
+        if self.stats.n_tie_breaks > 0 {
+            s.push_str(&format!(
+                "; {} near-ties of {} emitted tokens took the target-only token (verify argmax ahead by at most {:.3e} logits)",
+                self.stats.n_tie_breaks, self.stats.n_emitted, self.stats.tie_gap_max
+            ));
+        }
         s
     }
 }
@@ -193,6 +205,10 @@ pub fn greedy_gate<T: Engine, D: Engine>(
             margins,
         } = target_greedy(target, &p.tokens, plan.max_new)?;
         session.invalidate();
+        session.set_tie_break((plan.tie_tolerance > 0.0).then(|| TieBreak {
+            reference: p.tokens.iter().chain(&want).copied().collect(),
+            tolerance: plan.tie_tolerance,
+        }));
         for row in rows.iter_mut() {
             let cfg = SpecConfig::greedy(row.k, plan.max_new);
             let drafter: &mut dyn Drafter = match row.drafter {
@@ -457,6 +473,7 @@ mod tests {
             drafters: vec![DrafterKind::Ngram],
             max_new: 8,
             ngram: Ngram::default(),
+            tie_tolerance: 0.0,
         };
         let stop = AtomicBool::new(false);
         let mut seen = Vec::new();
@@ -493,6 +510,7 @@ mod tests {
             drafters: vec![DrafterKind::DraftModel, DrafterKind::Ngram],
             max_new: 24,
             ngram: Ngram::default(),
+            tie_tolerance: 0.0,
         };
         let mut seen = 0;
         let rows = greedy_gate(
@@ -524,6 +542,7 @@ mod tests {
             drafters: vec![DrafterKind::DraftModel],
             max_new: 16,
             ngram: Ngram::default(),
+            tie_tolerance: 0.0,
         };
         let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
         let prompts = tokenized(3);
@@ -546,6 +565,75 @@ mod tests {
         assert!(
             r.line()
                 .contains("0/3 identical; first difference: prompt p0 at generated position 0")
+        );
+    }
+
+    #[test]
+    fn near_ties_pass_only_within_the_tolerance_and_a_real_divergence_never() {
+        // Batched passes raise each row's runner-up 1e-4 logits above its argmax.
+        let flipping = || {
+            let mut m = Mock::new(30, 4.0);
+            m.batched_flip = Some(1e-4);
+            m
+        };
+        let gate = |t: &mut dyn FnMut(&GatePlan) -> GateRow, tolerance: f32| {
+            t(&GatePlan {
+                ks: vec![3],
+                drafters: vec![DrafterKind::DraftModel],
+                max_new: 16,
+                ngram: Ngram::default(),
+                tie_tolerance: tolerance,
+            })
+        };
+        let mut on_flipping = |plan: &GatePlan| {
+            let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+            greedy_gate(
+                &mut flipping(),
+                Some(&mut dm),
+                &tokenized(3),
+                plan,
+                &mut |_, _, _| {},
+                &AtomicBool::new(false),
+            )
+            .unwrap()
+            .remove(0)
+        };
+        for tolerance in [0.0, 5e-5] {
+            let r = gate(&mut on_flipping, tolerance);
+            assert!(!r.passed(), "tolerance {tolerance}: {}", r.line());
+            assert_eq!(r.stats.n_tie_breaks, 0);
+        }
+        let r = gate(&mut on_flipping, 1e-3);
+        assert!(r.passed(), "{}", r.line());
+        assert!(r.stats.n_tie_breaks > 0);
+        assert!((r.stats.tie_gap_max - 1e-4).abs() < 1e-5);
+        assert!(
+            r.line().contains("3/3 identical; ")
+                && r.line().contains(" near-ties of 48 emitted tokens")
+                && r.line().contains("at most 9.99"),
+            "{}",
+            r.line()
+        );
+        // A batched pass that moves the argmax by 100 logits fails at any such tolerance.
+        let mut on_diverging = |plan: &GatePlan| {
+            let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+            greedy_gate(
+                &mut crate::experiments::speculative::mock::Diverging(Mock::new(30, 4.0)),
+                Some(&mut dm),
+                &tokenized(3),
+                plan,
+                &mut |_, _, _| {},
+                &AtomicBool::new(false),
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let r = gate(&mut on_diverging, 1.0);
+        assert_eq!(
+            (r.n_identical, r.stats.n_tie_breaks),
+            (0, 0),
+            "{}",
+            r.line()
         );
     }
 

@@ -221,6 +221,10 @@ pub struct GateJobOptions {
     /// Seed of the sampling check's first run (run `i` uses `seed + i`).
     #[ts(as = "Option<u64>", optional)]
     pub seed: u64,
+    /// Near-tie tolerance of the greedy gate, in logits (0: token for token;
+    /// [`gate::GatePlan::tie_tolerance`]).
+    #[ts(skip)]
+    pub tie_tolerance: f32,
     /// Battery and memory overrides.
     #[ts(skip)]
     pub guard: GuardOptions,
@@ -240,6 +244,7 @@ impl Default for GateJobOptions {
             sampling_k: 4,
             temperature: 1.0,
             seed: 1,
+            tie_tolerance: 0.0,
             guard: GuardOptions::default(),
             command: String::new(),
         }
@@ -311,6 +316,12 @@ impl GateJobOptions {
                     self.temperature
                 )));
             }
+        }
+        if !(self.tie_tolerance.is_finite() && self.tie_tolerance >= 0.0) {
+            return Err(SpecError::Options(format!(
+                "--tie-tolerance {}: a tolerance is a number of logits ≥ 0",
+                self.tie_tolerance
+            )));
         }
         Ok(())
     }
@@ -709,6 +720,7 @@ mod llama_jobs {
             drafters: opts.drafters.clone(),
             max_new: opts.max_new,
             ngram: Ngram::default(),
+            tie_tolerance: opts.tie_tolerance,
         };
         let rows = gate::greedy_gate(
             &mut p.target,
@@ -1198,6 +1210,9 @@ pub struct SynthJobOptions {
     pub timing_reps: usize,
     /// Seed of the acceptance draws.
     pub seed: u64,
+    /// Near-tie tolerance of the output check, in logits (0 = token for token;
+    /// [`SynthPlan::tie_tolerance`]).
+    pub tie_tolerance: f32,
     /// Folder for `synth.md` and `synth.json` (`None`: write no files).
     pub results_dir: Option<PathBuf>,
     /// Store the predictions (before the timed runs) and the run.
@@ -1219,6 +1234,7 @@ impl Default for SynthJobOptions {
             max_new: 32,
             timing_reps: 5,
             seed: 1,
+            tie_tolerance: 0.0,
             results_dir: None,
             record: true,
             guard: GuardOptions::default(),
@@ -1249,6 +1265,12 @@ impl SynthJobOptions {
         }
         if self.n_prompts == 0 || self.timing_reps == 0 {
             return bad("--synth-prompts and --timing-reps must be at least 1".into());
+        }
+        if !(self.tie_tolerance.is_finite() && self.tie_tolerance >= 0.0) {
+            return bad(format!(
+                "--synth-tie-tolerance {}: a tolerance is a number of logits ≥ 0",
+                self.tie_tolerance
+            ));
         }
         Ok(())
     }
@@ -1359,6 +1381,7 @@ pub async fn synth_job(
         timing_reps: opts.timing_reps,
         seed: opts.seed,
         auto_k: opts.auto_k,
+        tie_tolerance: opts.tie_tolerance,
     };
     let target_file = file_name(&p.target_path);
     let draft_file = file_name(&draft);

@@ -10,7 +10,9 @@
 //! logits: 0 gives a draft identical to the target (all accepted), large values
 //! an unrelated one.
 
-use crate::measure::engine::{BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId};
+use crate::measure::engine::{
+    BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId, argmax,
+};
 
 fn mix(mut z: u64) -> u64 {
     // splitmix64 finalizer.
@@ -36,6 +38,10 @@ pub struct Mock {
     pub noise: f32,
     /// End-of-generation token.
     pub eog: Option<TokenId>,
+    /// In passes that keep ≥ 2 logit rows, each row's runner-up is raised to lead
+    /// its argmax by this many logits: a near-tie flipped by a batched kernel's
+    /// summation order (`None`: every pass exact).
+    pub batched_flip: Option<f32>,
     /// Batch size.
     pub n_batch: u32,
     hashes: Vec<u64>,
@@ -53,6 +59,7 @@ impl Mock {
             scale,
             noise: 0.0,
             eog: None,
+            batched_flip: None,
             n_batch: 64,
             hashes: Vec::new(),
             out: Vec::new(),
@@ -128,6 +135,16 @@ impl Engine for Mock {
             self.hashes.push(h);
             if it.logits {
                 self.out.push(self.row(h));
+            }
+        }
+        if let Some(lead) = self.batched_flip.filter(|_| self.out.len() >= 2) {
+            for r in &mut self.out {
+                let top = argmax(r) as usize;
+                let second = (0..r.len())
+                    .filter(|&v| v != top)
+                    .max_by(|&a, &b| r[a].total_cmp(&r[b]))
+                    .expect("≥ 2 logits");
+                r[second] = r[top] + lead;
             }
         }
         Ok(())

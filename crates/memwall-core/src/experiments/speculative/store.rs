@@ -870,6 +870,7 @@ mod tests {
             timing_reps: 1,
             seed: 1,
             auto_k: false,
+            tie_tolerance: 0.0,
         };
         let st = SpecStats {
             n_iterations: 10,

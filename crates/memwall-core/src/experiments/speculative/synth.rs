@@ -29,7 +29,7 @@ use super::bench::{self, CategoryInput};
 use super::cost::{self, Timings};
 use super::drafter::{Draft, DraftCtx, Drafter, KvSeq, NoDraft};
 use super::gate::TokenizedPrompt;
-use super::run::{SpecConfig, SpecSession, SpecStats};
+use super::run::{SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
 use super::verify::QDist;
 use super::{K_MAX, SpecError};
@@ -212,6 +212,11 @@ pub struct SynthPlan {
     /// (the cost model's choice, [`chosen`]); `false`: every (α, k).
     #[serde(default)]
     pub auto_k: bool,
+    /// Near-tie tolerance of the output check, in logits (0 = token for token):
+    /// a verified position may take the target-only token where this run's argmax
+    /// leads it by at most this much ([`TieBreak`]); such positions are counted.
+    #[serde(default)]
+    pub tie_tolerance: f32,
 }
 
 /// The (α, k) configurations to measure: every pair of the plan, or with
@@ -307,6 +312,12 @@ fn check_plan(plan: &SynthPlan) -> Result<(), SpecError> {
         return Err(SpecError::Config(
             "set-acceptance bench: need at least one α, one k, one repetition and one token".into(),
         ));
+    }
+    if !(plan.tie_tolerance.is_finite() && plan.tie_tolerance >= 0.0) {
+        return Err(SpecError::Options(format!(
+            "--synth-tie-tolerance {}: a tolerance is a number of logits ≥ 0",
+            plan.tie_tolerance
+        )));
     }
     for &a in &plan.alphas {
         check_alpha(a)?;
@@ -415,6 +426,18 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
             phase(Some(&phase_label(alpha, k, rep)));
             for (pi, p) in prompts.iter().enumerate() {
                 let cfg = SpecConfig::greedy(k, plan.max_new);
+                // Every run after the reference may break near-ties toward it.
+                session.set_tie_break(match reference.get(pi) {
+                    Some(r) if plan.tie_tolerance > 0.0 => {
+                        let mut full = p.tokens.clone();
+                        full.extend(r);
+                        Some(TieBreak {
+                            reference: full,
+                            tolerance: plan.tie_tolerance,
+                        })
+                    }
+                    _ => None,
+                });
                 let out = match alpha {
                     None => session.generate(target, &mut NoDraft, &p.tokens, &cfg)?,
                     Some(_) => {
@@ -786,6 +809,23 @@ pub fn table_md(rows: &[SpecSynthRow]) -> String {
             or_dash(tpp, |x| format!("{x:.2}")),
         ));
     }
+    for r in rows {
+        let Ok(st) = serde_json::from_str::<SpecStats>(&r.stats_json) else {
+            continue;
+        };
+        if st.n_tie_breaks > 0 {
+            s.push_str(&format!(
+                "\n{}: {} of {} emitted tokens took the target-only token where this run's argmax led it by at most {:.3e} logits (near-ties, --synth-tie-tolerance)\n",
+                match r.alpha_set {
+                    Some(a) => format!("α={a} k={}", r.k),
+                    None => "target only".to_string(),
+                },
+                st.n_tie_breaks,
+                st.n_emitted,
+                st.tie_gap_max
+            ));
+        }
+    }
     s
 }
 
@@ -982,6 +1022,7 @@ mod tests {
             timing_reps: 1,
             seed: 11,
             auto_k: false,
+            tie_tolerance: 0.0,
         };
         let prompts = vec![tp("a", 6, 1), tp("b", 7, 2)];
         let cal = calibrate(&mut target, &mut d, &prompts[0], &plan, 7).unwrap();
@@ -1074,6 +1115,7 @@ mod tests {
             timing_reps: 1,
             seed: 0,
             auto_k: true,
+            tie_tolerance: 0.0,
         };
         let predictions = plan
             .alphas
@@ -1162,6 +1204,7 @@ mod tests {
             timing_reps: 1,
             seed: 0,
             auto_k: false,
+            tie_tolerance: 0.0,
         };
         let prov = SynthProvenance {
             target_file: "t".into(),
@@ -1178,6 +1221,61 @@ mod tests {
             gpu_info: None,
         };
         to_rows(&[cell], &cal, None, &plan, &["a".into()], &prov).remove(0)
+    }
+
+    #[test]
+    fn near_ties_flipped_by_batched_passes_pass_only_within_the_tolerance_and_are_counted() {
+        // The target's passes of ≥ 2 rows (every verify pass with a draft) raise each
+        // row's runner-up to lead the argmax by 1e-4 logits; its 1-row passes
+        // (target-only decoding) are exact.
+        let prompts = vec![tp("a", 6, 1), tp("b", 7, 2)];
+        let run = |tolerance: f32| {
+            let mut target = Mock::new(30, 4.0);
+            target.batched_flip = Some(1e-4);
+            let mut d =
+                SetAcceptance::new(Mock::new(30, 4.0), "draft:mock".into(), 0.9, 1).unwrap();
+            let plan = SynthPlan {
+                alphas: vec![0.9],
+                ks: vec![4],
+                reps: 2,
+                max_new: 24,
+                timing_reps: 1,
+                seed: 11,
+                auto_k: false,
+                tie_tolerance: tolerance,
+            };
+            run_synth_bench(
+                &mut target,
+                &mut d,
+                &prompts,
+                &plan,
+                &[(0.9, 4)],
+                &mut |_| {},
+                &mut |_| {},
+                &AtomicBool::new(false),
+            )
+        };
+        // Token for token (the default), and with a tolerance below the lead: the
+        // flipped runner-up is emitted and the check stops the bench.
+        for tolerance in [0.0, 5e-5] {
+            match run(tolerance) {
+                Err(SpecError::OutputMismatch { config, .. }) => {
+                    assert_eq!(config, "set acceptance α=0.9 k=4")
+                }
+                other => panic!("tolerance {tolerance}: want OutputMismatch, got {other:?}"),
+            }
+        }
+        // A tolerance above it: the outputs are target-only's, and each flip is
+        // counted with its lead.
+        let cells = run(1e-3).unwrap();
+        let st = &cells[1].stats;
+        assert!(st.n_tie_breaks > 0, "{st:?}");
+        assert!(st.n_tie_breaks <= st.n_tested() + st.n_iterations);
+        assert!((st.tie_gap_max - 1e-4).abs() < 1e-5, "{}", st.tie_gap_max);
+        assert_eq!(cells[0].stats.n_tie_breaks, 0, "1-row passes are exact");
+        assert_eq!(cells[1].stats.n_emitted, 2 * 2 * 24);
+        // α is still what was set: the drafter stayed on the reference throughout.
+        assert!(st.n_accepted > st.n_rejections, "{st:?}");
     }
 
     #[test]
