@@ -983,7 +983,7 @@ pub struct ShapeArgs {
     /// A GGUF file or catalogue name (exact bytes: beats any recipe estimate).
     #[arg(long, short = 'm')]
     pub model: Option<String>,
-    /// A named public shape (`--list-presets`).
+    /// A named public shape (`memwall calc --list-presets` lists them).
     #[arg(long)]
     pub preset: Option<String>,
     /// Architecture of a shape given by flags: llama, qwen2, qwen3, qwen3moe, gemma3.
