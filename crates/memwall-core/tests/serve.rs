@@ -154,6 +154,23 @@ fn chat_body(messages: &[(&str, &str)], max_tokens: u32, stream: bool) -> String
     serde_json::json!({"messages": m, "max_tokens": max_tokens, "stream": stream}).to_string()
 }
 
+/// POSTs a non-streamed chat completion, asserts 200 and returns the parsed reply.
+async fn post_chat_json(
+    a: SocketAddr,
+    conv: &[(&str, &str)],
+    max_tokens: u32,
+) -> serde_json::Value {
+    let r = call(
+        a,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(conv, max_tokens, false),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap()
+}
+
 async fn metric(addr: SocketAddr, name: &str) -> f64 {
     let r = call(addr, "GET", "/metrics", "").await;
     r.body
@@ -225,15 +242,7 @@ async fn streamed_equals_non_streamed_prefix_is_reused_and_batching_is_measured(
         last["timings"]["predicted_n"].as_u64().unwrap() >= 1,
         "{last}"
     );
-    let r = call(
-        a,
-        "POST",
-        "/v1/chat/completions",
-        &chat_body(&conv, 12, false),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let v = post_chat_json(a, &conv, 12).await;
     let full = v["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(!full.is_empty());
     assert_eq!(streamed, full);
@@ -668,32 +677,15 @@ async fn the_url_chat_client_and_the_app_session_on_a_real_server() {
     // (results/serving/prefix-cache.md: cold vs warm 3/4 identical on both servers, and
     // this prompt flipped on a Zen 3 machine), so the text compared with the stream is
     // the second, warm, non-streamed reply: same cached cells, same batch shapes.
-    let cold = call(
-        a,
-        "POST",
-        "/v1/chat/completions",
-        &chat_body(&conv, 16, false),
-    )
-    .await;
-    assert_eq!(cold.status, 200, "{}", cold.body);
-    let v: serde_json::Value = serde_json::from_str(&cold.body).unwrap();
+    let v = post_chat_json(a, &conv, 16).await;
     let n_cold = v["usage"]["completion_tokens"].as_u64().unwrap();
-    let r = call(
-        a,
-        "POST",
-        "/v1/chat/completions",
-        &chat_body(&conv, 16, false),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let v = post_chat_json(a, &conv, 16).await;
     assert!(
         v["usage"]["prompt_tokens_details"]["cached_tokens"]
             .as_u64()
             .unwrap()
             > 0,
-        "the second request reuses the first one's prefix: {}",
-        r.body
+        "the second request reuses the first one's prefix: {v}"
     );
     let whole = v["choices"][0]["message"]["content"]
         .as_str()
