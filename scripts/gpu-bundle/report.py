@@ -20,6 +20,8 @@ import tempfile
 def load(dirs):
     stream, bench, energy, files, synth, gates = [], [], [], {}, [], []
     for d in dirs:
+        call = os.path.basename(os.path.normpath(d))
+        new_synth, call_files = [], {}
         db = os.path.join(d, "memwall.db")
         if os.path.exists(db):
             c = sqlite3.connect(db)
@@ -34,8 +36,10 @@ def load(dirs):
                           if (r["measured_at"], r["k"]) not in seen_g]
             if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'spec_synth'").fetchone():
                 seen_s = {(r["measured_at"], r["alpha_set"], r["k"]) for r in synth}
-                synth += [dict(r) for r in c.execute("SELECT * FROM spec_synth ORDER BY id")
-                          if (r["measured_at"], r["alpha_set"], r["k"]) not in seen_s]
+                # Run ids restart in every call's store: a run is (call, run_id).
+                new_synth = [dict(r, call=call) for r in c.execute("SELECT * FROM spec_synth ORDER BY id")
+                             if (r["measured_at"], r["alpha_set"], r["k"]) not in seen_s]
+                synth += new_synth
             have = {(r["test_time"], r["avg_ts"]) for r in bench}
             bench += [dict(r, call=os.path.basename(os.path.normpath(d))) for r in c.execute("SELECT * FROM bench_results ORDER BY id")
                       if (r["test_time"], r["avg_ts"]) not in have]
@@ -65,6 +69,10 @@ def load(dirs):
                 # Each call's results.tgz holds every output of the warm machine so
                 # far: one copy of each file is enough.
                 files[os.path.basename(f)] = [doc]
+                call_files[os.path.basename(f)] = [doc]
+        # The peer's JSON of the same call as a set-acceptance run.
+        for r in new_synth:
+            r["files"] = call_files
     return stream, bench, energy, files, synth, gates
 
 
@@ -131,7 +139,7 @@ def spec_table(w, synth, files):
     """Set-acceptance speculative decoding: memwall's measured speedup beside the cost
     model's prediction stored before the run, and beside llama-server
     --spec-synth-rates at the same α and k (spec_peer.py's JSON)."""
-    runs = sorted({r["run_id"] for r in synth if r["k"] > 0 and r["speedup_mean"]})
+    runs = sorted({(r["call"], r["run_id"]) for r in synth if r["k"] > 0 and r["speedup_mean"]})
     if not runs:
         return
     w("## Speculative decoding at a set acceptance rate (memwall spec bench --synth-acceptance)\n")
@@ -142,14 +150,14 @@ def spec_table(w, synth, files):
       "model on t_verify(j) and t_draft measured before the timed runs (stored then, `spec_synth_predictions`). "
       "llama.cpp = llama-server `--spec-synth-rates α,α²,…,α^k` (output not valid there), same target, draft and k, "
       "decode tok/s of /completion's timings over the target-only server's.\n")
-    w("| target | draft | α set | k | target-only t/s | speculative t/s | speedup measured (reps) | predicted before | measured ÷ predicted | predicted at realised α̂ | realised α̂ (tested) | near-ties of emitted tokens | llama.cpp speedup | memwall ÷ llama.cpp | row id |")
-    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    w("| call | target | draft | α set | k | target-only t/s | speculative t/s | speedup measured (reps) | predicted before | measured ÷ predicted | predicted at realised α̂ | realised α̂ (tested) | near-ties of emitted tokens | llama.cpp speedup | memwall ÷ llama.cpp | row id |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for run in runs:
-        rows = [r for r in synth if r["run_id"] == run]
+        rows = [r for r in synth if (r["call"], r["run_id"]) == run]
         base = next((r for r in rows if r["k"] == 0), None)
         target = rows[0]["target_file"]
         m = target[:-5] if target.endswith(".gguf") else target
-        peer = next(iter(files.get(f"spec-peer-{m.replace('-F16', ':F16').replace('-Q8_0', ':Q8_0').replace('-Q4_K_M', ':Q4_K_M')}.json", [])), None)
+        peer = next(iter(rows[0].get("files", files).get(f"spec-peer-{m.replace('-F16', ':F16').replace('-Q8_0', ':Q8_0').replace('-Q4_K_M', ':Q4_K_M')}.json", [])), None)
         for r in rows:
             if r["k"] == 0:
                 continue
@@ -158,7 +166,7 @@ def spec_table(w, synth, files):
             if peer:
                 p = next((x for x in peer.get("rows", []) if x.get("alpha_set") == r["alpha_set"] and x.get("k") == r["k"]), None)
             ps = p.get("speedup_mean") if p else None
-            w(f"| {target} | {r['draft_file']} | {r['alpha_set']} | {r['k']} | {fmt(base['tps_mean'] if base else None)} | "
+            w(f"| {r['call']} | {target} | {r['draft_file']} | {r['alpha_set']} | {r['k']} | {fmt(base['tps_mean'] if base else None)} | "
               f"{fmt(r['tps_mean'])} | {fmt(r['speedup_mean'], 3)} ({', '.join(f'{x:.3f}' for x in sp)}) | "
               f"{fmt(r['predicted_speedup'], 3)} | {fmt(r['speedup_mean'] / r['predicted_speedup'] if r['predicted_speedup'] else None, 3)} | "
               f"{fmt(r['predicted_after'], 3)} | {fmt(r['alpha_hat'], 3)} ({r['n_tested']}) | {ties(r.get('stats_json'))} | "
