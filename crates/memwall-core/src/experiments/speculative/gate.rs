@@ -576,34 +576,33 @@ mod tests {
             m.batched_flip = Some(1e-4);
             m
         };
-        let gate = |t: &mut dyn FnMut(&GatePlan) -> GateRow, tolerance: f32| {
-            t(&GatePlan {
+        // One draft-model gate at k = 3 over 3 prompts, at the given tolerance.
+        fn gate<T: Engine>(target: &mut T, tolerance: f32) -> GateRow {
+            let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+            let plan = GatePlan {
                 ks: vec![3],
                 drafters: vec![DrafterKind::DraftModel],
                 max_new: 16,
                 ngram: Ngram::default(),
                 tie_tolerance: tolerance,
-            })
-        };
-        let mut on_flipping = |plan: &GatePlan| {
-            let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+            };
             greedy_gate(
-                &mut flipping(),
+                target,
                 Some(&mut dm),
                 &tokenized(3),
-                plan,
+                &plan,
                 &mut |_, _, _| {},
                 &AtomicBool::new(false),
             )
             .unwrap()
             .remove(0)
-        };
+        }
         for tolerance in [0.0, 5e-5] {
-            let r = gate(&mut on_flipping, tolerance);
+            let r = gate(&mut flipping(), tolerance);
             assert!(!r.passed(), "tolerance {tolerance}: {}", r.line());
             assert_eq!(r.stats.n_tie_breaks, 0);
         }
-        let r = gate(&mut on_flipping, 1e-3);
+        let r = gate(&mut flipping(), 1e-3);
         assert!(r.passed(), "{}", r.line());
         assert!(r.stats.n_tie_breaks > 0);
         assert!((r.stats.tie_gap_max - 1e-4).abs() < 1e-5);
@@ -615,20 +614,10 @@ mod tests {
             r.line()
         );
         // A batched pass that moves the argmax by 100 logits fails at any such tolerance.
-        let mut on_diverging = |plan: &GatePlan| {
-            let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
-            greedy_gate(
-                &mut crate::experiments::speculative::mock::Diverging(Mock::new(30, 4.0)),
-                Some(&mut dm),
-                &tokenized(3),
-                plan,
-                &mut |_, _, _| {},
-                &AtomicBool::new(false),
-            )
-            .unwrap()
-            .remove(0)
-        };
-        let r = gate(&mut on_diverging, 1.0);
+        let r = gate(
+            &mut crate::experiments::speculative::mock::Diverging(Mock::new(30, 4.0)),
+            1.0,
+        );
         assert_eq!(
             (r.n_identical, r.stats.n_tie_breaks),
             (0, 0),
