@@ -53,23 +53,4 @@ for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) -eq 1 ]; then mem "$b" "$r"; lm "$b" "$r"; else lm "$b" "$r"; mem "$b" "$r"; fi
   done
 done
-python3 - "$work" "$rounds" <<'PY'
-import json, sys, statistics as st
-work, rounds = sys.argv[1], int(sys.argv[2])
-print("| round | bits | memwall-MLX tg t/s | memwall-MLX, one lane | mlx-lm tg t/s | ratio | ratio, one lane |")
-print("| ----: | ---: | -----------------: | --------------------: | ------------: | ----: | --------------: |")
-ratios = {4: [], 8: []}
-ones = {4: [], 8: []}
-for r in range(1, rounds + 1):
-    for b in (4, 8):
-        m = json.load(open(f"{work}/mem-{b}-{r}.json"))[0]["avg_ts"]
-        o = json.load(open(f"{work}/one-{b}-{r}.json"))[0]["avg_ts"]
-        l = json.loads(open(f"{work}/lm-{b}-{r}.json").read().strip().splitlines()[-1])["tg_tps"]
-        ratios[b].append(m / l)
-        ones[b].append(o / l)
-        print(f"| {r:>5} | {b:>4} | {m:18.2f} | {o:21.2f} | {l:13.2f} | {m / l:5.3f} | {o / l:15.3f} |")
-for b in (4, 8):
-    for what, v in (("as shipped", ratios[b]), ("one lane", ones[b])):
-        m = st.mean(v); s = st.stdev(v) if len(v) > 1 else 0.0
-        print(f"{b}-bit, {what}: memwall-MLX ÷ mlx-lm tg = {m:.3f} ± {s:.3f} over {len(v)} rounds ({'meets' if m >= 0.95 else 'BELOW'} the 0.95 goal)")
-PY
+python3 bench/vs_mlx_lm_table.py "$work" "$rounds"

@@ -52,6 +52,63 @@ pub struct BenchOutcome {
 /// Measures the roof, runs the plan, stores all rows in one transaction and writes
 /// `results/<run>/` (CSV, JSON, Markdown, decode-vs-depth PNG + SVG).
 ///
+/// Whether every engine of the plan reads its weights from an NVIDIA GPU's memory:
+/// llama.cpp with its CUDA back end and layers offloaded, MLX on Linux with its
+/// default device a GPU (PyPI's `mlx-cuda-13` build of libmlx). One run has one roof,
+/// so a plan whose engines read from different memories is refused.
+///
+/// # Errors
+/// [`BenchError::Plan`] naming each engine's memory.
+#[cfg(feature = "llama")]
+pub fn on_cuda(plan: &BenchPlan) -> Result<bool, BenchError> {
+    use crate::experiments::bench::BenchEngine;
+    let llama_cuda =
+        || plan.n_gpu_layers > 0 && crate::measure::engine::llama::backends().contains("CUDA");
+    let where_: Vec<(BenchEngine, bool)> = plan
+        .engine_list()
+        .into_iter()
+        .map(|e| {
+            let gpu = match e {
+                BenchEngine::Llama => llama_cuda(),
+                _ => mlx_on_cuda(),
+            };
+            (e, gpu)
+        })
+        .collect();
+    if where_.iter().all(|&(_, g)| g) {
+        Ok(true)
+    } else if where_.iter().all(|&(_, g)| !g) {
+        Ok(false)
+    } else {
+        let said: Vec<String> = where_
+            .iter()
+            .map(|&(e, g)| {
+                format!(
+                    "{} on {}",
+                    e.name(),
+                    if g { "the CUDA GPU" } else { "the CPU" }
+                )
+            })
+            .collect();
+        Err(BenchError::Plan(format!(
+            "--engine: {}; one run has one roof (one memory's STREAM): bench them in separate runs, or keep llama.cpp on the CPU with --ngl 0",
+            said.join(", ")
+        )))
+    }
+}
+
+/// MLX's default device is an NVIDIA GPU (Linux: the CUDA build of libmlx).
+fn mlx_on_cuda() -> bool {
+    #[cfg(all(feature = "mlx", target_os = "linux"))]
+    {
+        crate::measure::engine::mlx::device() == "gpu"
+    }
+    #[cfg(not(all(feature = "mlx", target_os = "linux")))]
+    {
+        false
+    }
+}
+
 /// # Errors
 /// [`JobError`]; on error nothing of the bench run is stored.
 #[cfg(feature = "llama")]
@@ -71,16 +128,15 @@ pub async fn bench_job(
         guard.check_fit(&[(&facts, plan.max_ctx(mi))], plan.type_k)?;
     }
     let counts: Vec<usize> = plan.n_threads.iter().map(|&t| t as usize).collect();
-    // Layers offloaded to an NVIDIA GPU (llama.cpp built with its CUDA back end)
-    // stream from its memory: the roof is that device's STREAM (CUDA0, where
-    // llama.cpp puts a single-GPU model).
-    let roof =
-        if plan.n_gpu_layers > 0 && crate::measure::engine::llama::backends().contains("CUDA") {
-            crate::experiments::roof::gpu_roof(store, &host, 0, opts.reuse_stream, &opts.command)
-                .await?
-        } else {
-            machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?
-        };
+    // Weights on an NVIDIA GPU stream from its memory: the roof is that device's
+    // STREAM (CUDA0, where llama.cpp puts a single-GPU model and MLX's CUDA back end
+    // runs).
+    let roof = if on_cuda(&plan)? {
+        crate::experiments::roof::gpu_roof(store, &host, 0, opts.reuse_stream, &opts.command)
+            .await?
+    } else {
+        machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?
+    };
     let started = crate::util::now_rfc3339();
     let (h2, r2) = (host.clone(), roof.roof.clone());
     let sampler = opts
@@ -245,6 +301,32 @@ pub fn write_results(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On a machine without CUDA (llama.cpp's CPU build, MLX's CPU wheel) every engine
+    /// reads host memory, whatever `--ngl` says: the CPU roof, no refusal.
+    #[cfg(feature = "llama")]
+    #[test]
+    fn engines_without_cuda_take_the_machine_roof() {
+        use crate::experiments::bench::BenchEngine;
+        if crate::measure::engine::llama::backends().contains("CUDA") {
+            eprintln!(
+                "SKIPPED engines_without_cuda_take_the_machine_roof: llama.cpp has CUDA here"
+            );
+            return;
+        }
+        let mut engines = vec![BenchEngine::Llama];
+        if cfg!(feature = "mlx") {
+            engines.extend([BenchEngine::Mlx4bit, BenchEngine::Mlx8bit]);
+        }
+        for ngl in [0, 999] {
+            let plan = BenchPlan {
+                engines: engines.clone(),
+                n_gpu_layers: ngl,
+                ..BenchPlan::llama_bench_defaults()
+            };
+            assert!(!on_cuda(&plan).unwrap(), "ngl {ngl}, {engines:?}");
+        }
+    }
 
     #[test]
     fn results_hold_the_tables_and_every_chart_that_applies() {

@@ -174,12 +174,22 @@ impl Engine for MlxEngine {
             } else {
                 "CPU".into()
             },
-            system_info: format!(
-                "MLX {MLX_VERSION} {} {}; BLAS {}",
-                device(),
-                self.quant.name(),
-                blas()
-            ),
+            system_info: if device() == "gpu" && cfg!(target_os = "linux") {
+                // libmlx's CUDA build: matrices multiply on the GPU (cuBLASLt, MLX's
+                // own quantized kernels); the host BLAS serves CPU-stream ops only.
+                format!(
+                    "MLX {MLX_VERSION} gpu (CUDA) {}; host BLAS {}",
+                    self.quant.name(),
+                    blas()
+                )
+            } else {
+                format!(
+                    "MLX {MLX_VERSION} {} {}; BLAS {}",
+                    device(),
+                    self.quant.name(),
+                    blas()
+                )
+            },
         }
     }
 

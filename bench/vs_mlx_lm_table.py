@@ -1,0 +1,51 @@
+"""The table of bench/vs-mlx-lm.sh and scripts/gpu-bundle/mlx.sh: memwall-MLX tg ÷ mlx-lm tg
+per round and bit width, from the runs' JSON in WORK: mem-B-R.json (memwall bench -o json,
+as shipped), one-B-R.json (memwall with MEMWALL_MLX_LANES=1; optional: the column is
+left out when no round has it) and lm-B-R.json (bench/vs_mlx_lm.py's last line).
+
+usage: vs_mlx_lm_table.py WORK ROUNDS
+"""
+import json
+import os
+import statistics as st
+import sys
+
+
+def first_json(path):
+    # memwall bench -o json may print its tables after the JSON value.
+    return json.JSONDecoder().raw_decode(open(path).read().lstrip())[0]
+
+
+def main():
+    work, rounds = sys.argv[1], int(sys.argv[2])
+    lanes = any(os.path.exists(f"{work}/one-{b}-{r}.json") for b in (4, 8) for r in range(1, rounds + 1))
+    head = ["round", "bits", "memwall-MLX tg t/s"] + (["memwall-MLX, one lane"] if lanes else []) + ["mlx-lm tg t/s", "ratio"] + (["ratio, one lane"] if lanes else [])
+    print("| " + " | ".join(head) + " |")
+    print("| " + " | ".join("---:" for _ in head) + " |")
+    ratios = {4: [], 8: []}
+    ones = {4: [], 8: []}
+    for r in range(1, rounds + 1):
+        for b in (4, 8):
+            m = first_json(f"{work}/mem-{b}-{r}.json")[0]["avg_ts"]
+            l = json.loads(open(f"{work}/lm-{b}-{r}.json").read().strip().splitlines()[-1])["tg_tps"]
+            ratios[b].append(m / l)
+            cells = [str(r), str(b), f"{m:.2f}"]
+            if lanes:
+                o = first_json(f"{work}/one-{b}-{r}.json")[0]["avg_ts"]
+                ones[b].append(o / l)
+                cells.append(f"{o:.2f}")
+            cells += [f"{l:.2f}", f"{m / l:.3f}"]
+            if lanes:
+                cells.append(f"{o / l:.3f}")
+            print("| " + " | ".join(cells) + " |")
+    for b in (4, 8):
+        for what, v in (("as shipped", ratios[b]), ("one lane", ones[b])):
+            if not v:
+                continue
+            m = st.mean(v)
+            s = st.stdev(v) if len(v) > 1 else 0.0
+            print(f"{b}-bit, {what}: memwall-MLX ÷ mlx-lm tg = {m:.3f} ± {s:.3f} over {len(v)} rounds ({'meets' if m >= 0.95 else 'BELOW'} the 0.95 goal)")
+
+
+if __name__ == "__main__":
+    main()
