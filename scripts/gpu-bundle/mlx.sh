@@ -31,12 +31,9 @@ MLX_MODEL=${MLX_MODEL:-qwen2.5-7b:F16}
 ENGINES=${ENGINES:-mlx-4bit,mlx-8bit}
 P=${P:-512}; N=${N:-128}; reps=${REPS:-3}; rounds=${ROUNDS:-2} # peer rounds ROUND_FROM (1)..ROUNDS
 db="$work/memwall.db"
-start=$(date +%s)
 deadline=${DEADLINE:-560}
 min_left=${MIN_LEFT:-45}
-time_left() { [ $((start + deadline - $(date +%s))) -ge "$min_left" ]; }
-say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log" >&2; }
-run() { echo "\$ $*" >>"$log"; "$@" 2> >(tee -a "$log" >&2) | tee -a "$log"; return "${PIPESTATUS[0]}"; }
+. "$root/scripts/gpu-bundle/pass.sh"
 site="$work/site"
 mw="$work/stash/.bundle-mlx/memwall"
 mlx_env() {
@@ -49,12 +46,6 @@ mlx_env() {
   export LD_LIBRARY_PATH="$site/mlx/lib:$work/lib:/usr/local/nvidia/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
-finish() {
-  cp "$db" "$OUT/memwall.db" 2>/dev/null
-  tar czf "$OUT/results.tgz" -C "$work" json 2>/dev/null
-  say "done"
-}
-trap finish EXIT
 
 for step in $steps; do
   if ! time_left; then say "$step: skipped (less than ${min_left} s left of this call's ${deadline} s)"; continue; fi

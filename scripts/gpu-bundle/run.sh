@@ -69,26 +69,16 @@ db="$work/memwall.db"
 # A call has a hard limit (the device tool's 10 minutes): steps that would start with
 # less than MIN_LEFT seconds before DEADLINE are skipped and said so, and the rows so far
 # are still collected.
-start=$(date +%s)
 # (A dry run on a shared CPU machine has no such limit: every step must run.)
 deadline=${DEADLINE:-$([ "$dry" = 1 ] && echo 86400 || echo 540)}
 min_left=${MIN_LEFT:-60}
-time_left() { [ $(( start + deadline - $(date +%s) )) -ge "$min_left" ]; }
-say() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$log" >&2; }
-run() { echo "\$ $*" >>"$log"; "$@" 2> >(tee -a "$log" >&2) | tee -a "$log"; return "${PIPESTATUS[0]}"; }
+. "$root/scripts/gpu-bundle/pass.sh"
 model() { # preset:quant → path (synthesized once)
   local preset=${1%%:*} quant=${1##*:}
   local f="$work/models/$preset-$quant.gguf"
   if [ ! -f "$f" ]; then run "$mw" --db "$db" model synth --preset "$preset" -q "$quant" --out "$f" >&2 || return 1; fi
   echo "$f"
 }
-finish() {
-  say "collecting"
-  cp "$db" "$OUT/memwall.db" 2>/dev/null
-  tar czf "$OUT/results.tgz" -C "$work" json 2>/dev/null
-  say "done"
-}
-trap finish EXIT
 
 for step in $steps; do
   if ! time_left; then say "$step: skipped (less than ${min_left} s left of this call's ${deadline} s)"; continue; fi
