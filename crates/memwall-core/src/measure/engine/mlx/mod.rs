@@ -39,6 +39,42 @@ pub fn device() -> &'static str {
     if gpu { "gpu" } else { "cpu" }
 }
 
+/// The dtype of the activations (the hidden state, q/k/v, attention, the FFN):
+/// f32 where MLX's default device is the CPU (llama.cpp's CPU path keeps f32
+/// activations too, and x86 has no f16 arithmetic), f16 on a GPU, as mlx-lm runs an
+/// f16 model there. On a GPU f32 would cost every step: MLX's `quantized_matmul`
+/// casts the scales and biases to the activations' dtype, so each matrix's scales
+/// and biases would be widened again on every decode step, and the f16 KV cache
+/// widened for attention. `MEMWALL_MLX_ACT=f16|f32` overrides (for experiments);
+/// decided once per process, and named in every row's `system_info`.
+pub fn act_dtype() -> mlx_rs::Dtype {
+    static A: std::sync::OnceLock<mlx_rs::Dtype> = std::sync::OnceLock::new();
+    *A.get_or_init(|| {
+        if let Ok(v) = std::env::var("MEMWALL_MLX_ACT") {
+            match v.trim() {
+                "f16" => return mlx_rs::Dtype::Float16,
+                "f32" => return mlx_rs::Dtype::Float32,
+                _ => tracing::warn!(
+                    "MEMWALL_MLX_ACT={v:?} is neither f16 nor f32: ignored (f32 on the CPU, f16 on a GPU)"
+                ),
+            }
+        }
+        if device() == "gpu" {
+            mlx_rs::Dtype::Float16
+        } else {
+            mlx_rs::Dtype::Float32
+        }
+    })
+}
+
+/// `f16` or `f32`: the activations' dtype as rows name it.
+pub fn act_name() -> &'static str {
+    match act_dtype() {
+        mlx_rs::Dtype::Float16 => "f16",
+        _ => "f32",
+    }
+}
+
 /// The BLAS libmlx's matmuls run on: OpenBLAS's configuration string on Linux
 /// (e.g. `OpenBLAS 0.3.21 NO_AFFINITY Zen MAX_THREADS=64`), `Accelerate` on macOS.
 pub fn blas() -> String {
@@ -128,7 +164,7 @@ impl MlxEngine {
         n_batch: u32,
     ) -> Result<MlxEngine, EngineError> {
         let gguf = crate::probe::gguf::Gguf::open(path)?;
-        let model = Qwen2::load(&gguf, quant)?;
+        let model = Qwen2::load(&gguf, quant, act_dtype())?;
         let vocab = LlamaModelHandle::load_vocab_only(path)?;
         Ok(MlxEngine {
             model,
@@ -178,13 +214,20 @@ impl Engine for MlxEngine {
                 // libmlx's CUDA build: matrices multiply on the GPU (cuBLASLt, MLX's
                 // own quantized kernels); the host BLAS serves CPU-stream ops only.
                 format!(
-                    "MLX {MLX_VERSION} gpu (CUDA) {}; host BLAS {}",
+                    "MLX {MLX_VERSION} gpu (CUDA) {}, {} activations; host BLAS {}",
                     self.quant.name(),
+                    act_name(),
                     blas()
                 )
             } else {
+                // The CPU's rows name the activations only where they are not the
+                // CPU's f32 (an override).
+                let act = match act_name() {
+                    "f32" if device() == "cpu" => String::new(),
+                    a => format!(", {a} activations"),
+                };
                 format!(
-                    "MLX {MLX_VERSION} {} {}; BLAS {}",
+                    "MLX {MLX_VERSION} {} {}{act}; BLAS {}",
                     device(),
                     self.quant.name(),
                     blas()
@@ -604,5 +647,66 @@ mod tests {
         let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
         let file_bytes: u64 = gguf.tensors.iter().map(|t| t.n_bytes().0).sum();
         assert_eq!(mlx.weight_bytes(), file_bytes);
+    }
+
+    #[test]
+    fn f16_activations_agree_with_f32_activations() {
+        // The GPU's f16 activations against the CPU's f32 on the same 4-bit weights:
+        // the same top token and cosine ≥ agree::MIN_COSINE at every position of a
+        // short prefill (below DEQUANT_ROWS, so quantized_matmul serves both, as on a
+        // GPU) and 4 greedy steps; the held bytes differ by exactly the norm weights
+        // and biases, 2 bytes less per element (counted from the file's 1-D tensors).
+        use crate::experiments::agree;
+        let path = derived_f16_path();
+        if !path.is_file() {
+            assert_ne!(
+                std::env::var("MEMWALL_REQUIRE_MODELS").as_deref(),
+                Ok("1"),
+                "{} is required: run scripts/setup-mlx.sh",
+                path.display()
+            );
+            eprintln!(
+                "\n!!!!!!!! SKIP: {} missing — run scripts/setup-mlx.sh !!!!!!!!\n",
+                path.display()
+            );
+            return;
+        }
+        let _lock = crate::testing::engine_lock();
+        let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
+        let m32 = Qwen2::load(&gguf, MlxQuant::Q4, mlx_rs::Dtype::Float32).unwrap();
+        let m16 = Qwen2::load(&gguf, MlxQuant::Q4, mlx_rs::Dtype::Float16).unwrap();
+        let vector_elems: u64 = gguf
+            .tensors
+            .iter()
+            .filter(|t| t.dims.len() == 1)
+            .map(|t| t.dims[0])
+            .sum();
+        assert!(vector_elems > 0);
+        assert_eq!(m32.weight_bytes() - m16.weight_bytes(), 2 * vector_elems);
+
+        let vocab = super::super::llama::LlamaModelHandle::load_vocab_only(&path).unwrap();
+        let prompt: Vec<i32> = vocab.tokenize("def fib(n):", true).unwrap();
+        assert!(prompt.len() < weights::DEQUANT_ROWS as usize, "{prompt:?}");
+        let (mut c32, mut c16) = (KvCache::default(), KvCache::default());
+        let last = [prompt.len() as i32 - 1];
+        let row = |a: mlx_rs::Array| a.as_slice::<f32>().to_vec();
+        let mut l32 = row(m32.forward(&prompt, &mut c32, &last).unwrap().unwrap());
+        let mut l16 = row(m16.forward(&prompt, &mut c16, &last).unwrap().unwrap());
+        for step in 0..5 {
+            let c = agree::cosine(&l32, &l16);
+            assert!(c >= agree::MIN_COSINE, "step {step}: cosine {c}");
+            let t = argmax(&l32);
+            assert_eq!(t, argmax(&l16), "step {step}: top token differs");
+            if step == 4 {
+                break;
+            }
+            l32 = row(m32.forward(&[t], &mut c32, &[0]).unwrap().unwrap());
+            l16 = row(m16.forward(&[t], &mut c16, &[0]).unwrap().unwrap());
+        }
+        assert_eq!(
+            c16.nbytes(),
+            c32.nbytes(),
+            "both caches hold f16 keys and values"
+        );
     }
 }

@@ -2,9 +2,10 @@
 //! biases, RoPE (NEOX style: rotate halves, as llama.cpp's `LLAMA_ROPE_TYPE_NEOX`
 //! for this architecture and mlx-lm's `traditional=False`), RMSNorm, SwiGLU MLP.
 //! Shapes follow mlx-lm's `models/qwen2.py`: activations `[B, L, D]`, attention
-//! heads `[B, H, L, head_dim]`. Activations are f32 (llama.cpp's CPU path keeps
-//! f32 activations too); weights are f16 or MLX-quantized ([`super::weights`]); the
-//! KV cache is f16 (llama.cpp's default), widened to f32 for the attention itself.
+//! heads `[B, H, L, head_dim]`. Activations are f32 on the CPU (llama.cpp's CPU
+//! path keeps f32 activations too) and f16 on a GPU, as mlx-lm ([`super::act_dtype`]);
+//! weights are f16 or MLX-quantized ([`super::weights`]); the KV cache is f16
+//! (llama.cpp's default), widened to the activations' dtype for the attention itself.
 
 use super::MlxError;
 use super::weights::{Matrix, MlxQuant, TensorReader};
@@ -158,12 +159,15 @@ pub struct Qwen2 {
     output: Option<Matrix>,
     norm: Array,
     layers: Vec<Layer>,
+    /// The activations' dtype (norm weights and biases are held in it too).
+    act: Dtype,
 }
 
 impl Qwen2 {
     /// Loads every tensor of `gguf` (dequantized by llama.cpp's `to_float`), holding
-    /// matrices as `quant` says; norms and biases stay f32.
-    pub fn load(gguf: &Gguf, quant: MlxQuant) -> Result<Qwen2, MlxError> {
+    /// matrices as `quant` says, norms and biases in `act`, the activations' dtype
+    /// (f32 or f16).
+    pub fn load(gguf: &Gguf, quant: MlxQuant, act: Dtype) -> Result<Qwen2, MlxError> {
         let cfg = Qwen2Config::from_gguf(gguf)?;
         let mut r = TensorReader::new(gguf)?;
         let embed = r.matrix("token_embd.weight", quant)?;
@@ -172,20 +176,20 @@ impl Qwen2 {
         } else {
             None
         };
-        let norm = r.vector("output_norm.weight")?;
+        let norm = r.vector("output_norm.weight", act)?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for i in 0..cfg.n_layer {
             let t = |s: &str| format!("blk.{i}.{s}");
             layers.push(Layer {
-                attn_norm: r.vector(&t("attn_norm.weight"))?,
+                attn_norm: r.vector(&t("attn_norm.weight"), act)?,
                 wq: r.matrix(&t("attn_q.weight"), quant)?,
-                bq: r.vector(&t("attn_q.bias"))?,
+                bq: r.vector(&t("attn_q.bias"), act)?,
                 wk: r.matrix(&t("attn_k.weight"), quant)?,
-                bk: r.vector(&t("attn_k.bias"))?,
+                bk: r.vector(&t("attn_k.bias"), act)?,
                 wv: r.matrix(&t("attn_v.weight"), quant)?,
-                bv: r.vector(&t("attn_v.bias"))?,
+                bv: r.vector(&t("attn_v.bias"), act)?,
                 wo: r.matrix(&t("attn_output.weight"), quant)?,
-                ffn_norm: r.vector(&t("ffn_norm.weight"))?,
+                ffn_norm: r.vector(&t("ffn_norm.weight"), act)?,
                 gate: r.matrix(&t("ffn_gate.weight"), quant)?,
                 up: r.matrix(&t("ffn_up.weight"), quant)?,
                 down: r.matrix(&t("ffn_down.weight"), quant)?,
@@ -197,6 +201,7 @@ impl Qwen2 {
             output,
             norm,
             layers,
+            act,
         })
     }
 
@@ -260,7 +265,7 @@ impl Qwen2 {
             return Ok(None);
         }
         let one = seqs.len() == 1;
-        let mut x = self.embed.rows(&ids)?.reshape(&[1, n, d])?;
+        let mut x = self.embed.rows(&ids, self.act)?.reshape(&[1, n, d])?;
         let scale = 1.0 / (hd as f32).sqrt();
         for (i, layer) in self.layers.iter().enumerate() {
             let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.attn_norm), c.rms_eps)?;
@@ -298,8 +303,8 @@ impl Qwen2 {
                 let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
                 let o = mlx_rs::fast::scaled_dot_product_attention(
                     &q,
-                    k.as_dtype(Dtype::Float32)?,
-                    v.as_dtype(Dtype::Float32)?,
+                    k.as_dtype(self.act)?,
+                    v.as_dtype(self.act)?,
                     scale,
                     mask,
                     None,

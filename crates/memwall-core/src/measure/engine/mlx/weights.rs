@@ -112,7 +112,8 @@ pub const MAX_LANES: usize = 16;
 /// and 27 ms dequantized (165 GFLOP/s); the two meet near 4–7 rows. Decode steps,
 /// batched decode of fewer sequences and speculative verify batches (k + 1 ≤ 9 rows)
 /// stay below it, so they use the very kernel a single decode step uses and their
-/// logits do not depend on the batch's shape.
+/// logits do not depend on the batch's shape. On the CPU only: on a GPU MLX's own
+/// quantized matmul kernels serve every row count.
 pub const DEQUANT_ROWS: i32 = 16;
 
 fn on_lane<T>(lane: &Option<Stream>, f: impl FnOnce() -> T) -> T {
@@ -193,7 +194,7 @@ impl Matrix {
                 with_lanes(|lanes| -> Result<(), mlx_rs::error::Exception> {
                     for (s, lane) in shards.iter().zip(lanes.iter().cycle()) {
                         outs.push(on_lane(lane, || {
-                            if m >= DEQUANT_ROWS {
+                            if m >= DEQUANT_ROWS && super::device() == "cpu" {
                                 // f32 scales and biases: the weights come out
                                 // as scale × q + bias in f32, not rounded to f16.
                                 let w = mlx_rs::ops::dequantize(
@@ -222,13 +223,13 @@ impl Matrix {
         }
     }
 
-    /// Rows `ids` (an embedding lookup), dequantized to f32, shape `[n, in]`.
-    pub fn rows(&self, ids: &[i32]) -> Result<Array, mlx_rs::error::Exception> {
+    /// Rows `ids` (an embedding lookup), dequantized to `dtype`, shape `[n, in]`.
+    pub fn rows(&self, ids: &[i32], dtype: Dtype) -> Result<Array, mlx_rs::error::Exception> {
         let n = ids.len() as i32;
         match self {
             Matrix::Dense(w) => w
                 .take_axis(Array::from_slice(ids, &[n]), 0)?
-                .as_dtype(Dtype::Float32),
+                .as_dtype(dtype),
             Matrix::Quantized { shards, bits, .. } => {
                 // Each shard dequantizes the rows it holds; `order` puts them back.
                 let mut parts = Vec::new();
@@ -267,7 +268,7 @@ impl Matrix {
                     mlx_rs::ops::concatenate(&parts, 0)?
                 };
                 all.take_axis(Array::from_slice(&order, &[n]), 0)?
-                    .as_dtype(Dtype::Float32)
+                    .as_dtype(dtype)
             }
         }
     }
@@ -336,10 +337,24 @@ impl<'a> TensorReader<'a> {
         Ok((out, shape))
     }
 
-    /// A 1-D tensor (norm weight, bias) as an f32 array.
-    pub fn vector(&mut self, name: &str) -> Result<Array, MlxError> {
+    /// A 1-D tensor (norm weight, bias) as an array of `dtype` (the activations').
+    pub fn vector(&mut self, name: &str, dtype: Dtype) -> Result<Array, MlxError> {
         let (v, shape) = self.f32(name)?;
-        Ok(Array::from_slice(&v, &shape))
+        let a = Array::from_slice(&v, &shape);
+        if dtype == Dtype::Float32 {
+            return Ok(a);
+        }
+        let a = a.as_dtype(dtype).map_err(|e| MlxError::Weights {
+            path: self.gguf.path.display().to_string(),
+            tensor: name.into(),
+            reason: e.to_string(),
+        })?;
+        a.eval().map_err(|e| MlxError::Weights {
+            path: self.gguf.path.display().to_string(),
+            tensor: name.into(),
+            reason: e.to_string(),
+        })?;
+        Ok(a)
     }
 
     /// A 2-D tensor as a [`Matrix`] held as `quant` says.
@@ -478,8 +493,11 @@ mod tests {
                     .unwrap()
                     .take_axis(Array::from_slice(&ids, &[ids.len() as i32]), 0)
                     .unwrap();
-                assert_eq!(to_vec(&m.rows(&ids).unwrap()), to_vec(&full));
-                assert!(m.rows(&[rows]).is_err());
+                assert_eq!(
+                    to_vec(&m.rows(&ids, Dtype::Float32).unwrap()),
+                    to_vec(&full)
+                );
+                assert!(m.rows(&[rows], Dtype::Float32).is_err());
             }
         }
     }
