@@ -5,7 +5,8 @@
 # prints memwall-MLX tg ÷ mlx-lm tg per bit width. Goal ≥ 0.95. memwall runs twice a
 # round: as it ships (each quantized matrix split across one MLX CPU stream per
 # physical core) and with MEMWALL_MLX_LANES=1 (one stream, as mlx-lm runs: the
-# like-for-like figure). Run it on a quiet
+# like-for-like figure). The peer keeps the GGUF's f32 norms and biases (MLX_LM_DTYPE
+# unset), so its activations are f32, as memwall's are on the CPU. Run it on a quiet
 # machine. Both sides use Debian's OpenBLAS (mlx-lm through LD_PRELOAD). Needs a build with the MLX engine (scripts/setup-mlx.sh, which also
 # makes the default F16 GGUF).
 #

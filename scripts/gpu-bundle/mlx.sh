@@ -16,9 +16,14 @@
 #   stream   memwall stream --gpu (the roof of the MLX rows: weights in GPU memory);
 #   bench    memwall model synth MLX_MODEL, then memwall bench --engine ENGINES -p P -n N:
 #            each row with its ceiling and achieved %;
+#   act      tg N of memwall-MLX with f32 activations (MEMWALL_MLX_ACT=f32, the CPU's) and
+#            with f16 (a GPU's default), alternating, at 4 and 8 bits: what the
+#            activations' dtype costs on this GPU;
 #   peer     tg N alternating memwall (bench -p 0 -n N) and mlx-lm (bench/vs_mlx_lm.py,
 #            its own Qwen2 code on the same GGUF's weights) at 4 and 8 bits, ROUNDS rounds,
-#            the order swapped each round; prints memwall-MLX tg ÷ mlx-lm tg.
+#            the order swapped each round; prints memwall-MLX tg ÷ mlx-lm tg. The peer holds
+#            every float tensor in f16 (MLX_LM_DTYPE, default f16: as mlx_lm.convert
+#            holds a model, and as memwall's activations are on a GPU).
 # Output under $OUT: log.txt, memwall.db, results.tgz (every JSON output).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,7 +31,7 @@ OUT=${OUT:-$(mktemp -d)}
 work=${MEMWALL_GPU_WORK:-/tmp/memwall-mlx}
 mkdir -p "$work/json" "$work/models" "$work/stash" "$OUT"
 log="$OUT/log.txt"
-steps=${STEPS:-stash install hw stream bench peer}
+steps=${STEPS:-stash install hw stream bench act peer}
 MLX_MODEL=${MLX_MODEL:-qwen2.5-7b:F16}
 ENGINES=${ENGINES:-mlx-4bit,mlx-8bit}
 P=${P:-512}; N=${N:-128}; reps=${REPS:-3}; rounds=${ROUNDS:-2} # peer rounds ROUND_FROM (1)..ROUNDS
@@ -101,6 +106,32 @@ for step in $steps; do
       --skip-capacity-check --no-results --reuse-stream -o json >"$work/json/bench-mlx.json" \
       || say "bench: failed"
     ;;
+  act)
+    mlx_env
+    preset=${MLX_MODEL%%:*} quant=${MLX_MODEL##*:}
+    f="$work/models/$preset-$quant.gguf"
+    [ -f "$f" ] || { say "act: run the bench step first (it makes $f)"; exit 1; }
+    say "act: tg$N memwall-MLX with f32 and f16 activations at 4 and 8 bits"
+    for b in 4 8; do
+      for a in f32 f16; do
+        time_left || { say "act: skipped the rest (time)"; break 2; }
+        run env MEMWALL_MLX_ACT=$a "$mw" --db "$db" bench -m "$f" --engine "mlx-${b}bit" -p 0 -n "$N" -d 0 -r "$reps" \
+          --skip-capacity-check --no-results --quiet --reuse-stream -o json >"$work/json/act-$a-$b.json"
+      done
+    done
+    run python3 - "$work/json" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+ts = lambda p: json.JSONDecoder().raw_decode(open(p).read().lstrip())[0][0]["avg_ts"]
+print("| bits | tg t/s, f32 activations | tg t/s, f16 activations | f16 ÷ f32 |")
+print("| ---: | ---: | ---: | ---: |")
+for b in (4, 8):
+    p32, p16 = f"{d}/act-f32-{b}.json", f"{d}/act-f16-{b}.json"
+    if all(os.path.exists(p) and os.path.getsize(p) for p in (p32, p16)):
+        a, c = ts(p32), ts(p16)
+        print(f"| {b} | {a:.2f} | {c:.2f} | {c / a:.3f} |")
+PY
+    ;;
   peer)
     mlx_env
     preset=${MLX_MODEL%%:*} quant=${MLX_MODEL##*:}
@@ -109,7 +140,7 @@ for step in $steps; do
     say "peer: tg$N memwall-MLX vs mlx-lm at 4 and 8 bits, $rounds rounds"
     mem() { run "$mw" --db "$db" bench -m "$f" --engine "mlx-${1}bit" -p 0 -n "$N" -d 0 -r "$reps" \
       --skip-capacity-check --no-results --quiet --reuse-stream -o json >"$work/json/mem-$1-$2.json"; }
-    lm() { run python3 "$root/bench/vs_mlx_lm.py" "$f" "$1" "$N" >"$work/json/lm-$1-$2.json"; }
+    lm() { run env MLX_LM_DTYPE="${MLX_LM_DTYPE:-f16}" python3 "$root/bench/vs_mlx_lm.py" "$f" "$1" "$N" >"$work/json/lm-$1-$2.json"; }
     done_rounds=$((${ROUND_FROM:-1} - 1))
     for r in $(seq "${ROUND_FROM:-1}" "$rounds"); do
       time_left || { say "peer round $r: skipped (time)"; break; }
