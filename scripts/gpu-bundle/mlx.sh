@@ -52,6 +52,11 @@ mlx_env() {
   export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 }
 
+# The synthetic model's file (the bench step makes it); `need_model STEP` stops when absent.
+preset=${MLX_MODEL%%:*} quant=${MLX_MODEL##*:}
+f="$work/models/$preset-$quant.gguf"
+need_model() { [ -f "$f" ] || { say "$1: run the bench step first (it makes $f)"; exit 1; }; }
+
 for step in $steps; do
   if ! time_left; then say "$step: skipped (less than ${min_left} s left of this call's ${deadline} s)"; continue; fi
   case $step in
@@ -95,8 +100,6 @@ for step in $steps; do
     ;;
   bench)
     mlx_env
-    preset=${MLX_MODEL%%:*} quant=${MLX_MODEL##*:}
-    f="$work/models/$preset-$quant.gguf"
     if [ ! -f "$f" ]; then
       say "bench: memwall model synth $MLX_MODEL"
       run "$mw" --db "$db" model synth --preset "$preset" -q "$quant" --out "$f" >&2 || { say "bench: synth failed"; exit 1; }
@@ -108,9 +111,7 @@ for step in $steps; do
     ;;
   act)
     mlx_env
-    preset=${MLX_MODEL%%:*} quant=${MLX_MODEL##*:}
-    f="$work/models/$preset-$quant.gguf"
-    [ -f "$f" ] || { say "act: run the bench step first (it makes $f)"; exit 1; }
+    need_model act
     say "act: tg$N memwall-MLX with f32 and f16 activations at 4 and 8 bits"
     for b in 4 8; do
       for a in f32 f16; do
@@ -134,9 +135,7 @@ PY
     ;;
   peer)
     mlx_env
-    preset=${MLX_MODEL%%:*} quant=${MLX_MODEL##*:}
-    f="$work/models/$preset-$quant.gguf"
-    [ -f "$f" ] || { say "peer: run the bench step first (it makes $f)"; exit 1; }
+    need_model peer
     say "peer: tg$N memwall-MLX vs mlx-lm at 4 and 8 bits, $rounds rounds"
     mem() { run "$mw" --db "$db" bench -m "$f" --engine "mlx-${1}bit" -p 0 -n "$N" -d 0 -r "$reps" \
       --skip-capacity-check --no-results --quiet --reuse-stream -o json >"$work/json/mem-$1-$2.json"; }

@@ -571,24 +571,33 @@ mod tests {
         assert_eq!((e.kv_bytes(0), e.kv_bytes(1)), held);
     }
 
+    /// The default model's F16 GGUF, or `None` after a loud skip (a failure where
+    /// `MEMWALL_REQUIRE_MODELS=1`, as in CI).
+    fn f16_model_or_skip() -> Option<std::path::PathBuf> {
+        let path = derived_f16_path();
+        if path.is_file() {
+            return Some(path);
+        }
+        assert_ne!(
+            std::env::var("MEMWALL_REQUIRE_MODELS").as_deref(),
+            Ok("1"),
+            "{} is required: run scripts/setup-mlx.sh",
+            path.display()
+        );
+        eprintln!(
+            "\n!!!!!!!! SKIP: {} missing — run scripts/setup-mlx.sh !!!!!!!!\n",
+            path.display()
+        );
+        None
+    }
+
     #[test]
     fn f16_engine_agrees_with_llama_cpp_on_a_few_prompts() {
         use crate::experiments::agree;
         use crate::experiments::speculative::prompts::PromptSet;
-        let path = derived_f16_path();
-        if !path.is_file() {
-            assert_ne!(
-                std::env::var("MEMWALL_REQUIRE_MODELS").as_deref(),
-                Ok("1"),
-                "{} is required: run scripts/setup-mlx.sh",
-                path.display()
-            );
-            eprintln!(
-                "\n!!!!!!!! SKIP: {} missing — run scripts/setup-mlx.sh !!!!!!!!\n",
-                path.display()
-            );
+        let Some(path) = f16_model_or_skip() else {
             return;
-        }
+        };
         let _lock = crate::testing::engine_lock();
         let cfg = crate::measure::engine::EngineConfig {
             n_ctx: 1024,
@@ -657,20 +666,9 @@ mod tests {
         // GPU) and 4 greedy steps; the held bytes differ by exactly the norm weights
         // and biases, 2 bytes less per element (counted from the file's 1-D tensors).
         use crate::experiments::agree;
-        let path = derived_f16_path();
-        if !path.is_file() {
-            assert_ne!(
-                std::env::var("MEMWALL_REQUIRE_MODELS").as_deref(),
-                Ok("1"),
-                "{} is required: run scripts/setup-mlx.sh",
-                path.display()
-            );
-            eprintln!(
-                "\n!!!!!!!! SKIP: {} missing — run scripts/setup-mlx.sh !!!!!!!!\n",
-                path.display()
-            );
+        let Some(path) = f16_model_or_skip() else {
             return;
-        }
+        };
         let _lock = crate::testing::engine_lock();
         let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
         let m32 = Qwen2::load(&gguf, MlxQuant::Q4, mlx_rs::Dtype::Float32).unwrap();
