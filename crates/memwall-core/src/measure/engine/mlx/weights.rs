@@ -344,16 +344,13 @@ impl<'a> TensorReader<'a> {
         if dtype == Dtype::Float32 {
             return Ok(a);
         }
-        let a = a.as_dtype(dtype).map_err(|e| MlxError::Weights {
+        let err = |e: mlx_rs::error::Exception| MlxError::Weights {
             path: self.gguf.path.display().to_string(),
             tensor: name.into(),
             reason: e.to_string(),
-        })?;
-        a.eval().map_err(|e| MlxError::Weights {
-            path: self.gguf.path.display().to_string(),
-            tensor: name.into(),
-            reason: e.to_string(),
-        })?;
+        };
+        let a = a.as_dtype(dtype).map_err(err)?;
+        a.eval().map_err(err)?;
         Ok(a)
     }
 
