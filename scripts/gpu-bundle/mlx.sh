@@ -19,9 +19,11 @@
 #   act      tg N of memwall-MLX with f32 activations (MEMWALL_MLX_ACT=f32, the CPU's) and
 #            with f16 (a GPU's default), alternating, at 4 and 8 bits: what the
 #            activations' dtype costs on this GPU;
-#   peer     tg N alternating memwall (bench -p 0 -n N) and mlx-lm (bench/vs_mlx_lm.py,
-#            its own Qwen2 code on the same GGUF's weights) at 4 and 8 bits, ROUNDS rounds,
-#            the order swapped each round; prints memwall-MLX tg ÷ mlx-lm tg. The peer holds
+#   peer     tg N alternating memwall (bench -p 0 -n N, synchronous steps; mlx generate
+#            -n N, greedy generation pipelined as generate_step) and mlx-lm
+#            (bench/vs_mlx_lm.py, its own Qwen2 code on the same GGUF's weights: generate_step
+#            and a synchronous loop) at 4 and 8 bits, ROUNDS rounds, the order swapped each
+#            round; prints memwall-MLX tg ÷ mlx-lm tg, like with like. The peer holds
 #            every float tensor in f16 (MLX_LM_DTYPE, default f16: as mlx_lm.convert
 #            holds a model, and as memwall's activations are on a GPU).
 # Output under $OUT: log.txt, memwall.db, results.tgz (every JSON output).
@@ -140,11 +142,12 @@ PY
     mem() { run "$mw" --db "$db" bench -m "$f" --engine "mlx-${1}bit" -p 0 -n "$N" -d 0 -r "$reps" \
       --skip-capacity-check --no-results --quiet --reuse-stream -o json >"$work/json/mem-$1-$2.json"; }
     lm() { run env MLX_LM_DTYPE="${MLX_LM_DTYPE:-f16}" python3 "$root/bench/vs_mlx_lm.py" "$f" "$1" "$N" >"$work/json/lm-$1-$2.json"; }
+    gen() { run "$mw" mlx generate -m "$f" --engine "mlx-${1}bit" -n "$N" -r "$reps" --json >"$work/json/gen-$1-$2.json"; }
     done_rounds=$((${ROUND_FROM:-1} - 1))
     for r in $(seq "${ROUND_FROM:-1}" "$rounds"); do
       time_left || { say "peer round $r: skipped (time)"; break; }
       for b in 4 8; do
-        if [ $((r % 2)) -eq 1 ]; then mem "$b" "$r"; lm "$b" "$r"; else lm "$b" "$r"; mem "$b" "$r"; fi
+        if [ $((r % 2)) -eq 1 ]; then mem "$b" "$r"; gen "$b" "$r"; lm "$b" "$r"; else lm "$b" "$r"; gen "$b" "$r"; mem "$b" "$r"; fi
       done
       done_rounds=$r
     done

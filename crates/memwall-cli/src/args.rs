@@ -1182,6 +1182,31 @@ pub enum MlxCmd {
     /// GGUF (give an F16 one for the check proper): identical first 32 tokens and the
     /// first-position logit cosine per prompt, with the first differing position.
     Agree(MlxAgreeArgs),
+    /// Decode speed of greedy generation pipelined as mlx-lm's `generate_step` (the
+    /// sampled token stays on the device; step t + 1 is queued before step t's token
+    /// is read): tg N after the BOS token, the peer's measure. `memwall bench`'s tg
+    /// steps synchronously, as llama-bench's does.
+    Generate(MlxGenerateArgs),
+}
+
+/// `memwall mlx generate`.
+#[derive(Debug, Args)]
+pub struct MlxGenerateArgs {
+    /// Model file or catalogue name (a Qwen2 GGUF).
+    #[arg(long, short = 'm')]
+    pub model: String,
+    /// The arm: mlx-4bit, mlx-8bit or mlx-f16.
+    #[arg(long, default_value = "mlx-4bit")]
+    pub engine: String,
+    /// Tokens timed after the first (tg N).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_gen: u32,
+    /// Repetitions.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repetitions: u32,
+    /// Print the row as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `memwall mlx agree`.

@@ -1,12 +1,13 @@
 //! `memwall mlx`: the MLX engine's checks.
 
-use crate::args::{MlxAgreeArgs, MlxCmd};
+use crate::args::{MlxAgreeArgs, MlxCmd, MlxGenerateArgs};
 use anyhow::Result;
 
 /// Runs an `mlx` subcommand.
 pub fn mlx(cmd: MlxCmd) -> Result<()> {
     match cmd {
         MlxCmd::Agree(a) => agree(a),
+        MlxCmd::Generate(a) => generate(a),
     }
 }
 
@@ -37,7 +38,51 @@ fn agree(a: MlxAgreeArgs) -> Result<()> {
 
 #[cfg(not(feature = "mlx"))]
 fn agree(_: MlxAgreeArgs) -> Result<()> {
+    no_mlx()
+}
+
+#[cfg(not(feature = "mlx"))]
+fn no_mlx() -> Result<()> {
     anyhow::bail!(
         "this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`"
     )
+}
+
+#[cfg(feature = "mlx")]
+fn generate(a: MlxGenerateArgs) -> Result<()> {
+    use memwall_core::measure::engine::mlx::{MlxEngine, MlxQuant, start_token, time_greedy};
+    let model = super::resolve_model(&a.model)?;
+    let quant = MlxQuant::from_name(&a.engine).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--engine {:?}: not an MLX arm; give mlx-4bit, mlx-8bit or mlx-f16",
+            a.engine
+        )
+    })?;
+    let n_gen = a.n_gen as usize;
+    let mut e = MlxEngine::load(&model, quant, n_gen as u32 + 16, 512)?;
+    let start = start_token(&model)?;
+    let t = time_greedy(&mut e, &[start], n_gen, a.repetitions as usize)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&t)?);
+    } else {
+        println!("{}", t.system_info);
+        println!(
+            "| model | engine | test | t/s (pipelined greedy) | TTFT ms |\n|---|---|---|---:|---:|\n| {} | {} | tg{} | {:.2} ± {:.2} | {:.1} |",
+            model.file_name().map_or_else(
+                || model.display().to_string(),
+                |f| f.to_string_lossy().into()
+            ),
+            t.engine,
+            t.n_gen,
+            t.avg_ts,
+            t.stddev_ts,
+            t.samples_ttft_ms.iter().sum::<f64>() / t.samples_ttft_ms.len() as f64
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "mlx"))]
+fn generate(_: MlxGenerateArgs) -> Result<()> {
+    no_mlx()
 }

@@ -198,6 +198,93 @@ impl MlxEngine {
     pub fn config(&self) -> &qwen2::Qwen2Config {
         &self.model.cfg
     }
+
+    /// Greedy generation, pipelined as mlx-lm's `generate_step`: after `prompt`
+    /// (continuing sequence `seq`'s cache), up to `n_gen` tokens, each the argmax of
+    /// the last one's logits. The sampled token stays on the device, and step t + 1
+    /// is built and queued (`async_eval`) before step t's token is read, so building
+    /// a step's graph overlaps the device running the last. `on_token` gets each token
+    /// as soon as it is read. Stops after an end-of-generation token when
+    /// `stop_at_eog`. The tokens equal those of [`Engine::decode`] with a host argmax
+    /// (`greedy_generation_equals_step_by_step_decoding`), and the cache ends as that
+    /// loop leaves it: the prompt and every generated token but the last.
+    ///
+    /// # Errors
+    /// [`EngineError::Decode`] for an empty prompt, a run past `n_ctx` or a failed
+    /// pass; the sequence's cache is then as it was.
+    pub fn generate_greedy(
+        &mut self,
+        seq: i32,
+        prompt: &[TokenId],
+        n_gen: usize,
+        stop_at_eog: bool,
+        mut on_token: impl FnMut(TokenId),
+    ) -> Result<Vec<TokenId>, EngineError> {
+        let saved = self.caches.remove(&seq).unwrap_or_default();
+        let start = saved.len();
+        let need = start as usize + prompt.len() + n_gen.saturating_sub(1);
+        if prompt.is_empty() || need > self.n_ctx as usize {
+            self.caches.insert(seq, saved);
+            return Err(EngineError::Decode(if prompt.is_empty() {
+                "greedy generation needs at least one prompt token".into()
+            } else {
+                format!(
+                    "sequence {seq}: {start} cached + {} prompt + {} generated positions exceed n_ctx {}",
+                    prompt.len(),
+                    n_gen.saturating_sub(1),
+                    self.n_ctx
+                )
+            }));
+        }
+        let mut cache = saved.clone();
+        let (model, vocab) = (&self.model, &self.vocab);
+        let mut run = |cache: &mut KvCache| -> Result<Vec<TokenId>, mlx_rs::error::Exception> {
+            let mut out = Vec::with_capacity(n_gen);
+            if n_gen == 0 {
+                model.forward(prompt, cache, &[])?;
+                return Ok(out);
+            }
+            let last = [prompt.len() as i32 - 1];
+            let logits = model.forward(prompt, cache, &last)?.ok_or_else(|| {
+                mlx_rs::error::Exception::custom("the prompt's last row gave no logits")
+            })?;
+            let mut y = mlx_rs::ops::indexing::argmax_axis(&logits, -1, None)?;
+            mlx_rs::transforms::async_eval([&y])?;
+            loop {
+                let next = if out.len() + 1 < n_gen {
+                    let nx = model.greedy_step(&y, cache)?;
+                    mlx_rs::transforms::async_eval([&nx])?;
+                    Some(nx)
+                } else {
+                    None
+                };
+                let t = qwen2::token_id(&y)?;
+                out.push(t);
+                on_token(t);
+                if stop_at_eog && vocab.is_eog(t) {
+                    break;
+                }
+                match next {
+                    Some(nx) => y = nx,
+                    None => break,
+                }
+            }
+            // A step queued after the last token read (an end of generation) fed
+            // that token: keep the prompt and all generated tokens but the last.
+            cache.truncate(start + prompt.len() as u32 + out.len() as u32 - 1)?;
+            Ok(out)
+        };
+        match run(&mut cache) {
+            Ok(out) => {
+                self.caches.insert(seq, cache);
+                Ok(out)
+            }
+            Err(e) => {
+                self.caches.insert(seq, saved);
+                Err(mlx_err("greedy generation")(e))
+            }
+        }
+    }
 }
 
 impl Engine for MlxEngine {
@@ -393,6 +480,84 @@ impl Engine for MlxEngine {
     }
 }
 
+/// Decode speed of pipelined greedy generation ([`MlxEngine::generate_greedy`], as
+/// mlx-lm's `generate_step` decodes), `memwall mlx generate`'s rows: tokens after
+/// the first ÷ the time from the first token read to the last. The bench's tg
+/// (llama-bench's) instead steps synchronously, each step's logits on the host.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GreedyTiming {
+    /// `mlx-4bit`, `mlx-8bit`, `mlx-f16`.
+    pub engine: String,
+    /// The engine's build and device line.
+    pub system_info: String,
+    /// Prompt tokens before the first generated one.
+    pub n_prompt: usize,
+    /// Tokens timed after the first.
+    pub n_gen: usize,
+    /// tok/s per repetition.
+    pub samples_ts: Vec<f64>,
+    /// Their mean.
+    pub avg_ts: f64,
+    /// Their sample standard deviation.
+    pub stddev_ts: f64,
+    /// Time to the first token per repetition, ms (the prompt's prefill and one
+    /// argmax).
+    pub samples_ttft_ms: Vec<f64>,
+}
+
+/// The one-token prompt of a tg run, as the peer (bench/vs_mlx_lm.py) takes it:
+/// the GGUF's `tokenizer.ggml.bos_token_id`, else token 0 (Qwen2.5 names a BOS id
+/// but does not add it, so the vocabulary reports none).
+///
+/// # Errors
+/// [`EngineError::Model`] when the file fails memwall's GGUF checks.
+pub fn start_token(path: &Path) -> Result<TokenId, EngineError> {
+    let gguf = crate::probe::gguf::Gguf::open(path)?;
+    Ok(gguf
+        .get("tokenizer.ggml.bos_token_id")
+        .and_then(|v| v.as_u64())
+        .map_or(0, |t| t as TokenId))
+}
+
+/// Times `reps` pipelined greedy generations of `n_gen` + 1 tokens after `prompt`
+/// on a cleared cache, after one untimed 8-token warm-up.
+///
+/// # Errors
+/// [`EngineError::Decode`] from the generation; a repetition too fast to time.
+pub fn time_greedy(
+    e: &mut MlxEngine,
+    prompt: &[TokenId],
+    n_gen: usize,
+    reps: usize,
+) -> Result<GreedyTiming, EngineError> {
+    use std::time::Instant;
+    e.kv_clear();
+    e.generate_greedy(0, prompt, 8.min(n_gen + 1), false, |_| {})?;
+    let (mut ts, mut ttft) = (Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        e.kv_clear();
+        let mut at = Vec::with_capacity(n_gen + 1);
+        let t0 = Instant::now();
+        e.generate_greedy(0, prompt, n_gen + 1, false, |_| at.push(Instant::now()))?;
+        ttft.push(at[0].duration_since(t0).as_secs_f64() * 1e3);
+        let dt = at[at.len() - 1].duration_since(at[0]).as_secs_f64();
+        ts.push(n_gen as f64 / dt);
+    }
+    e.kv_clear();
+    let s = crate::measure::stats::Sample::new(ts)
+        .map_err(|err| EngineError::Decode(format!("pipelined tg: {err}")))?;
+    Ok(GreedyTiming {
+        engine: e.quant.name().into(),
+        system_info: e.info().system_info,
+        n_prompt: prompt.len(),
+        n_gen,
+        avg_ts: s.mean(),
+        stddev_ts: s.std_dev(),
+        samples_ts: s.values().to_vec(),
+        samples_ttft_ms: ttft,
+    })
+}
+
 /// Where `scripts/setup-mlx.sh` writes the F16 GGUF of the default model (llama.cpp's
 /// `llama-quantize --allow-requantize … F16` of qwen2.5-coder-0.5b-instruct Q4_K_M:
 /// the Q4_K_M values exactly, held at f16), the agreement check's input.
@@ -481,6 +646,78 @@ mod tests {
     /// Two sequences in one pass (a prefill beside a prefill, then a decode step
     /// beside a decode step) give the logits each gets alone: the batch shares the
     /// weight reads, not the attention.
+    #[test]
+    fn greedy_generation_equals_step_by_step_decoding() {
+        let Some(path) = crate::testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+            return;
+        };
+        let _lock = crate::testing::engine_lock();
+        let mut e = MlxEngine::load(&path, MlxQuant::Q4, 128, 128).unwrap();
+        // A chat turn the model answers in a few tokens, so an end of generation
+        // falls inside n_gen and the early stop is exercised too.
+        let text = e
+            .apply_chat_template(&[ChatMessage {
+                role: "user".into(),
+                content: "Reply with the single word OK.".into(),
+            }])
+            .unwrap();
+        let prompt = e.tokenize(&text, true).unwrap();
+        let n_gen = 12;
+        // The reference: Engine::decode one token at a time, argmax on the host.
+        e.kv_clear();
+        e.prefill(&prompt, 0, 0, true).unwrap();
+        let mut reference = vec![argmax(e.logits(0).unwrap())];
+        while reference.len() < n_gen {
+            let pos = (prompt.len() + reference.len() - 1) as u32;
+            e.decode_one(*reference.last().unwrap(), pos, 0).unwrap();
+            reference.push(argmax(e.logits(0).unwrap()));
+        }
+        let eog = reference.iter().position(|&t| e.is_eog(t));
+        assert!(
+            eog.is_some_and(|i| i >= 1),
+            "the fixture wants a short answer ending in an end of generation: {reference:?}"
+        );
+        let kv_reference = e.kv_bytes(0);
+        // Pipelined, without the stop: every token, the cache as the loop left it.
+        e.kv_clear();
+        let mut seen = Vec::new();
+        let got = e
+            .generate_greedy(0, &prompt, n_gen, false, |t| seen.push(t))
+            .unwrap();
+        assert_eq!(got, reference);
+        assert_eq!(seen, reference, "on_token sees every token in order");
+        assert_eq!(e.caches[&0].len() as usize, prompt.len() + n_gen - 1);
+        assert_eq!(e.kv_bytes(0), kv_reference);
+        // The caches hold the same keys and values: one more step gives the same logits.
+        e.decode_one(reference[n_gen - 1], (prompt.len() + n_gen - 1) as u32, 0)
+            .unwrap();
+        let after_pipelined = e.logits(0).unwrap().to_vec();
+        e.kv_clear();
+        e.prefill(&prompt, 0, 0, false).unwrap();
+        for (i, &t) in reference.iter().enumerate() {
+            e.decode_one(t, (prompt.len() + i) as u32, 0).unwrap();
+        }
+        let after_reference = e.logits(0).unwrap();
+        let worst = after_pipelined
+            .iter()
+            .zip(after_reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= 1e-4, "logits after the caches differ by {worst}");
+        // With the stop: up to and including the end of generation; the cache holds
+        // the prompt and the tokens before it, although the step after it was queued.
+        let i = eog.unwrap();
+        e.kv_clear();
+        let got = e.generate_greedy(0, &prompt, n_gen, true, |_| {}).unwrap();
+        assert_eq!(got, reference[..=i]);
+        assert_eq!(e.caches[&0].len() as usize, prompt.len() + i);
+        // Refused: an empty prompt, and a run past n_ctx; the cache is kept.
+        let held = e.caches[&0].len();
+        assert!(e.generate_greedy(0, &[], 4, false, |_| {}).is_err());
+        assert!(e.generate_greedy(0, &prompt, 128, false, |_| {}).is_err());
+        assert_eq!(e.caches[&0].len(), held);
+    }
+
     #[test]
     fn sequences_batched_in_one_pass_match_each_run_alone() {
         let Some(path) = crate::testing::model("qwen2.5-coder-0.5b-q4_k_m") else {

@@ -250,88 +250,28 @@ impl Qwen2 {
     /// logits of every sequence's `keep` rows, sequence after sequence, as one
     /// `[Σ keep, n_vocab]` array (f32, evaluated); `None` when no row is kept.
     pub fn forward_batch(&self, seqs: &mut [SeqInput<'_>]) -> Result<Option<Array>, Exception> {
-        let c = &self.cfg;
-        let d = c.n_embd as i32;
-        let (h, hkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim() as i32);
-        let mut spans = Vec::with_capacity(seqs.len());
+        let d = self.cfg.n_embd as i32;
         let mut ids = Vec::new();
         for s in seqs.iter() {
-            let a = ids.len() as i32;
             ids.extend_from_slice(s.tokens);
-            spans.push((a, ids.len() as i32));
         }
         let n = ids.len() as i32;
         if n == 0 {
             return Ok(None);
         }
-        let one = seqs.len() == 1;
-        let mut x = self.embed.rows(&ids, self.act)?.reshape(&[1, n, d])?;
-        let scale = 1.0 / (hd as f32).sqrt();
-        for (i, layer) in self.layers.iter().enumerate() {
-            let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.attn_norm), c.rms_eps)?;
-            let q_all = layer.wq.apply(&hn)?.add(&layer.bq)?;
-            let k_all = layer.wk.apply(&hn)?.add(&layer.bk)?;
-            let v_all = layer.wv.apply(&hn)?.add(&layer.bv)?;
-            let mut outs = Vec::with_capacity(seqs.len());
-            for (s, &(a, b)) in seqs.iter_mut().zip(&spans) {
-                let l = b - a;
-                let offset = s.cache.len as i32;
-                let heads = |all: &Array, nh: i32| -> Result<Array, Exception> {
-                    let rows = if one {
-                        all.clone()
-                    } else {
-                        all.index((.., a..b, ..))
-                    };
-                    rows.reshape(&[1, l, nh, hd])?.transpose_axes(&[0, 2, 1, 3])
-                };
-                let rope =
-                    |x: &Array| mlx_rs::fast::rope(x, hd, false, c.rope_theta, 1.0, offset, None);
-                let q = rope(&heads(&q_all, h)?)?;
-                // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
-                let k = rope(&heads(&k_all, hkv)?)?.as_dtype(Dtype::Float16)?;
-                let v = heads(&v_all, hkv)?.as_dtype(Dtype::Float16)?;
-                let first = s.cache.layers.len() <= i;
-                let (k, v) = if first {
-                    (k, v)
-                } else {
-                    let (ck, cv) = &s.cache.layers[i];
-                    (
-                        mlx_rs::ops::concatenate(&[ck, &k], 2)?,
-                        mlx_rs::ops::concatenate(&[cv, &v], 2)?,
-                    )
-                };
-                let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-                let o = mlx_rs::fast::scaled_dot_product_attention(
-                    &q,
-                    k.as_dtype(self.act)?,
-                    v.as_dtype(self.act)?,
-                    scale,
-                    mask,
-                    None,
-                )?;
-                if first {
-                    s.cache.layers.push((k, v));
-                } else {
-                    s.cache.layers[i] = (k, v);
-                }
-                outs.push(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, h * hd])?);
-            }
-            let o = if one {
-                outs.pop().expect("one sequence")
-            } else {
-                mlx_rs::ops::concatenate(&outs, 1)?
-            };
-            x = x.add(layer.wo.apply(&o)?)?;
-            let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.ffn_norm), c.rms_eps)?;
-            let g = layer.gate.apply(&hn)?;
-            let u = layer.up.apply(&hn)?;
-            let m = mlx_rs::nn::silu(&g)?.multiply(&u)?;
-            x = x.add(layer.down.apply(&m)?)?;
-        }
+        let x = self.embed.rows(&ids, self.act)?.reshape(&[1, n, d])?;
+        let x = {
+            let mut parts: Vec<(&mut KvCache, i32)> = seqs
+                .iter_mut()
+                .map(|s| (&mut *s.cache, s.tokens.len() as i32))
+                .collect();
+            self.blocks(x, &mut parts)?
+        };
         let mut rows = Vec::new();
-        for (s, &(a, b)) in seqs.iter_mut().zip(&spans) {
-            s.cache.len += (b - a) as u32;
+        let mut a = 0i32;
+        for s in seqs.iter() {
             rows.extend(s.keep.iter().map(|&j| a + j));
+            a += s.tokens.len() as i32;
         }
         let caches = || {
             seqs.iter()
@@ -347,16 +287,125 @@ impl Qwen2 {
         } else {
             x.take_axis(Array::from_slice(&rows, &[rows.len() as i32]), 0)?
         };
-        let x = mlx_rs::fast::rms_norm(&x, Some(&self.norm), c.rms_eps)?;
-        let logits = self
-            .output
-            .as_ref()
-            .unwrap_or(&self.embed)
-            .apply(&x)?
-            .as_dtype(Dtype::Float32)?;
+        let logits = self.head(&x)?.as_dtype(Dtype::Float32)?;
         mlx_rs::transforms::eval(std::iter::once(&logits).chain(caches()))?;
         Ok(Some(logits))
     }
+
+    /// One greedy decode step, built and not evaluated: `token` (a `[1]` integer
+    /// array, which may itself be a step's unevaluated output) at position
+    /// `cache.len()`, appended to `cache`; returns the argmax of its logits, `[1]`
+    /// (u32). Nothing leaves the device, so the caller can queue this step
+    /// (`async_eval`) before the last one has finished, as mlx-lm's `generate_step`
+    /// does. The argmax is taken over the logits in the activations' dtype: the f32
+    /// cast of [`Qwen2::forward_batch`] is exact, so it picks the same token.
+    pub fn greedy_step(&self, token: &Array, cache: &mut KvCache) -> Result<Array, Exception> {
+        let d = self.cfg.n_embd as i32;
+        let x = match self.embed.rows_on_device(token, self.act)? {
+            Some(x) => x,
+            // A matrix split across the CPU's lanes looks its rows up on the host.
+            None => self.embed.rows(&[token_id(token)?], self.act)?,
+        };
+        let x = self.blocks(x.reshape(&[1, 1, d])?, &mut [(cache, 1)])?;
+        let logits = self.head(&x.reshape(&[1, d])?)?;
+        mlx_rs::ops::indexing::argmax_axis(&logits, -1, None)
+    }
+
+    /// The final norm and the output projection (tied to the embedding where the
+    /// file has no `output.weight`), in the activations' dtype.
+    fn head(&self, x: &Array) -> Result<Array, Exception> {
+        let x = mlx_rs::fast::rms_norm(x, Some(&self.norm), self.cfg.rms_eps)?;
+        self.output.as_ref().unwrap_or(&self.embed).apply(&x)
+    }
+
+    /// The transformer blocks over `x` (`[1, Σ l, n_embd]`: each sequence's `l` new
+    /// rows, sequence after sequence), each sequence attending to its own cache,
+    /// which it extends by its `l` rows.
+    fn blocks(&self, mut x: Array, seqs: &mut [(&mut KvCache, i32)]) -> Result<Array, Exception> {
+        let c = &self.cfg;
+        let (h, hkv, hd) = (c.n_head as i32, c.n_head_kv as i32, c.head_dim() as i32);
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut a = 0i32;
+        for (_, l) in seqs.iter() {
+            spans.push((a, a + l));
+            a += l;
+        }
+        let one = seqs.len() == 1;
+        let scale = 1.0 / (hd as f32).sqrt();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.attn_norm), c.rms_eps)?;
+            let q_all = layer.wq.apply(&hn)?.add(&layer.bq)?;
+            let k_all = layer.wk.apply(&hn)?.add(&layer.bk)?;
+            let v_all = layer.wv.apply(&hn)?.add(&layer.bv)?;
+            let mut outs = Vec::with_capacity(seqs.len());
+            for ((cache, _), &(a, b)) in seqs.iter_mut().zip(&spans) {
+                let l = b - a;
+                let offset = cache.len as i32;
+                let heads = |all: &Array, nh: i32| -> Result<Array, Exception> {
+                    let rows = if one {
+                        all.clone()
+                    } else {
+                        all.index((.., a..b, ..))
+                    };
+                    rows.reshape(&[1, l, nh, hd])?.transpose_axes(&[0, 2, 1, 3])
+                };
+                let rope =
+                    |x: &Array| mlx_rs::fast::rope(x, hd, false, c.rope_theta, 1.0, offset, None);
+                let q = rope(&heads(&q_all, h)?)?;
+                // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
+                let k = rope(&heads(&k_all, hkv)?)?.as_dtype(Dtype::Float16)?;
+                let v = heads(&v_all, hkv)?.as_dtype(Dtype::Float16)?;
+                let first = cache.layers.len() <= i;
+                let (k, v) = if first {
+                    (k, v)
+                } else {
+                    let (ck, cv) = &cache.layers[i];
+                    (
+                        mlx_rs::ops::concatenate(&[ck, &k], 2)?,
+                        mlx_rs::ops::concatenate(&[cv, &v], 2)?,
+                    )
+                };
+                let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+                let o = mlx_rs::fast::scaled_dot_product_attention(
+                    &q,
+                    k.as_dtype(self.act)?,
+                    v.as_dtype(self.act)?,
+                    scale,
+                    mask,
+                    None,
+                )?;
+                if first {
+                    cache.layers.push((k, v));
+                } else {
+                    cache.layers[i] = (k, v);
+                }
+                outs.push(o.transpose_axes(&[0, 2, 1, 3])?.reshape(&[1, l, h * hd])?);
+            }
+            let o = if one {
+                outs.pop().expect("one sequence")
+            } else {
+                mlx_rs::ops::concatenate(&outs, 1)?
+            };
+            x = x.add(layer.wo.apply(&o)?)?;
+            let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.ffn_norm), c.rms_eps)?;
+            let g = layer.gate.apply(&hn)?;
+            let u = layer.up.apply(&hn)?;
+            let m = mlx_rs::nn::silu(&g)?.multiply(&u)?;
+            x = x.add(layer.down.apply(&m)?)?;
+        }
+        for ((cache, l), _) in seqs.iter_mut().zip(&spans) {
+            cache.len += *l as u32;
+        }
+        Ok(x)
+    }
+}
+
+/// The token id held by a one-element array (a greedy step's argmax), read back to
+/// the host (evaluating it).
+pub fn token_id(a: &Array) -> Result<i32, Exception> {
+    a.try_item_cast::<u32>()
+        .map(|t| t as i32)
+        .map_err(|e| Exception::custom(format!("reading a token id back: {e}")))
 }
 
 /// One sequence of a [`Qwen2::forward_batch`]: its new tokens (continuing its

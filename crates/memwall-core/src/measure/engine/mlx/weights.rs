@@ -273,6 +273,32 @@ impl Matrix {
         }
     }
 
+    /// Rows at the token ids of `ids` (an embedding lookup on the device: the ids
+    /// need not be evaluated), dequantized to `dtype`, shape `[n, in]`; the same
+    /// values as [`Matrix::rows`]. `None` for a matrix split into several shards
+    /// (the CPU's lanes), whose lookup needs the ids on the host.
+    pub fn rows_on_device(
+        &self,
+        ids: &Array,
+        dtype: Dtype,
+    ) -> Result<Option<Array>, mlx_rs::error::Exception> {
+        match self {
+            Matrix::Dense(w) => Ok(Some(w.take_axis(ids, 0)?.as_dtype(dtype)?)),
+            Matrix::Quantized { shards, bits, .. } if shards.len() == 1 => {
+                let s = &shards[0];
+                let rows = mlx_rs::ops::dequantize(
+                    s.w.take_axis(ids, 0)?,
+                    s.scales.take_axis(ids, 0)?,
+                    &s.biases.take_axis(ids, 0)?,
+                    GROUP_SIZE,
+                    *bits,
+                )?;
+                Ok(Some(rows.as_dtype(dtype)?))
+            }
+            Matrix::Quantized { .. } => Ok(None),
+        }
+    }
+
     /// Bytes of the arrays held (weights + scales + biases).
     pub fn nbytes(&self) -> u64 {
         match self {
@@ -495,6 +521,20 @@ mod tests {
                     to_vec(&full)
                 );
                 assert!(m.rows(&[rows], Dtype::Float32).is_err());
+                // The device lookup (ids as an array, as a greedy step's argmax
+                // leaves them): the same rows from one shard; several shards defer
+                // to the host lookup.
+                let dev = m
+                    .rows_on_device(
+                        &Array::from_slice(&ids, &[ids.len() as i32]),
+                        Dtype::Float32,
+                    )
+                    .unwrap();
+                if n == 1 {
+                    assert_eq!(to_vec(&dev.expect("one shard")), to_vec(&full));
+                } else {
+                    assert!(dev.is_none(), "{n} shards");
+                }
             }
         }
     }
