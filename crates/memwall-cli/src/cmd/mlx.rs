@@ -50,18 +50,9 @@ fn no_mlx() -> Result<()> {
 
 #[cfg(feature = "mlx")]
 fn generate(a: MlxGenerateArgs) -> Result<()> {
-    use memwall_core::measure::engine::mlx::{MlxEngine, MlxQuant, start_token, time_greedy};
+    use memwall_core::experiments::mlx_tg::generate_job;
     let model = super::resolve_model(&a.model)?;
-    let quant = MlxQuant::from_name(&a.engine).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--engine {:?}: not an MLX arm; give mlx-4bit, mlx-8bit or mlx-f16",
-            a.engine
-        )
-    })?;
-    let n_gen = a.n_gen as usize;
-    let mut e = MlxEngine::load(&model, quant, n_gen as u32 + 16, 512)?;
-    let start = start_token(&model)?;
-    let t = time_greedy(&mut e, &[start], n_gen, a.repetitions as usize)?;
+    let t = generate_job(&model, &a.engine, a.n_gen as usize, a.repetitions as usize)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&t)?);
     } else {

@@ -4,6 +4,7 @@
 //! identical rows, files and charts.
 //!
 //! - [`agree`]: greedy agreement of two engines (MLX vs llama.cpp) on the same weights.
+//! - [`mlx_tg`]: the MLX engine's pipelined greedy decode, timed as mlx-lm's.
 //! - [`roof`]: the machine's roof (STREAM + compute peaks) as a stored run.
 //! - [`bench`]: llama-bench-style pp/tg tests placed on the roofline.
 //! - [`evidence`]: the roofline evidence (KV bytes, batching, depth, threads).
@@ -30,6 +31,7 @@ pub mod evidence;
 pub mod frontier;
 pub mod live;
 pub mod loadtest;
+pub mod mlx_tg;
 pub mod predict;
 pub mod report;
 pub mod roof;
