@@ -4,7 +4,9 @@
 # throw-away crate, cross-linked with Debian's aarch64 gcc, tests run with
 # `-cpu max` (which has the dotprod extension). Only the correctness tests mean
 # anything under emulation (every path does every step, bounds, refusals); rates
-# measured under qemu are not the hardware's, so the speed test is skipped.
+# and clocks timed under qemu are not the hardware's, so the speed test and the
+# add chain's stability test are skipped (qemu's translated chain ran at
+# 1.34–1.57 "GHz" from one reading to the next: the emulator's pace, not a core's).
 # Needs: rustup target aarch64-unknown-linux-gnu, Debian's qemu-user,
 # gcc-aarch64-linux-gnu and libc6-dev-arm64-cross. Skips loudly without them.
 set -euo pipefail
@@ -46,7 +48,8 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max"
 cd "$work"
 if ! CARGO_TARGET_DIR="$work/target" cargo test --offline --release --target aarch64-unknown-linux-gnu -- \
-  --skip every_path_is_within_its_bound_and_above_scalar --nocapture >"$work/test.log" 2>&1; then
+  --skip every_path_is_within_its_bound_and_above_scalar \
+  --skip the_add_chain_reads_one_clock_alone_and_beside_busy_threads --nocapture >"$work/test.log" 2>&1; then
   tail -40 "$work/test.log" >&2
   echo "check-aarch64-peak: FAILED (full log: $work/test.log)" >&2
   exit 1
