@@ -763,7 +763,7 @@ pub fn measure(
 /// Measures the peak of `kind` on `isa` with `threads` workers: each worker runs
 /// the kernel for about `duration`, repeated `reps` times; the best aggregate rate
 /// is kept and checked against its [`Bound`].
-/// Cost: `reps × duration` of wall time on all `threads` cores, plus ~0.1 s for the clock.
+/// Cost: `reps × duration` of wall time on all `threads` cores, plus ~30 ms for the clock.
 ///
 /// # Errors
 /// [`PeakError::Unsupported`] when this CPU lacks the path;
