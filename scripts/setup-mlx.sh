@@ -41,16 +41,21 @@ fi
 dir=${MEMWALL_MLX_DIR:-$HOME/.cache/memwall/mlx/mlx-cpu-$MLX_VERSION}
 stamp="$dir/stamp"
 derive_f16() {
-  # The agreement check's input: the default model at F16, made by llama.cpp's own
-  # llama-quantize (scripts/build-llama-tools.sh) from the Q4_K_M file, so llama.cpp
-  # and MLX start from the same values. Skipped (the test then says so) without it.
+  # The agreement checks' inputs: catalogue models at F16, made by llama.cpp's own
+  # llama-quantize (scripts/build-llama-tools.sh) from their quantized files, so
+  # llama.cpp and MLX start from the same values: the default model (qwen2) and
+  # SmolLM2-135M (llama). Skipped (the tests then say so) without them.
+  derive_one qwen2.5-coder-0.5b-instruct-q4_k_m.gguf qwen2.5-coder-0.5b-instruct-f16.gguf
+  derive_one SmolLM2-135M-Instruct.Q4_1.gguf smollm2-135m-instruct-f16.gguf
+}
+derive_one() {
   local q=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin/llama-quantize
-  local src=${MEMWALL_MODELS:-$HOME/.cache/memwall/models}/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+  local src=${MEMWALL_MODELS:-$HOME/.cache/memwall/models}/$1
   local out_dir=${MEMWALL_DERIVED:-$HOME/.cache/memwall/derived}
-  local out=$out_dir/qwen2.5-coder-0.5b-instruct-f16.gguf
+  local out=$out_dir/$2
   [ -f "$out" ] && return 0
   if [ ! -x "$q" ] || [ ! -f "$src" ]; then
-    echo "setup-mlx: no llama-quantize or default model yet: the F16 agreement model is not made" >&2
+    echo "setup-mlx: no llama-quantize or $1 yet: $2 (an agreement check's input) is not made" >&2
     return 0
   fi
   mkdir -p "$out_dir"

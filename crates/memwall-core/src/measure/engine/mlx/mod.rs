@@ -1,5 +1,6 @@
-//! The MLX engine (feature `mlx`): models written with mlx-rs ops, one file per
-//! architecture ([`qwen2`]), weights read from the same GGUF files llama.cpp
+//! The MLX engine (feature `mlx`): models written with mlx-rs ops ([`qwen2`]:
+//! Qwen2, and GGUF `llama` files, which differ from it only in having no q/k/v
+//! biases and in their RoPE pairing), weights read from the same GGUF files llama.cpp
 //! loads ([`weights`]: dequantized by llama.cpp's own `to_float`, then held as
 //! f16 or quantized by MLX to 8 or 4 bits, group 64), and tokenization through
 //! llama.cpp's vocabulary of that file (a vocab-only load), so both engines see
@@ -566,6 +567,14 @@ pub fn derived_f16_path() -> std::path::PathBuf {
         .join("qwen2.5-coder-0.5b-instruct-f16.gguf")
 }
 
+/// `llama-quantize --allow-requantize … F16` of SmolLM2-135M-Instruct Q4_1 (a GGUF
+/// `llama`: the agreement check of the second architecture), made by
+/// `scripts/setup-mlx.sh` beside [`derived_f16_path`].
+pub fn derived_llama_f16_path() -> std::path::PathBuf {
+    crate::probe::catalog::env_dir("MEMWALL_DERIVED", "derived")
+        .join("smollm2-135m-instruct-f16.gguf")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -811,7 +820,11 @@ mod tests {
     /// The default model's F16 GGUF, or `None` after a loud skip (a failure where
     /// `MEMWALL_REQUIRE_MODELS=1`, as in CI).
     fn f16_model_or_skip() -> Option<std::path::PathBuf> {
-        let path = derived_f16_path();
+        derived_or_skip(derived_f16_path())
+    }
+
+    /// A derived file, or `None` after a loud skip (a failure in CI).
+    fn derived_or_skip(path: std::path::PathBuf) -> Option<std::path::PathBuf> {
         if path.is_file() {
             return Some(path);
         }
@@ -890,6 +903,61 @@ mod tests {
         assert!(mlx.decode_one(t2, p + 5, 0).is_err());
         // Held bytes: every f16 matrix at 2 bytes a weight; the file's tensors are f16
         // matrices plus f32 vectors, so the held bytes equal the file's tensor bytes.
+        let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
+        let file_bytes: u64 = gguf.tensors.iter().map(|t| t.n_bytes().0).sum();
+        assert_eq!(mlx.weight_bytes(), file_bytes);
+    }
+
+    #[test]
+    fn llama_architecture_agrees_with_llama_cpp_on_a_few_prompts() {
+        // SmolLM2-135M (GGUF `llama`: no q/k/v biases, RoPE on adjacent pairs) at F16,
+        // both engines from the same values; the reference is llama.cpp.
+        use crate::experiments::agree;
+        use crate::experiments::speculative::prompts::{Category, PromptSet};
+        let Some(path) = derived_or_skip(derived_llama_f16_path()) else {
+            return;
+        };
+        let _lock = crate::testing::engine_lock();
+        let cfg = crate::measure::engine::EngineConfig {
+            n_ctx: 1024,
+            n_batch: 512,
+            n_gpu_layers: 0,
+            ..Default::default()
+        };
+        let mut llama = crate::measure::engine::llama::LlamaModelHandle::load_no_repack(&path)
+            .unwrap()
+            .engine(&cfg)
+            .unwrap();
+        let mut mlx = MlxEngine::load(&path, MlxQuant::F16, 1024, 512).unwrap();
+        assert_eq!(mlx.config().arch, "llama");
+        assert_eq!(mlx.n_vocab(), llama.n_vocab());
+        let set = PromptSet::builtin().unwrap();
+        let mut picked = PromptSet {
+            prompts: Vec::new(),
+            ..set.clone()
+        };
+        for c in Category::ALL {
+            picked
+                .prompts
+                .extend(set.of(c).into_iter().take(2).cloned());
+        }
+        let rows = agree::run(&mut llama, &mut mlx, &picked, 6, 16, |_| {}).unwrap();
+        eprintln!("{}", agree::table(&rows));
+        for r in &rows {
+            assert!(
+                r.cosine >= agree::MIN_COSINE,
+                "{}: cosine {}",
+                r.id,
+                r.cosine
+            );
+        }
+        assert!(
+            rows.iter().filter(|r| r.first_diff.is_none()).count() >= 5,
+            "{}",
+            agree::table(&rows)
+        );
+        // No biases held: the held bytes are the file's tensor bytes (f16 matrices,
+        // f32 norms), as for Qwen2 where the biases are file tensors too.
         let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
         let file_bytes: u64 = gguf.tensors.iter().map(|t| t.n_bytes().0).sum();
         assert_eq!(mlx.weight_bytes(), file_bytes);

@@ -1,6 +1,12 @@
 //! Qwen2 (Qwen2.5, Qwen2.5-Coder) written with MLX ops: GQA attention with q/k/v
 //! biases, RoPE (NEOX style: rotate halves, as llama.cpp's `LLAMA_ROPE_TYPE_NEOX`
 //! for this architecture and mlx-lm's `traditional=False`), RMSNorm, SwiGLU MLP.
+//! The same decoder also runs GGUF `llama` files (SmolLM2, Llama 2): they differ
+//! only in having no q/k/v biases and in RoPE rotating adjacent pairs (llama.cpp's
+//! `LLAMA_ROPE_TYPE_NORM`, mlx-lm's `traditional=True`: llama.cpp's converter
+//! permutes Q and K rows for it). Llama variants with RoPE scaling or frequency
+//! factors (Llama 3.1 and later), partial rotary dimensions or a head width other
+//! than `n_embd / n_head` are refused by [`Qwen2Config::from_gguf`].
 //! Shapes follow mlx-lm's `models/qwen2.py`: activations `[B, L, D]`, attention
 //! heads `[B, H, L, head_dim]`. Activations are f32 on the CPU (llama.cpp's CPU
 //! path keeps f32 activations too) and f16 on a GPU, as mlx-lm ([`super::act_dtype`]);
@@ -15,9 +21,13 @@ use mlx_rs::fast::ScaledDotProductAttentionMask;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::{Array, Dtype};
 
-/// Hyper-parameters read from the GGUF's `qwen2.*` metadata.
+/// Hyper-parameters read from the GGUF's `qwen2.*` (or `llama.*`) metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen2Config {
+    /// `general.architecture`: `qwen2` or `llama`.
+    pub arch: String,
+    /// RoPE rotates adjacent pairs (`llama`) rather than halves (`qwen2`).
+    pub rope_traditional: bool,
     /// `qwen2.block_count`.
     pub n_layer: usize,
     /// `qwen2.embedding_length`.
@@ -43,14 +53,14 @@ impl Qwen2Config {
             key: key.to_string(),
             reason: why.to_string(),
         };
-        if arch != "qwen2" {
+        if arch != "qwen2" && arch != "llama" {
             return Err(bad(
                 "general.architecture",
-                &format!("is `{arch}`; the MLX engine implements qwen2 only"),
+                &format!("is `{arch}`; the MLX engine implements qwen2 and llama only"),
             ));
         }
         let int = |k: &str| -> Result<usize, MlxError> {
-            let key = format!("qwen2.{k}");
+            let key = format!("{arch}.{k}");
             gguf.get(&key)
                 .and_then(|v| v.as_u64())
                 .filter(|&v| v > 0 && v < 1 << 20)
@@ -58,13 +68,15 @@ impl Qwen2Config {
                 .ok_or_else(|| bad(&key, "missing or not a positive integer"))
         };
         let float = |k: &str, default: Option<f64>| -> Result<f32, MlxError> {
-            let key = format!("qwen2.{k}");
+            let key = format!("{arch}.{k}");
             match gguf.get(&key).and_then(|v| v.as_f64()).or(default) {
                 Some(v) if v.is_finite() && v > 0.0 => Ok(v as f32),
                 _ => Err(bad(&key, "missing or not a positive number")),
             }
         };
         let cfg = Qwen2Config {
+            arch: arch.to_string(),
+            rope_traditional: arch == "llama",
             n_layer: int("block_count")?,
             n_embd: int("embedding_length")?,
             n_head: int("attention.head_count")?,
@@ -76,8 +88,40 @@ impl Qwen2Config {
         };
         if cfg.n_embd % cfg.n_head != 0 || cfg.n_head % cfg.n_head_kv != 0 {
             return Err(bad(
-                "qwen2.attention.head_count",
+                &format!("{arch}.attention.head_count"),
                 "embedding length, head count and KV head count do not divide",
+            ));
+        }
+        // What this decoder does not implement is refused, not approximated.
+        let hd = cfg.head_dim() as u64;
+        for k in [
+            "attention.key_length",
+            "attention.value_length",
+            "rope.dimension_count",
+        ] {
+            let key = format!("{arch}.{k}");
+            if let Some(v) = gguf.get(&key).and_then(|v| v.as_u64())
+                && v != hd
+            {
+                return Err(bad(
+                    &key,
+                    &format!("is {v}, not the head width {hd}: not implemented by the MLX engine"),
+                ));
+            }
+        }
+        let scaling = format!("{arch}.rope.scaling.type");
+        if let Some(t) = gguf.get(&scaling).and_then(|v| v.as_str())
+            && t != "none"
+        {
+            return Err(bad(
+                &scaling,
+                &format!("is `{t}`: RoPE scaling is not implemented by the MLX engine"),
+            ));
+        }
+        if gguf.tensor("rope_freqs.weight").is_some() {
+            return Err(bad(
+                "rope_freqs.weight",
+                "RoPE frequency factors (Llama 3.1 and later) are not implemented by the MLX engine",
             ));
         }
         Ok(cfg)
@@ -92,11 +136,11 @@ impl Qwen2Config {
 struct Layer {
     attn_norm: Array,
     wq: Matrix,
-    bq: Array,
+    bq: Option<Array>,
     wk: Matrix,
-    bk: Array,
+    bk: Option<Array>,
     wv: Matrix,
-    bv: Array,
+    bv: Option<Array>,
     wo: Matrix,
     ffn_norm: Array,
     gate: Matrix,
@@ -178,16 +222,24 @@ impl Qwen2 {
         };
         let norm = r.vector("output_norm.weight", act)?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
+        // q/k/v biases: Qwen2 has them (required), Llama files may (llama.cpp loads
+        // them where present).
+        let optional = cfg.arch == "llama";
+        let bias = |r: &mut TensorReader, name: &str| -> Result<Option<Array>, MlxError> {
+            (!optional || r.has(name))
+                .then(|| r.vector(name, act))
+                .transpose()
+        };
         for i in 0..cfg.n_layer {
             let t = |s: &str| format!("blk.{i}.{s}");
             layers.push(Layer {
                 attn_norm: r.vector(&t("attn_norm.weight"), act)?,
                 wq: r.matrix(&t("attn_q.weight"), quant)?,
-                bq: r.vector(&t("attn_q.bias"), act)?,
+                bq: bias(&mut r, &t("attn_q.bias"))?,
                 wk: r.matrix(&t("attn_k.weight"), quant)?,
-                bk: r.vector(&t("attn_k.bias"), act)?,
+                bk: bias(&mut r, &t("attn_k.bias"))?,
                 wv: r.matrix(&t("attn_v.weight"), quant)?,
-                bv: r.vector(&t("attn_v.bias"), act)?,
+                bv: bias(&mut r, &t("attn_v.bias"))?,
                 wo: r.matrix(&t("attn_output.weight"), quant)?,
                 ffn_norm: r.vector(&t("ffn_norm.weight"), act)?,
                 gate: r.matrix(&t("ffn_gate.weight"), quant)?,
@@ -217,7 +269,12 @@ impl Qwen2 {
         let mut n =
             self.embed.nbytes() + self.output.as_ref().map_or(0, Matrix::nbytes) + v(&self.norm);
         for l in &self.layers {
-            n += v(&l.attn_norm) + v(&l.bq) + v(&l.bk) + v(&l.bv) + v(&l.ffn_norm);
+            n += v(&l.attn_norm) + v(&l.ffn_norm);
+            n += [&l.bq, &l.bk, &l.bv]
+                .iter()
+                .flat_map(|b| b.iter())
+                .map(v)
+                .sum::<u64>();
             n += [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
                 .iter()
                 .map(|m| m.nbytes())
@@ -334,9 +391,9 @@ impl Qwen2 {
         let scale = 1.0 / (hd as f32).sqrt();
         for (i, layer) in self.layers.iter().enumerate() {
             let hn = mlx_rs::fast::rms_norm(&x, Some(&layer.attn_norm), c.rms_eps)?;
-            let q_all = layer.wq.apply(&hn)?.add(&layer.bq)?;
-            let k_all = layer.wk.apply(&hn)?.add(&layer.bk)?;
-            let v_all = layer.wv.apply(&hn)?.add(&layer.bv)?;
+            let q_all = with_bias(layer.wq.apply(&hn)?, &layer.bq)?;
+            let k_all = with_bias(layer.wk.apply(&hn)?, &layer.bk)?;
+            let v_all = with_bias(layer.wv.apply(&hn)?, &layer.bv)?;
             let mut outs = Vec::with_capacity(seqs.len());
             for ((cache, _), &(a, b)) in seqs.iter_mut().zip(&spans) {
                 let l = b - a;
@@ -349,8 +406,9 @@ impl Qwen2 {
                     };
                     rows.reshape(&[1, l, nh, hd])?.transpose_axes(&[0, 2, 1, 3])
                 };
-                let rope =
-                    |x: &Array| mlx_rs::fast::rope(x, hd, false, c.rope_theta, 1.0, offset, None);
+                let rope = |x: &Array| {
+                    mlx_rs::fast::rope(x, hd, c.rope_traditional, c.rope_theta, 1.0, offset, None)
+                };
                 let q = rope(&heads(&q_all, h)?)?;
                 // The cache holds f16 keys and values, as llama.cpp's default F16 KV cache.
                 let k = rope(&heads(&k_all, hkv)?)?.as_dtype(Dtype::Float16)?;
@@ -400,6 +458,14 @@ impl Qwen2 {
     }
 }
 
+/// `x + b`, or `x` where the architecture has no bias.
+fn with_bias(x: Array, b: &Option<Array>) -> Result<Array, Exception> {
+    match b {
+        Some(b) => x.add(b),
+        None => Ok(x),
+    }
+}
+
 /// The token id held by a one-element array (a greedy step's argmax), read back to
 /// the host (evaluating it).
 pub fn token_id(a: &Array) -> Result<i32, Exception> {
@@ -417,4 +483,70 @@ pub struct SeqInput<'a> {
     pub cache: &'a mut KvCache,
     /// Indices into `tokens` whose logits are returned.
     pub keep: &'a [i32],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuzz::GgufBuilder;
+    use std::path::PathBuf;
+
+    /// A header-only GGUF of `arch` with SmolLM2-135M's shape (head width 64).
+    fn header(arch: &str) -> GgufBuilder {
+        let k = |s: &str| format!("{arch}.{s}");
+        GgufBuilder::default()
+            .kv_str("general.architecture", arch)
+            .kv_u32(&k("block_count"), 30)
+            .kv_u32(&k("embedding_length"), 576)
+            .kv_u32(&k("attention.head_count"), 9)
+            .kv_u32(&k("attention.head_count_kv"), 3)
+            .kv_u32(&k("context_length"), 8192)
+            .kv_raw(
+                &k("attention.layer_norm_rms_epsilon"),
+                6,
+                &1e-5f32.to_le_bytes(),
+            )
+    }
+
+    fn config(b: &GgufBuilder) -> Result<Qwen2Config, MlxError> {
+        let bytes = b.clone().data(256).build();
+        let g = Gguf::parse(&bytes[..], bytes.len() as u64, PathBuf::from("m.gguf")).unwrap();
+        Qwen2Config::from_gguf(&g)
+    }
+
+    #[test]
+    fn llama_rotates_adjacent_pairs_and_qwen2_halves() {
+        // llama.cpp: LLM_ARCH_LLAMA → LLAMA_ROPE_TYPE_NORM, LLM_ARCH_QWEN2 → NEOX.
+        let l = config(&header("llama").kv_u32("llama.rope.dimension_count", 64)).unwrap();
+        assert_eq!((l.arch.as_str(), l.rope_traditional), ("llama", true));
+        assert_eq!((l.head_dim(), l.rope_theta), (64, 10000.0));
+        let q = config(&header("qwen2")).unwrap();
+        assert_eq!((q.arch.as_str(), q.rope_traditional), ("qwen2", false));
+    }
+
+    #[test]
+    fn what_the_decoder_does_not_implement_is_refused_by_key() {
+        let err = |b: GgufBuilder| config(&b).unwrap_err().to_string();
+        let e = err(header("gemma3"));
+        assert!(
+            e.contains("general.architecture") && e.contains("gemma3"),
+            "{e}"
+        );
+        let e = err(header("llama").kv_str("llama.rope.scaling.type", "linear"));
+        assert!(
+            e.contains("llama.rope.scaling.type") && e.contains("linear"),
+            "{e}"
+        );
+        let e = err(header("llama").kv_u32("llama.rope.dimension_count", 32));
+        assert!(
+            e.contains("llama.rope.dimension_count") && e.contains("32"),
+            "{e}"
+        );
+        let e = err(header("llama").kv_u32("llama.attention.key_length", 128));
+        assert!(e.contains("llama.attention.key_length"), "{e}");
+        let e = err(header("llama").tensor("rope_freqs.weight", &[32], 0, 0));
+        assert!(e.contains("rope_freqs.weight"), "{e}");
+        // Scaling type "none" is no scaling.
+        assert!(config(&header("llama").kv_str("llama.rope.scaling.type", "none")).is_ok());
+    }
 }
