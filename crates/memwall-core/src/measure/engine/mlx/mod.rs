@@ -841,36 +841,40 @@ mod tests {
         None
     }
 
-    #[test]
-    fn f16_engine_agrees_with_llama_cpp_on_a_few_prompts() {
+    /// Greedy agreement of MLX (holding `path` at f16) with llama.cpp on the first
+    /// `per_category` prompts of each category, 16 tokens each; asserts every
+    /// first-position cosine ≥ `agree::MIN_COSINE` and equal vocabularies. The
+    /// caller holds the engine lock.
+    fn agree_at_f16(
+        path: &std::path::Path,
+        per_category: usize,
+    ) -> (MlxEngine, Vec<crate::experiments::agree::AgreeRow>) {
         use crate::experiments::agree;
-        use crate::experiments::speculative::prompts::PromptSet;
-        let Some(path) = f16_model_or_skip() else {
-            return;
-        };
-        let _lock = crate::testing::engine_lock();
+        use crate::experiments::speculative::prompts::{Category, PromptSet};
         let cfg = crate::measure::engine::EngineConfig {
             n_ctx: 1024,
             n_batch: 512,
             n_gpu_layers: 0,
             ..Default::default()
         };
-        let mut llama = crate::measure::engine::llama::LlamaModelHandle::load_no_repack(&path)
+        let mut llama = crate::measure::engine::llama::LlamaModelHandle::load_no_repack(path)
             .unwrap()
             .engine(&cfg)
             .unwrap();
-        let mut mlx = MlxEngine::load(&path, MlxQuant::F16, 1024, 512).unwrap();
+        let mut mlx = MlxEngine::load(path, MlxQuant::F16, 1024, 512).unwrap();
         assert_eq!(mlx.n_vocab(), llama.n_vocab());
         let set = PromptSet::builtin().unwrap();
-        // Three prompts, one per category.
         let mut picked = PromptSet {
             prompts: Vec::new(),
             ..set.clone()
         };
-        for c in crate::experiments::speculative::prompts::Category::ALL {
-            picked.prompts.push(set.of(c)[0].clone());
+        for c in Category::ALL {
+            picked
+                .prompts
+                .extend(set.of(c).into_iter().take(per_category).cloned());
         }
-        let rows = agree::run(&mut llama, &mut mlx, &picked, 3, 16, |_| {}).unwrap();
+        let n = picked.prompts.len();
+        let rows = agree::run(&mut llama, &mut mlx, &picked, n, 16, |_| {}).unwrap();
         eprintln!("{}", agree::table(&rows));
         for r in &rows {
             assert!(
@@ -880,10 +884,22 @@ mod tests {
                 r.cosine
             );
         }
+        (mlx, rows)
+    }
+
+    #[test]
+    fn f16_engine_agrees_with_llama_cpp_on_a_few_prompts() {
+        let Some(path) = f16_model_or_skip() else {
+            return;
+        };
+        use crate::experiments::agree;
+        let _lock = crate::testing::engine_lock();
+        // Three prompts, one per category.
+        let (mut mlx, rows) = agree_at_f16(&path, 1);
+        let table = agree::table(&rows);
         assert!(
             rows.iter().filter(|r| r.first_diff.is_none()).count() >= 2,
-            "{}",
-            agree::table(&rows)
+            "{table}"
         );
 
         // KV truncation: decode 4 tokens, roll back 2, redo them: same logits.
@@ -912,49 +928,16 @@ mod tests {
     fn llama_architecture_agrees_with_llama_cpp_on_a_few_prompts() {
         // SmolLM2-135M (GGUF `llama`: no q/k/v biases, RoPE on adjacent pairs) at F16,
         // both engines from the same values; the reference is llama.cpp.
-        use crate::experiments::agree;
-        use crate::experiments::speculative::prompts::{Category, PromptSet};
         let Some(path) = derived_or_skip(derived_llama_f16_path()) else {
             return;
         };
         let _lock = crate::testing::engine_lock();
-        let cfg = crate::measure::engine::EngineConfig {
-            n_ctx: 1024,
-            n_batch: 512,
-            n_gpu_layers: 0,
-            ..Default::default()
-        };
-        let mut llama = crate::measure::engine::llama::LlamaModelHandle::load_no_repack(&path)
-            .unwrap()
-            .engine(&cfg)
-            .unwrap();
-        let mut mlx = MlxEngine::load(&path, MlxQuant::F16, 1024, 512).unwrap();
+        let (mlx, rows) = agree_at_f16(&path, 2);
         assert_eq!(mlx.config().arch, "llama");
-        assert_eq!(mlx.n_vocab(), llama.n_vocab());
-        let set = PromptSet::builtin().unwrap();
-        let mut picked = PromptSet {
-            prompts: Vec::new(),
-            ..set.clone()
-        };
-        for c in Category::ALL {
-            picked
-                .prompts
-                .extend(set.of(c).into_iter().take(2).cloned());
-        }
-        let rows = agree::run(&mut llama, &mut mlx, &picked, 6, 16, |_| {}).unwrap();
-        eprintln!("{}", agree::table(&rows));
-        for r in &rows {
-            assert!(
-                r.cosine >= agree::MIN_COSINE,
-                "{}: cosine {}",
-                r.id,
-                r.cosine
-            );
-        }
+        let table = crate::experiments::agree::table(&rows);
         assert!(
             rows.iter().filter(|r| r.first_diff.is_none()).count() >= 5,
-            "{}",
-            agree::table(&rows)
+            "{table}"
         );
         // No biases held: the held bytes are the file's tensor bytes (f16 matrices,
         // f32 norms), as for Qwen2 where the biases are file tensors too.
