@@ -933,7 +933,7 @@ mod tests {
         };
         let _lock = crate::testing::engine_lock();
         let (mlx, rows) = agree_at_f16(&path, 2);
-        assert_eq!(mlx.config().arch, "llama");
+        assert_eq!(mlx.config().arch, crate::probe::shape::Arch::Llama);
         let table = crate::experiments::agree::table(&rows);
         assert!(
             rows.iter().filter(|r| r.first_diff.is_none()).count() >= 5,

@@ -16,6 +16,7 @@
 use super::MlxError;
 use super::weights::{Matrix, MlxQuant, TensorReader};
 use crate::probe::gguf::Gguf;
+use crate::probe::shape::Arch;
 use mlx_rs::error::Exception;
 use mlx_rs::fast::ScaledDotProductAttentionMask;
 use mlx_rs::ops::indexing::IndexOp;
@@ -24,43 +25,47 @@ use mlx_rs::{Array, Dtype};
 /// Hyper-parameters read from the GGUF's `qwen2.*` (or `llama.*`) metadata.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen2Config {
-    /// `general.architecture`: `qwen2` or `llama`.
-    pub arch: String,
+    /// `general.architecture`: [`Arch::Qwen2`] or [`Arch::Llama`].
+    pub arch: Arch,
     /// RoPE rotates adjacent pairs (`llama`) rather than halves (`qwen2`).
     pub rope_traditional: bool,
-    /// `qwen2.block_count`.
+    /// `{arch}.block_count`.
     pub n_layer: usize,
-    /// `qwen2.embedding_length`.
+    /// `{arch}.embedding_length`.
     pub n_embd: usize,
-    /// `qwen2.attention.head_count`.
+    /// `{arch}.attention.head_count`.
     pub n_head: usize,
-    /// `qwen2.attention.head_count_kv`.
+    /// `{arch}.attention.head_count_kv`.
     pub n_head_kv: usize,
-    /// `qwen2.rope.freq_base` (Qwen2.5: 1e6).
+    /// `{arch}.rope.freq_base` (Qwen2.5: 1e6).
     pub rope_theta: f32,
-    /// `qwen2.attention.layer_norm_rms_epsilon`.
+    /// `{arch}.attention.layer_norm_rms_epsilon`.
     pub rms_eps: f32,
-    /// `qwen2.context_length`.
+    /// `{arch}.context_length`.
     pub n_ctx_train: usize,
 }
 
 impl Qwen2Config {
     /// Reads the config from `gguf`; names the missing or bad key.
     pub fn from_gguf(gguf: &Gguf) -> Result<Qwen2Config, MlxError> {
-        let arch = gguf.architecture().unwrap_or("");
+        let name = gguf.architecture().unwrap_or("");
         let bad = |key: &str, why: &str| MlxError::Config {
             path: gguf.path.display().to_string(),
             key: key.to_string(),
             reason: why.to_string(),
         };
-        if arch != "qwen2" && arch != "llama" {
-            return Err(bad(
-                "general.architecture",
-                &format!("is `{arch}`; the MLX engine implements qwen2 and llama only"),
-            ));
-        }
+        let arch = match Arch::parse(name) {
+            Ok(a @ (Arch::Qwen2 | Arch::Llama)) => a,
+            _ => {
+                return Err(bad(
+                    "general.architecture",
+                    &format!("is `{name}`; the MLX engine implements qwen2 and llama only"),
+                ));
+            }
+        };
+        let arch_name = arch.name();
         let int = |k: &str| -> Result<usize, MlxError> {
-            let key = format!("{arch}.{k}");
+            let key = format!("{arch_name}.{k}");
             gguf.get(&key)
                 .and_then(|v| v.as_u64())
                 .filter(|&v| v > 0 && v < 1 << 20)
@@ -68,15 +73,15 @@ impl Qwen2Config {
                 .ok_or_else(|| bad(&key, "missing or not a positive integer"))
         };
         let float = |k: &str, default: Option<f64>| -> Result<f32, MlxError> {
-            let key = format!("{arch}.{k}");
+            let key = format!("{arch_name}.{k}");
             match gguf.get(&key).and_then(|v| v.as_f64()).or(default) {
                 Some(v) if v.is_finite() && v > 0.0 => Ok(v as f32),
                 _ => Err(bad(&key, "missing or not a positive number")),
             }
         };
         let cfg = Qwen2Config {
-            arch: arch.to_string(),
-            rope_traditional: arch == "llama",
+            arch,
+            rope_traditional: arch == Arch::Llama,
             n_layer: int("block_count")?,
             n_embd: int("embedding_length")?,
             n_head: int("attention.head_count")?,
@@ -88,7 +93,7 @@ impl Qwen2Config {
         };
         if cfg.n_embd % cfg.n_head != 0 || cfg.n_head % cfg.n_head_kv != 0 {
             return Err(bad(
-                &format!("{arch}.attention.head_count"),
+                &format!("{arch_name}.attention.head_count"),
                 "embedding length, head count and KV head count do not divide",
             ));
         }
@@ -99,7 +104,7 @@ impl Qwen2Config {
             "attention.value_length",
             "rope.dimension_count",
         ] {
-            let key = format!("{arch}.{k}");
+            let key = format!("{arch_name}.{k}");
             if let Some(v) = gguf.get(&key).and_then(|v| v.as_u64())
                 && v != hd
             {
@@ -109,7 +114,7 @@ impl Qwen2Config {
                 ));
             }
         }
-        let scaling = format!("{arch}.rope.scaling.type");
+        let scaling = format!("{arch_name}.rope.scaling.type");
         if let Some(t) = gguf.get(&scaling).and_then(|v| v.as_str())
             && t != "none"
         {
@@ -224,7 +229,7 @@ impl Qwen2 {
         let mut layers = Vec::with_capacity(cfg.n_layer);
         // q/k/v biases: Qwen2 has them (required), Llama files may (llama.cpp loads
         // them where present).
-        let optional = cfg.arch == "llama";
+        let optional = cfg.arch == Arch::Llama;
         let bias = |r: &mut TensorReader, name: &str| -> Result<Option<Array>, MlxError> {
             (!optional || r.has(name))
                 .then(|| r.vector(name, act))
@@ -518,10 +523,10 @@ mod tests {
     fn llama_rotates_adjacent_pairs_and_qwen2_halves() {
         // llama.cpp: LLM_ARCH_LLAMA → LLAMA_ROPE_TYPE_NORM, LLM_ARCH_QWEN2 → NEOX.
         let l = config(&header("llama").kv_u32("llama.rope.dimension_count", 64)).unwrap();
-        assert_eq!((l.arch.as_str(), l.rope_traditional), ("llama", true));
+        assert_eq!((l.arch, l.rope_traditional), (Arch::Llama, true));
         assert_eq!((l.head_dim(), l.rope_theta), (64, 10000.0));
         let q = config(&header("qwen2")).unwrap();
-        assert_eq!((q.arch.as_str(), q.rope_traditional), ("qwen2", false));
+        assert_eq!((q.arch, q.rope_traditional), (Arch::Qwen2, false));
     }
 
     #[test]
