@@ -172,7 +172,8 @@ pub enum ColumnRole {
     Provenance,
 }
 
-/// The llama.cpp parameters that memwall neither exposes nor changes, as llama-bench
+/// The llama.cpp parameters that memwall leaves at llama.cpp's defaults (all but the
+/// split mode and tensor split, which `memwall bench` passes through), as llama-bench
 /// writes them. llama-bench's key columns must all be present and non-null: its
 /// `compare-llama-bench.py` pairs two builds' rows on every one of them.
 ///
@@ -190,7 +191,8 @@ pub struct LlamaDefaults {
     pub poll: i64,
     /// MoE expert layers kept on the CPU.
     pub n_cpu_moe: i64,
-    /// Multi-GPU split mode (`none`, `layer`, `row`, `tensor`).
+    /// Multi-GPU split mode (`none`, `layer`, `row`, `tensor`): `memwall bench
+    /// --split-mode` sets it (llama.cpp's default `layer` otherwise).
     pub split_mode: String,
     /// The GPU used when the split mode is `none`.
     pub main_gpu: i64,
@@ -198,7 +200,8 @@ pub struct LlamaDefaults {
     pub no_kv_offload: bool,
     /// Devices used, `/`-separated (`auto` = llama.cpp's choice).
     pub devices: String,
-    /// Tensor split over GPUs, `/`-separated fractions.
+    /// Tensor split over GPUs, `/`-separated proportions as llama-bench prints them
+    /// (`1.00/1.00`; `0.00` = llama.cpp's default): `memwall bench --tensor-split` sets it.
     pub tensor_split: String,
     /// Tensor buffer-type overrides (`none`).
     pub tensor_buft_overrides: String,

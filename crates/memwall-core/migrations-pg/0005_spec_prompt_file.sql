@@ -1,0 +1,9 @@
+-- SQLite 0022 (speculative rows name their prompt file) on PostgreSQL.
+--
+-- spec_gates, spec_bench, spec_synth: prompt_set, the prompt file a gate covered or a
+-- bench measured, as given (a path, or `builtin:prompts/spec.jsonl` for the frozen
+-- set). Which rows a gate unlocks is still decided by prompt_set_sha256; this column
+-- says which file that was. Rows stored before it have NULL: unknown.
+ALTER TABLE spec_gates ADD COLUMN prompt_set TEXT;
+ALTER TABLE spec_bench ADD COLUMN prompt_set TEXT;
+ALTER TABLE spec_synth ADD COLUMN prompt_set TEXT;
