@@ -2,7 +2,7 @@
 //! shape of the passes that computed it? (Diagnoses greedy-gate differences.)
 //! usage: cargo run --release --example spec_probe -- MODEL.gguf "text" [fa: on|off|auto]
 use memwall_core::measure::engine::llama::LlamaModelHandle;
-use memwall_core::measure::engine::{BatchItem, Engine, EngineConfig, argmax};
+use memwall_core::measure::engine::{BatchItem, Engine, EngineConfig, Vocab, argmax};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();

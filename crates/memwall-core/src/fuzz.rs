@@ -105,7 +105,7 @@ impl GgufBuilder {
         out.extend(self.n_kv.to_le_bytes());
         out.extend(&self.kv);
         out.extend(&self.tensors);
-        while out.len() % 32 != 0 {
+        while !out.len().is_multiple_of(32) {
             out.push(0);
         }
         out.extend(std::iter::repeat_n(0u8, self.data_len as usize));

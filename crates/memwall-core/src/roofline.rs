@@ -11,6 +11,9 @@
 //! bandwidth), the machine's roof ([`MachineRoof`]: measured bandwidth and compute
 //! peaks), and the ceilings of one test instance ([`Workload`] →
 //! [`instance_ceiling`], [`instance_compute`], and [`place`] for a measured rate).
+//! Over several GPUs, llama.cpp's split modes: [`multi_gpu`].
+
+pub mod multi_gpu;
 
 use crate::probe::model::{CacheType, ModelFacts};
 use crate::units::{Bytes, Gbps, Gflops};

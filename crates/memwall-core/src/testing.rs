@@ -11,8 +11,58 @@
 //!   on a free loopback port, its socket inside the temp dir), stopped on drop; when
 //!   PostgreSQL is not installed the test is skipped loudly, unless
 //!   `MEMWALL_REQUIRE_E2E=1` (CI), where that is a failure.
+//! - [`skip_or_fail`]: the one way a test skips for a missing prerequisite (a loud
+//!   SKIP line), or fails when the [`Requirement`] CI sets for it is on.
 
 use std::path::PathBuf;
+
+/// A class of test prerequisite, named by the variable that `.ci/run` sets to `1` so
+/// that its absence fails instead of skipping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// Catalogue models, datasets and files derived from them: `MEMWALL_REQUIRE_MODELS`.
+    Models,
+    /// llama.cpp's own tools (llama-bench, llama-server, compare-llama-bench.py …):
+    /// `MEMWALL_REQUIRE_LLAMA_TOOLS`.
+    LlamaTools,
+    /// End-to-end prerequisites (python3, node, chromium, PostgreSQL, the openai
+    /// client): `MEMWALL_REQUIRE_E2E`.
+    E2e,
+    /// Process isolation for generated code (bubblewrap): `MEMWALL_REQUIRE_SANDBOX`.
+    Sandbox,
+}
+
+impl Requirement {
+    /// The environment variable that turns a skip into a failure.
+    pub fn var(self) -> &'static str {
+        match self {
+            Requirement::Models => "MEMWALL_REQUIRE_MODELS",
+            Requirement::LlamaTools => "MEMWALL_REQUIRE_LLAMA_TOOLS",
+            Requirement::E2e => "MEMWALL_REQUIRE_E2E",
+            Requirement::Sandbox => "MEMWALL_REQUIRE_SANDBOX",
+        }
+    }
+
+    /// Whether the variable is `1` here (as in CI).
+    pub fn required(self) -> bool {
+        std::env::var(self.var()).as_deref() == Ok("1")
+    }
+}
+
+/// A test's prerequisite `what` is missing: prints a loud SKIP line naming `fix`, so
+/// the caller can return; under `req`'s variable (CI) that is a failure instead.
+///
+/// # Panics
+/// When [`Requirement::required`] holds for `req`.
+pub fn skip_or_fail(req: Requirement, what: &str, fix: &str) {
+    if req.required() {
+        panic!("{what} is required ({}=1) but missing: {fix}", req.var());
+    }
+    eprintln!(
+        "\n!!!!!!!! SKIP: {what} missing — {fix} (CI sets {}=1 so nothing is skipped there) !!!!!!!!\n",
+        req.var()
+    );
+}
 
 /// Path of catalogue model `name` when fetched. `None` (after printing a loud
 /// SKIP line) when it is absent and `MEMWALL_REQUIRE_MODELS` is not `1`.
@@ -29,15 +79,10 @@ pub fn model(name: &str) -> Option<PathBuf> {
     if p.is_file() {
         return Some(p);
     }
-    if std::env::var("MEMWALL_REQUIRE_MODELS").as_deref() == Ok("1") {
-        panic!(
-            "model {name} is required (MEMWALL_REQUIRE_MODELS=1) but missing at {}: run `memwall models fetch --all`",
-            p.display()
-        );
-    }
-    eprintln!(
-        "\n!!!!!!!! SKIP: model {name} not found at {} — run `memwall models fetch {name}` (CI sets MEMWALL_REQUIRE_MODELS=1 so nothing is skipped there) !!!!!!!!\n",
-        p.display()
+    skip_or_fail(
+        Requirement::Models,
+        &format!("model {name} at {}", p.display()),
+        &format!("run `memwall models fetch {name}` (or `memwall models fetch --all`)"),
     );
     None
 }
@@ -144,13 +189,10 @@ impl PgCluster {
     /// cluster does not start (the message holds the server's log).
     pub fn start() -> Option<PgCluster> {
         let Some(bin) = postgres_bin_dir() else {
-            if std::env::var("MEMWALL_REQUIRE_E2E").as_deref() == Ok("1") {
-                panic!(
-                    "PostgreSQL is required (MEMWALL_REQUIRE_E2E=1) but initdb is neither on PATH nor under /usr/lib/postgresql/*/bin: install Debian's postgresql package (scripts/setup-tests.sh does)"
-                );
-            }
-            eprintln!(
-                "\n!!!!!!!! SKIP: PostgreSQL not installed (no initdb on PATH or under /usr/lib/postgresql/*/bin) — run scripts/setup-tests.sh (CI sets MEMWALL_REQUIRE_E2E=1 so nothing is skipped there) !!!!!!!!\n"
+            skip_or_fail(
+                Requirement::E2e,
+                "PostgreSQL (initdb on PATH or under /usr/lib/postgresql/*/bin)",
+                "install Debian's postgresql package (scripts/setup-tests.sh does)",
             );
             return None;
         };

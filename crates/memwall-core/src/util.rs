@@ -69,6 +69,25 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// The process's monotonic epoch: the first call's [`std::time::Instant`]. Times that
+/// travel between threads in plain numbers (a timed repetition's start and end in a
+/// progress event, matched against the live sampler's clock) count from it.
+pub fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+/// Now, in ns since [`epoch`] (the epoch is fixed first, so this never saturates).
+pub fn epoch_now_ns() -> u64 {
+    let e = epoch();
+    std::time::Instant::now().duration_since(e).as_nanos() as u64
+}
+
+/// The instant `ns` nanoseconds after [`epoch`].
+pub fn epoch_instant(ns: u64) -> std::time::Instant {
+    epoch() + std::time::Duration::from_nanos(ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

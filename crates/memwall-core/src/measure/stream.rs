@@ -795,6 +795,9 @@ pub fn run_on(cfg: &StreamConfig, isa: Isa) -> Result<StreamResult, StreamError>
                             }
                         }
                     }
+                    // `pass` indexes the inner dimension of my_times[kernel][pass]: an
+                    // iterator over it would need the table transposed.
+                    #[allow(clippy::needless_range_loop)]
                     for pass in 0..n_passes {
                         for (ki, &k) in kernels.iter().enumerate() {
                             if k == Kernel::Read {

@@ -36,6 +36,12 @@ pub enum Warning {
         /// Which roof is missing.
         reason: String,
     },
+    /// Other processes (or other guests of the hypervisor) used the CPUs during the
+    /// timed repetitions: the row measured a shared machine.
+    Contended {
+        /// What they used ([`crate::measure::sampler::session::EnergySummary::contended`]).
+        what: String,
+    },
 }
 
 impl std::fmt::Display for Warning {
@@ -55,6 +61,7 @@ impl std::fmt::Display for Warning {
             }
             Warning::DebugBuild => write!(f, "debug build: numbers are not representative"),
             Warning::NoCeiling { reason } => write!(f, "ceiling —: {reason}"),
+            Warning::Contended { what } => write!(f, "contended: {what}"),
         }
     }
 }

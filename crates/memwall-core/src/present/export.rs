@@ -7,9 +7,110 @@
 //! arrays, so llama.cpp's `scripts/compare-llama-bench.py` reads them as it reads
 //! llama-bench's own output; memwall's columns follow llama-bench's.
 
-use crate::store::record::{BenchRecord, ColumnValue};
+use crate::measure::sampler::session::EnergySummary;
+use crate::store::record::{BenchRecord, ColumnRole, ColumnValue};
 use crate::units::or_dash;
 use std::io::{self, Write};
+
+/// A bench row as exported: the record and the energy of its timed repetitions
+/// (`None`: no live-sampler recording came with it).
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    /// The stored record.
+    pub record: &'a BenchRecord,
+    /// Its energy, thermals and contention.
+    pub energy: Option<&'a EnergySummary>,
+}
+
+/// The energy reason of a row exported without a recording.
+pub const NO_RECORDING: &str = "no live-sampler recording with this row";
+
+/// The energy columns that follow the record's (after llama-bench's): mean power,
+/// J/token, tokens per Wh, J/token above idle, idle power, what the energy covers,
+/// why a figure is missing, and other processes' CPU use.
+pub fn energy_fields(e: Option<&EnergySummary>) -> Vec<(&'static str, ColumnRole, ColumnValue)> {
+    use ColumnRole::*;
+    let real = |v: Option<f64>| {
+        v.filter(|x| x.is_finite())
+            .map_or(ColumnValue::Null, ColumnValue::Real)
+    };
+    let text = |v: Option<&str>| {
+        v.filter(|x| !x.is_empty())
+            .map_or(ColumnValue::Null, |x| ColumnValue::Text(x.to_string()))
+    };
+    vec![
+        (
+            "mean_power_w",
+            Measure,
+            real(e.and_then(|e| e.mean_power_w)),
+        ),
+        ("j_per_token", Measure, real(e.and_then(|e| e.j_per_token))),
+        (
+            "tokens_per_wh",
+            Measure,
+            real(e.and_then(|e| e.tokens_per_wh)),
+        ),
+        (
+            "j_per_token_above_idle",
+            Measure,
+            real(e.and_then(|e| e.j_per_token_above_idle)),
+        ),
+        (
+            "idle_power_w",
+            Measure,
+            real(e.and_then(|e| e.idle_power_w)),
+        ),
+        (
+            "energy_scope",
+            Provenance,
+            text(e.map(|e| e.energy_scope.as_str())),
+        ),
+        (
+            "energy_reason",
+            Provenance,
+            match e {
+                None => ColumnValue::Text(NO_RECORDING.into()),
+                Some(e) => text(e.reason.as_deref()),
+            },
+        ),
+        (
+            "other_cpu_cores",
+            Measure,
+            real(e.and_then(|e| e.other_cpu_cores)),
+        ),
+        (
+            "other_gpu_util_pct",
+            Measure,
+            real(e.and_then(|e| e.other_gpu_util_pct)),
+        ),
+    ]
+}
+
+impl Row<'_> {
+    /// The record's fields, then [`energy_fields`].
+    pub fn fields(&self) -> Vec<(&'static str, ColumnRole, ColumnValue)> {
+        let mut f = self.record.fields();
+        f.extend(energy_fields(self.energy));
+        f
+    }
+}
+
+/// The exported column names in order: the record's, then the energy columns.
+pub fn column_names() -> Vec<&'static str> {
+    let mut c = BenchRecord::column_names();
+    c.extend(energy_fields(None).into_iter().map(|(n, _, _)| n));
+    c
+}
+
+/// `rows` without energy (each exported with [`NO_RECORDING`]).
+pub fn bare(rows: &[BenchRecord]) -> Vec<Row<'_>> {
+    rows.iter()
+        .map(|record| Row {
+            record,
+            energy: None,
+        })
+        .collect()
+}
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -63,27 +164,40 @@ impl Format {
 
 /// Writes records in one format.
 pub trait Exporter {
-    /// Writes all `rows` to `out`.
+    /// Writes all `rows`, with their energy, to `out`.
     ///
     /// # Errors
     /// I/O errors of `out`.
-    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()>;
+    fn write_rows(&self, rows: &[Row<'_>], out: &mut dyn Write) -> io::Result<()>;
 
-    /// Renders to a string.
-    fn render(&self, rows: &[BenchRecord]) -> String {
+    /// Writes records without energy (their energy columns say [`NO_RECORDING`]).
+    ///
+    /// # Errors
+    /// I/O errors of `out`.
+    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+        self.write_rows(&bare(rows), out)
+    }
+
+    /// Renders rows with their energy to a string.
+    fn render_rows(&self, rows: &[Row<'_>]) -> String {
         let mut v = Vec::new();
-        self.write(rows, &mut v)
+        self.write_rows(rows, &mut v)
             .expect("writing to a Vec cannot fail");
         String::from_utf8(v).expect("exporters write UTF-8")
+    }
+
+    /// Renders records without energy to a string.
+    fn render(&self, rows: &[BenchRecord]) -> String {
+        self.render_rows(&bare(rows))
     }
 }
 
 /// CSV exporter.
 pub struct Csv;
 impl Exporter for Csv {
-    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+    fn write_rows(&self, rows: &[Row<'_>], out: &mut dyn Write) -> io::Result<()> {
         let mut w = csv::Writer::from_writer(out);
-        w.write_record(BenchRecord::column_names())?;
+        w.write_record(column_names())?;
         for r in rows {
             w.write_record(r.fields().iter().map(|(_, _, c)| c.to_text()))?;
         }
@@ -107,8 +221,8 @@ fn json_value(c: &ColumnValue) -> String {
     s.expect("finite numbers and strings serialize")
 }
 
-/// One record as `"name": value` pairs in column order.
-fn json_pairs(r: &BenchRecord) -> Vec<String> {
+/// One row as `"name": value` pairs in column order.
+fn json_pairs(r: &Row<'_>) -> Vec<String> {
     r.fields()
         .iter()
         .map(|(n, _, c)| format!("\"{n}\": {}", json_value(c)))
@@ -118,7 +232,7 @@ fn json_pairs(r: &BenchRecord) -> Vec<String> {
 /// JSON array exporter.
 pub struct Json;
 impl Exporter for Json {
-    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+    fn write_rows(&self, rows: &[Row<'_>], out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "[")?;
         for (i, r) in rows.iter().enumerate() {
             let sep = if i + 1 < rows.len() { "," } else { "" };
@@ -135,7 +249,7 @@ impl Exporter for Json {
 /// JSON-lines exporter.
 pub struct Jsonl;
 impl Exporter for Jsonl {
-    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+    fn write_rows(&self, rows: &[Row<'_>], out: &mut dyn Write) -> io::Result<()> {
         for r in rows {
             writeln!(out, "{{{}}}", json_pairs(r).join(", "))?;
         }
@@ -147,7 +261,7 @@ impl Exporter for Jsonl {
 pub struct Markdown;
 
 /// The columns of the human table: `(header, right-aligned)`.
-pub const TABLE_HEADERS: [(&str, bool); 13] = [
+pub const TABLE_HEADERS: [(&str, bool); 17] = [
     ("model", false),
     ("size", true),
     ("params", true),
@@ -160,11 +274,17 @@ pub const TABLE_HEADERS: [(&str, bool); 13] = [
     ("read ceiling t/s", true),
     ("achieved (read)", true),
     ("implied GB/s", true),
+    ("mean W", true),
+    ("J/token", true),
+    ("tokens/Wh", true),
+    ("energy scope", false),
     ("warnings", false),
 ];
 
-/// One row of the human table, formatted.
-pub fn table_row(r: &BenchRecord) -> Vec<String> {
+/// One row of the human table, formatted (energy `—` where not measured).
+pub fn table_row(row: &Row<'_>) -> Vec<String> {
+    let r = row.record;
+    let e = row.energy;
     vec![
         if r.synthetic {
             format!("{} (SYNTHETIC)", r.model_type)
@@ -192,12 +312,19 @@ pub fn table_row(r: &BenchRecord) -> Vec<String> {
             .filter(|x| x.is_finite())
             .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
         or_dash(r.implied_bandwidth_gbps, 1),
+        or_dash(e.and_then(|e| e.mean_power_w), 1),
+        or_dash(e.and_then(|e| e.j_per_token), 4),
+        or_dash(e.and_then(|e| e.tokens_per_wh), 0),
+        e.map(|e| e.energy_scope.as_str())
+            .filter(|s| !s.is_empty())
+            .unwrap_or("—")
+            .to_string(),
         r.warnings.join(crate::store::record::WARNINGS_SEPARATOR),
     ]
 }
 
 impl Exporter for Markdown {
-    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+    fn write_rows(&self, rows: &[Row<'_>], out: &mut dyn Write) -> io::Result<()> {
         let cells: Vec<Vec<String>> = rows.iter().map(table_row).collect();
         let mut widths: Vec<usize> = TABLE_HEADERS
             .iter()
@@ -273,13 +400,28 @@ fn sql_literal(c: &ColumnValue) -> String {
 }
 
 impl Exporter for Sql {
-    fn write(&self, rows: &[BenchRecord], out: &mut dyn Write) -> io::Result<()> {
+    fn write_rows(&self, rows: &[Row<'_>], out: &mut dyn Write) -> io::Result<()> {
         let ex = BenchRecord::example();
-        let cols: Vec<String> = ex
-            .fields()
-            .iter()
-            .map(|(n, _, c)| format!("  {n} {}", c.sql_type()))
-            .collect();
+        let full = EnergySummary {
+            mean_power_w: Some(1.0),
+            j_per_token: Some(1.0),
+            tokens_per_wh: Some(1.0),
+            j_per_token_above_idle: Some(1.0),
+            idle_power_w: Some(1.0),
+            energy_scope: "x".into(),
+            reason: Some("x".into()),
+            other_cpu_cores: Some(1.0),
+            other_gpu_util_pct: Some(1.0),
+            ..EnergySummary::default()
+        };
+        let cols: Vec<String> = Row {
+            record: &ex,
+            energy: Some(&full),
+        }
+        .fields()
+        .iter()
+        .map(|(n, _, c)| format!("  {n} {}", c.sql_type()))
+        .collect();
         writeln!(
             out,
             "CREATE TABLE IF NOT EXISTS {SQL_TABLE} (\n{}\n);",
@@ -323,7 +465,7 @@ mod tests {
         let s = Csv.render(&rows());
         let mut rdr = csv::Reader::from_reader(s.as_bytes());
         let h = rdr.headers().unwrap().clone();
-        assert_eq!(h.iter().collect::<Vec<_>>(), BenchRecord::column_names());
+        assert_eq!(h.iter().collect::<Vec<_>>(), column_names());
         let recs: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
         let idx = |n: &str| h.iter().position(|x| x == n).unwrap();
         assert_eq!(&recs[0][idx("samples_ns")], "1990000000 2010000000");
@@ -368,7 +510,7 @@ mod tests {
             .filter_map(|l| l.trim().strip_prefix('"'))
             .map(|l| l.split('"').next().unwrap())
             .collect();
-        assert_eq!(keys, BenchRecord::column_names());
+        assert_eq!(keys, column_names());
         let l = Jsonl.render(&rows());
         assert_eq!(l.lines().count(), 2);
         assert!(
@@ -382,9 +524,9 @@ mod tests {
     fn markdown_snapshot() {
         let s = Markdown.render(&rows()[..1]);
         let expected = "\
-| model             |     size | params | backend       | threads | test  |          t/s | ceiling t/s | achieved | read ceiling t/s | achieved (read) | implied GB/s | warnings |
-| ----------------- | -------: | -----: | ------------- | ------: | ----- | -----------: | ----------: | -------: | ---------------: | --------------: | -----------: | -------- |
-| qwen2 494M Q4_K_M | 0.00 GiB | 0.00 B | llama.cpp CPU |       2 | tg128 | 64.00 ± 0.50 |        99.8 |    64.1% |            119.8 |           53.4% |         25.6 |          |
+| model             |     size | params | backend       | threads | test  |          t/s | ceiling t/s | achieved | read ceiling t/s | achieved (read) | implied GB/s | mean W | J/token | tokens/Wh | energy scope | warnings |
+| ----------------- | -------: | -----: | ------------- | ------: | ----- | -----------: | ----------: | -------: | ---------------: | --------------: | -----------: | -----: | ------: | --------: | ------------ | -------- |
+| qwen2 494M Q4_K_M | 0.00 GiB | 0.00 B | llama.cpp CPU |       2 | tg128 | 64.00 ± 0.50 |        99.8 |    64.1% |            119.8 |           53.4% |         25.6 |      — |       — |         — | —            |          |
 ";
         assert_eq!(s, expected);
     }
@@ -441,7 +583,16 @@ mod tests {
         let rec = rdr.records().next().unwrap().unwrap();
         let i = h.iter().position(|x| x == "warnings").unwrap();
         assert_eq!(&rec[i], joined);
-        assert_eq!(table_row(&r).last().unwrap(), joined);
+        assert_eq!(
+            bare(std::slice::from_ref(&r))
+                .iter()
+                .map(table_row)
+                .next()
+                .unwrap()
+                .last()
+                .unwrap(),
+            joined
+        );
         assert!(Markdown.render(std::slice::from_ref(&r)).contains(joined));
         let want = serde_json::json!([
             "outliers: 1 repetition(s) with |modified z| > 3.5",
@@ -466,6 +617,97 @@ mod tests {
         .await
         .unwrap();
         assert_eq!((n, second.as_str()), (2, "thermal: it's hot"));
+    }
+
+    #[tokio::test]
+    async fn energy_columns_follow_the_records_in_every_format() {
+        // 25 W over 256 tokens in 2.56 s: 0.25 J/token, 3600 / 0.25 = 14400 tokens/Wh.
+        let e = EnergySummary {
+            mean_power_w: Some(25.0),
+            j_per_token: Some(0.25),
+            tokens_per_wh: Some(14400.0),
+            j_per_token_above_idle: Some(0.125),
+            idle_power_w: Some(12.5),
+            energy_scope: "CPU package + DRAM".into(),
+            other_cpu_cores: Some(0.02),
+            ..EnergySummary::default()
+        };
+        let none = EnergySummary {
+            reason: Some("cpu_package_energy: no RAPL in this VM".into()),
+            ..EnergySummary::default()
+        };
+        let (a, b, c) = (
+            BenchRecord::example(),
+            BenchRecord::example(),
+            BenchRecord::example(),
+        );
+        let rows = [
+            Row {
+                record: &a,
+                energy: Some(&e),
+            },
+            Row {
+                record: &b,
+                energy: Some(&none),
+            },
+            Row {
+                record: &c,
+                energy: None,
+            },
+        ];
+        let n = BenchRecord::column_names().len();
+        assert_eq!(
+            &column_names()[n..],
+            [
+                "mean_power_w",
+                "j_per_token",
+                "tokens_per_wh",
+                "j_per_token_above_idle",
+                "idle_power_w",
+                "energy_scope",
+                "energy_reason",
+                "other_cpu_cores",
+                "other_gpu_util_pct"
+            ]
+        );
+        let csv = Csv.render_rows(&rows);
+        let mut rdr = csv::Reader::from_reader(csv.as_bytes());
+        let h = rdr.headers().unwrap().clone();
+        let recs: Vec<csv::StringRecord> = rdr.records().map(Result::unwrap).collect();
+        let i = |c: &str| h.iter().position(|x| x == c).unwrap();
+        assert_eq!(&recs[0][i("j_per_token")], "0.25");
+        assert_eq!(&recs[0][i("tokens_per_wh")], "14400");
+        assert_eq!(&recs[0][i("energy_scope")], "CPU package + DRAM");
+        assert_eq!(&recs[0][i("energy_reason")], "");
+        assert_eq!(&recs[1][i("j_per_token")], "");
+        assert_eq!(
+            &recs[1][i("energy_reason")],
+            "cpu_package_energy: no RAPL in this VM"
+        );
+        assert_eq!(&recs[2][i("energy_reason")], NO_RECORDING);
+        let v: serde_json::Value = serde_json::from_str(&Json.render_rows(&rows)).unwrap();
+        assert_eq!(v[0]["mean_power_w"], serde_json::json!(25.0));
+        assert_eq!(v[1]["j_per_token"], serde_json::Value::Null);
+        let l = Jsonl.render_rows(&rows);
+        let first: serde_json::Value = serde_json::from_str(l.lines().next().unwrap()).unwrap();
+        assert_eq!(first["j_per_token_above_idle"], serde_json::json!(0.125));
+        let md = Markdown.render_rows(&rows);
+        assert!(
+            md.contains("|   25.0 |  0.2500 |     14400 | CPU package + DRAM |"),
+            "{md}"
+        );
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(Sql.render_rows(&rows)))
+            .execute(&pool)
+            .await
+            .unwrap();
+        let got: Vec<(Option<f64>, Option<String>)> =
+            sqlx::query_as("SELECT j_per_token, energy_reason FROM llama_bench ORDER BY rowid")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(got[0], (Some(0.25), None));
+        assert_eq!(got[2].1.as_deref(), Some(NO_RECORDING));
     }
 
     #[test]

@@ -396,7 +396,7 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
                 "{} · {} · {} · {} threads · {:.1} ± {:.1} tok/s · ceiling {} tok/s · STREAM {:.1} GB/s · run {} row {} · {} · {}",
                 label,
                 r.model_type,
-                r.test_label(),
+                split_label(r),
                 r.n_threads,
                 r.avg_ts,
                 r.stddev_ts,
@@ -454,6 +454,8 @@ pub struct DecodeEnergy {
     pub tokens_per_wh: Option<f64>,
     /// The counters the energy sums.
     pub energy_source: String,
+    /// What the energy covers (`CPU package + DRAM`, `GPU board`).
+    pub energy_scope: String,
     /// Why there is no energy figure, when there is none.
     pub reason: Option<String>,
 }
@@ -482,7 +484,7 @@ pub struct FrontierViewRow {
     pub decode_j_per_token: Option<f64>,
     /// Tokens per watt-hour of that row, as stored.
     pub decode_tokens_per_wh: Option<f64>,
-    /// The energy's counter (`RAPL package`, `NVML GPU`) or why there is none.
+    /// The energy's counter with its scope (`CPU package + DRAM (RAPL package + RAPL DRAM)`) or why there is none.
     pub decode_energy_note: String,
     /// Quality values, parallel to [`FrontierView::measures`]: PPL or accuracy (0..1).
     pub quality: Vec<Option<f64>>,
@@ -579,7 +581,7 @@ pub fn frontier_view(
             row.decode_energy_note = match e {
                 None => format!("row #{}: no live sampler recording beside it", r.id),
                 Some(e) if row.decode_j_per_token.is_some() => {
-                    format!("row #{}: {}", r.id, e.energy_source)
+                    format!("row #{}: {} ({})", r.id, e.energy_scope, e.energy_source)
                 }
                 Some(e) => format!(
                     "row #{}: {}",
@@ -609,7 +611,7 @@ pub fn frontier_view(
             out[i].quality[k] = c.value.and_then(finite);
         }
     }
-    out.sort_by(|a, b| b.run_id.cmp(&a.run_id));
+    out.sort_by_key(|r| std::cmp::Reverse(r.run_id));
     FrontierView {
         measures,
         rows: out,
@@ -650,7 +652,8 @@ impl From<BenchRecord> for BenchRow {
 pub struct CompareRow {
     /// Model type.
     pub model: String,
-    /// Test label, e.g. `tg128` or `pp512 @ d4096`.
+    /// Test label, e.g. `tg128` or `pp512 @ d4096`, with the GPU split when it is not
+    /// llama.cpp's default (`tg128 · split row 1.00/1.00`).
     pub test: String,
     /// CPU threads the engine ran with (llama-bench's `-t`).
     pub n_threads: i64,
@@ -662,10 +665,11 @@ pub struct CompareRow {
     pub change_pct: Option<f64>,
 }
 
-/// Matches the rows of two runs on (model type, test label, threads) — the key
-/// columns that make two measurements comparable — in A's order, then B's extras.
+/// Matches the rows of two runs on (model type, test label and GPU split, threads) —
+/// the key columns that make two measurements comparable — in A's order, then B's
+/// extras.
 pub fn compare_runs(a: &[BenchRecord], b: &[BenchRecord]) -> Vec<CompareRow> {
-    let key = |r: &BenchRecord| (r.model_type.clone(), r.test_label(), r.n_threads);
+    let key = |r: &BenchRecord| (r.model_type.clone(), split_label(r), r.n_threads);
     let mut out: Vec<CompareRow> = Vec::new();
     for r in a {
         let (model, test, n_threads) = key(r);
@@ -695,6 +699,22 @@ pub fn compare_runs(a: &[BenchRecord], b: &[BenchRecord]) -> Vec<CompareRow> {
         }
     }
     out
+}
+
+/// A row's test label with its split mode and tensor split when they are not
+/// llama.cpp's defaults (`layer`, `0.00`): `tg128 · split row 1.00/1.00`.
+pub fn split_label(r: &BenchRecord) -> String {
+    let l = &r.llama;
+    if l.split_mode == "layer" && l.tensor_split == "0.00" {
+        r.test_label()
+    } else {
+        format!(
+            "{} · split {} {}",
+            r.test_label(),
+            l.split_mode,
+            l.tensor_split
+        )
+    }
 }
 
 /// Errors of [`export_path`].
@@ -743,10 +763,10 @@ pub fn export_path(dir: &Path, name: &str, ext: &str) -> Result<PathBuf, ExportP
 
 /// The folder exports go to: `$MEMWALL_EXPORTS`, else `<data dir>/memwall/exports`.
 pub fn exports_dir() -> PathBuf {
-    if let Ok(p) = std::env::var("MEMWALL_EXPORTS") {
-        if !p.is_empty() {
-            return PathBuf::from(p);
-        }
+    if let Ok(p) = std::env::var("MEMWALL_EXPORTS")
+        && !p.is_empty()
+    {
+        return PathBuf::from(p);
     }
     directories::ProjectDirs::from("", "", "memwall")
         .map(|d| d.data_dir().join("exports"))
@@ -1016,7 +1036,12 @@ mod tests {
             j_per_token: j,
             tokens_per_wh: j.map(|j| 3600.0 / j),
             energy_source: if j.is_some() {
-                "NVML GPU".into()
+                "NVML GPU energy".into()
+            } else {
+                String::new()
+            },
+            energy_scope: if j.is_some() {
+                "GPU board".into()
             } else {
                 String::new()
             },
@@ -1052,7 +1077,12 @@ mod tests {
                     None,
                     "row #2: cpu_package_energy: RAPL not readable here"
                 ),
-                (4, Some(2.0), Some(1800.0), "row #1: NVML GPU"),
+                (
+                    4,
+                    Some(2.0),
+                    Some(1800.0),
+                    "row #1: GPU board (NVML GPU energy)"
+                ),
             ]
         );
     }
@@ -1103,6 +1133,16 @@ mod tests {
         assert!((c[0].change_pct.unwrap() - 10.0).abs() < 1e-9);
         assert_eq!(c[1].a, None);
         assert_eq!(c[1].test, "pp512");
+        // Rows of another split mode are another configuration: never paired.
+        let mut a_row = row(1, true, 0, 1.0, 1.0);
+        a_row.llama.split_mode = "row".into();
+        a_row.llama.tensor_split = "1.00/1.00".into();
+        let layer = row(1, true, 0, 1.0, 1.0);
+        let c = compare_runs(&[a_row.clone()], &[layer, a_row]);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!(c[0].test, "tg128 · split row 1.00/1.00");
+        assert!(c[0].a.is_some() && c[0].b.is_some());
+        assert_eq!((c[1].test.as_str(), c[1].a), ("tg128", None));
     }
 
     #[test]

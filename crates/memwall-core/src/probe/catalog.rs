@@ -575,6 +575,31 @@ pub(crate) fn commit_download(
     Ok(dest)
 }
 
+/// Status of a catalogued file at `p`: missing, wrong size (`bytes`), or, when `hash` is
+/// set, sha256 checked against `sha256` (lower-case hex).
+pub(crate) fn file_status(p: &std::path::Path, bytes: u64, sha256: &str, hash: bool) -> Status {
+    let Ok(meta) = std::fs::metadata(p) else {
+        return Status::Missing;
+    };
+    if meta.len() != bytes {
+        return Status::Corrupt {
+            reason: format!("size {} B, expected {} B", meta.len(), bytes),
+        };
+    }
+    if !hash {
+        return Status::Present;
+    }
+    match crate::util::sha256_file(p) {
+        Ok(h) if h == sha256 => Status::Verified,
+        Ok(h) => Status::Corrupt {
+            reason: format!("sha256 {h}, expected {sha256}"),
+        },
+        Err(e) => Status::Corrupt {
+            reason: e.to_string(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,30 +669,5 @@ mod tests {
             e.to_string().contains("sha256 must be 64 hex digits"),
             "{e}"
         );
-    }
-}
-
-/// Status of a catalogued file at `p`: missing, wrong size (`bytes`), or, when `hash` is
-/// set, sha256 checked against `sha256` (lower-case hex).
-pub(crate) fn file_status(p: &std::path::Path, bytes: u64, sha256: &str, hash: bool) -> Status {
-    let Ok(meta) = std::fs::metadata(p) else {
-        return Status::Missing;
-    };
-    if meta.len() != bytes {
-        return Status::Corrupt {
-            reason: format!("size {} B, expected {} B", meta.len(), bytes),
-        };
-    }
-    if !hash {
-        return Status::Present;
-    }
-    match crate::util::sha256_file(p) {
-        Ok(h) if h == sha256 => Status::Verified,
-        Ok(h) => Status::Corrupt {
-            reason: format!("sha256 {h}, expected {sha256}"),
-        },
-        Err(e) => Status::Corrupt {
-            reason: e.to_string(),
-        },
     }
 }

@@ -467,7 +467,7 @@ fn read_value<R: Read>(
                     )
                 })?,
             };
-            let need = len.checked_mul(min_elem).unwrap_or(u64::MAX);
+            let need = len.saturating_mul(min_elem);
             if need > c.remaining() {
                 return Err(c.err(
                     field,

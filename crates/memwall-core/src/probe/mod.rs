@@ -2,7 +2,8 @@
 //!
 //! - [`hw`]: CPU, cores, memory, caches, GPUs, power source, thermal state (one `cfg`'d
 //!   module per OS).
-//! - [`cuda`]: NVIDIA GPUs as the CUDA driver lists them (loaded at run time).
+//! - [`cuda`]: NVIDIA GPUs as the CUDA driver lists them (loaded at run time);
+//!   [`topology`]: how they are connected (NVLink or PCIe), as NVML reports it.
 //! - [`gguf`]: the hostile-input GGUF header reader; [`model`]: the facts the roofline
 //!   needs (bytes streamed per decode step, KV bytes per token, FLOPs).
 //! - [`shape`] and [`synth`]: model shapes and shape-exact synthetic GGUF files.
@@ -20,3 +21,4 @@ pub mod hw;
 pub mod model;
 pub mod shape;
 pub mod synth;
+pub mod topology;

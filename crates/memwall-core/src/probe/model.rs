@@ -241,6 +241,50 @@ fn default_swa_pattern(arch: &str) -> Option<u32> {
     }
 }
 
+/// One tensor as an engine holds it: the input of [`decode_step_bytes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldTensor {
+    /// llama.cpp's GGUF name (`token_embd.weight`, `blk.0.ffn_up.weight`, …): it
+    /// decides the tensor's [`TensorClass`] and whether a step gathers or reads it.
+    pub name: String,
+    /// Bytes held (a quantized matrix: its quants with their scales and biases).
+    pub bytes: u64,
+    /// Bytes of one row (`ne[0]` elements, the same share of scales and biases):
+    /// what a gather of one token's row reads.
+    pub row_bytes: u64,
+}
+
+/// Bytes one batch-1 decode step streams from memory, weights only, for an engine
+/// holding `held` (llama.cpp: the GGUF's tensors as stored; MLX: its arrays at the
+/// arm's precision). The one rule every engine's rows use:
+/// - the token embedding is a gather of one row (`row_bytes`), unless `tied` (no
+///   separate `output.weight`): the output head then is the embedding matrix, read
+///   whole;
+/// - `position_embd.weight` is a gather of one row;
+/// - MoE expert tensors (`*_exps`) count `expert_used ÷ expert_count` of their bytes
+///   (`experts = Some((used, count))`);
+/// - every other tensor is read once, whole.
+///
+/// Example (tiny untied F16 shape of `probe::synth`'s test: 2 layers, n_embd 256,
+/// vocab 300): an embedding of 300 × 256 × 2 = 153,600 bytes streams 512 (one row),
+/// while its 153,600-byte `output.weight` streams whole.
+pub fn decode_step_bytes(held: &[HeldTensor], tied: bool, experts: Option<(u64, u64)>) -> Bytes {
+    let mut streamed: u128 = 0;
+    for t in held {
+        let bytes = t.bytes as u128;
+        streamed += match (TensorClass::of(&t.name), experts) {
+            (TensorClass::TokenEmbedding, _) if tied => bytes,
+            (TensorClass::TokenEmbedding, _) => t.row_bytes as u128,
+            _ if t.name == "position_embd.weight" => t.row_bytes as u128,
+            (_, Some((used, count))) if t.name.contains("_exps") && count > 0 => {
+                bytes * used as u128 / count as u128
+            }
+            _ => bytes,
+        };
+    }
+    Bytes(streamed.min(u64::MAX as u128) as u64)
+}
+
 /// How an engine holds the weights it reads from a GGUF file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeldAs {
@@ -444,7 +488,6 @@ impl ModelFacts {
 
         let mut classes: BTreeMap<TensorClass, ClassTotals> = BTreeMap::new();
         let mut type_counts: BTreeMap<String, u64> = BTreeMap::new();
-        let mut streamed: u128 = 0;
         let mut active_matmul: u128 = 0;
         let expert_frac = match (n_expert, n_expert_used) {
             (Some(n), Some(u)) if u <= n => Some((u as u128, n as u128)),
@@ -457,28 +500,32 @@ impl ModelFacts {
             e.n_params += t.n_elements();
             e.bytes = e.bytes + t.n_bytes();
             *type_counts.entry(t.ggml_type.name()).or_default() += 1;
-            let (bytes, params) = (t.n_bytes().0 as u128, t.n_elements() as u128);
+            let params = t.n_elements() as u128;
             let is_matmul = t.dims.len() >= 2 && t.name.ends_with(".weight");
-            let (bytes, params) = match (expert_frac, t.name.contains("_exps")) {
-                (Some((u, n)), true) => (bytes * u / n, params * u / n),
-                _ => (bytes, params),
+            let params = match (expert_frac, t.name.contains("_exps")) {
+                (Some((u, n)), true) => params * u / n,
+                _ => params,
             };
             match class {
-                TensorClass::TokenEmbedding if tied => {
-                    // Read whole as the output head.
-                    streamed += bytes;
-                    active_matmul += params;
-                }
-                TensorClass::TokenEmbedding => streamed += t.row_bytes().0 as u128,
-                _ if t.name == "position_embd.weight" => streamed += t.row_bytes().0 as u128,
-                _ => {
-                    streamed += bytes;
-                    if is_matmul && class != TensorClass::Norm {
-                        active_matmul += params;
-                    }
-                }
+                // Tied: read whole as the output head.
+                TensorClass::TokenEmbedding if tied => active_matmul += params,
+                TensorClass::TokenEmbedding => {}
+                _ if t.name == "position_embd.weight" => {}
+                _ if is_matmul && class != TensorClass::Norm => active_matmul += params,
+                _ => {}
             }
         }
+        let held: Vec<HeldTensor> = g
+            .tensors
+            .iter()
+            .map(|t| HeldTensor {
+                name: t.name.clone(),
+                bytes: t.n_bytes().0,
+                row_bytes: t.row_bytes().0,
+            })
+            .collect();
+        let streamed =
+            decode_step_bytes(&held, tied, expert_frac.map(|(u, n)| (u as u64, n as u64)));
         let quant = g
             .get("general.file_type")
             .and_then(Value::as_u64)
@@ -519,7 +566,7 @@ impl ModelFacts {
             type_counts,
             tied_embeddings: tied,
             token_embd_row_bytes: embd.map(TensorInfo::row_bytes).unwrap_or_default(),
-            streamed_bytes: Bytes(streamed as u64),
+            streamed_bytes: streamed,
             active_matmul_params: active_matmul as u64,
             synthetic: matches!(g.get("memwall.synthetic"), Some(Value::Bool(true))),
         })
@@ -540,7 +587,8 @@ impl ModelFacts {
         Bytes(self.kv_layer_bytes(cache).iter().map(|&b| b as u64).sum())
     }
 
-    fn kv_layer_bytes(&self, cache: CacheType) -> Vec<f64> {
+    /// KV bytes per cached token of each layer at `cache`.
+    pub(crate) fn kv_layer_bytes(&self, cache: CacheType) -> Vec<f64> {
         (0..self.n_layer as usize)
             .map(|il| {
                 let kv = *self.n_head_kv.get(il).unwrap_or(&self.n_head) as f64;
@@ -615,6 +663,34 @@ impl ModelFacts {
             .max_by_key(|(_, c)| **c)
             .and_then(|(n, _)| GgmlType::from_name(n))
     }
+}
+
+/// The one-layer llama's header: 4 heads of 16 dims, one f32 `token_embd.weight` of
+/// 64 × 10 at offset 0 (more tensors and the data are the caller's).
+#[cfg(test)]
+fn one_layer_builder() -> crate::probe::gguf::testutil::GgufBuilder {
+    crate::probe::gguf::testutil::GgufBuilder::default()
+        .kv_str("general.architecture", "llama")
+        .kv_u32("llama.block_count", 1)
+        .kv_u32("llama.embedding_length", 64)
+        .kv_u32("llama.attention.head_count", 4)
+        .tensor("token_embd.weight", &[64, 10], 0, 0)
+}
+
+/// The GGUF bytes of [`one_layer_test_facts`]'s model (for a test that needs a file).
+#[cfg(test)]
+pub(crate) fn one_layer_test_file() -> Vec<u8> {
+    one_layer_builder().data(2560).build()
+}
+
+/// A 1-layer llama of 2,560 weight bytes whose KV cache is 256 B/token at F16
+/// (4 KV heads × (16 + 16) dims × 2 B), named `name`: the tests' smallest model.
+#[cfg(test)]
+pub(crate) fn one_layer_test_facts(name: &str) -> ModelFacts {
+    let b = one_layer_builder().data(2560).build();
+    let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, name.into())
+        .expect("the one-layer fixture parses");
+    ModelFacts::from_gguf(&g).expect("the one-layer fixture has facts")
 }
 
 #[cfg(test)]
@@ -706,6 +782,31 @@ mod tests {
         assert_eq!(f.streamed_bytes, Bytes(33_280 + 2_560 + 256));
         assert!(!f.tied_embeddings);
         assert_eq!(f.active_matmul_params, 2 * 64 * 64 + 640);
+    }
+
+    #[test]
+    fn a_step_gathers_one_embedding_row_unless_tied_and_routes_experts() {
+        let t = |name: &str, bytes: u64, row_bytes: u64| HeldTensor {
+            name: name.into(),
+            bytes,
+            row_bytes,
+        };
+        let held = [
+            t("token_embd.weight", 153_600, 512),
+            t("position_embd.weight", 4_096, 64),
+            t("blk.0.attn_q.weight", 131_072, 512),
+            t("blk.0.ffn_up_exps.weight", 80_000, 100),
+            t("output_norm.weight", 1_024, 1_024),
+        ];
+        // Untied, no experts: 512 + 64 + 131,072 + 80,000 + 1,024 = 212,672.
+        assert_eq!(decode_step_bytes(&held, false, None), Bytes(212_672));
+        // Tied: the embedding is read whole (+ 153,600 − 512).
+        assert_eq!(decode_step_bytes(&held, true, None), Bytes(365_760));
+        // 2 of 8 experts: 80,000 × 2 ÷ 8 = 20,000 instead of 80,000.
+        assert_eq!(
+            decode_step_bytes(&held, false, Some((2, 8))),
+            Bytes(152_672)
+        );
     }
 
     #[test]
@@ -892,26 +993,4 @@ mod tests {
             facts_err(&b)
         );
     }
-}
-
-/// The one-layer llama's header: 4 heads of 16 dims, one f32 `token_embd.weight` of
-/// 64 × 10 at offset 0 (more tensors and the data are the caller's).
-#[cfg(test)]
-fn one_layer_builder() -> crate::probe::gguf::testutil::GgufBuilder {
-    crate::probe::gguf::testutil::GgufBuilder::default()
-        .kv_str("general.architecture", "llama")
-        .kv_u32("llama.block_count", 1)
-        .kv_u32("llama.embedding_length", 64)
-        .kv_u32("llama.attention.head_count", 4)
-        .tensor("token_embd.weight", &[64, 10], 0, 0)
-}
-
-/// A 1-layer llama of 2,560 weight bytes whose KV cache is 256 B/token at F16
-/// (4 KV heads × (16 + 16) dims × 2 B), named `name`: the tests' smallest model.
-#[cfg(test)]
-pub(crate) fn one_layer_test_facts(name: &str) -> ModelFacts {
-    let b = one_layer_builder().data(2560).build();
-    let g = crate::probe::gguf::Gguf::parse(&b[..], b.len() as u64, name.into())
-        .expect("the one-layer fixture parses");
-    ModelFacts::from_gguf(&g).expect("the one-layer fixture has facts")
 }

@@ -479,7 +479,7 @@ impl ModelShape {
         if self.n_embd == 0 || self.n_head == 0 || self.n_head_kv == 0 {
             return bad("--hidden/--heads/--kv-heads", "must all be ≥ 1");
         }
-        if self.n_head % self.n_head_kv != 0 {
+        if !self.n_head.is_multiple_of(self.n_head_kv) {
             return bad(
                 "--kv-heads",
                 &format!(
@@ -488,7 +488,7 @@ impl ModelShape {
                 ),
             );
         }
-        if self.head_dim.is_none() && self.n_embd % self.n_head != 0 {
+        if self.head_dim.is_none() && !self.n_embd.is_multiple_of(self.n_head) {
             return bad(
                 "--head-dim",
                 "hidden size is not a multiple of the head count: give --head-dim",
@@ -772,7 +772,7 @@ fn layer_of(name: &str) -> Option<i64> {
 /// block size demotes to a 32-block type, else F16.
 fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
     let blck = ty.traits().map_or(1, |x| x.block_size);
-    if ncols % blck == 0 {
+    if ncols.is_multiple_of(blck) {
         return ty;
     }
     let alt = match ty {
@@ -783,7 +783,7 @@ fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
         other => other,
     };
     let b2 = alt.traits().map_or(1, |x| x.block_size);
-    if ncols % b2 != 0 { F16 } else { alt }
+    if !ncols.is_multiple_of(b2) { F16 } else { alt }
 }
 
 #[cfg(test)]

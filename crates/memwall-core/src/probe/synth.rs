@@ -274,7 +274,7 @@ pub fn write(
         head.extend(t.ggml_type.0.to_le_bytes());
         head.extend(t.offset.to_le_bytes());
     }
-    while head.len() % 32 != 0 {
+    while !head.len().is_multiple_of(32) {
         head.push(0);
     }
     w.write_all(&head).map_err(|e| io(e, &tmp))?;

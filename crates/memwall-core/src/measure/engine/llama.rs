@@ -1,7 +1,10 @@
 //! The llama.cpp engine, through the `llama-cpp-2` bindings (CPU here; the `cuda`
 //! and `metal` features of memwall-core pass through to llama.cpp's back ends).
 
-use super::{BatchItem, ChatMessage, Engine, EngineConfig, EngineError, EngineInfo, TokenId};
+use super::{
+    BatchItem, ChatMessage, Engine, EngineConfig, EngineError, EngineInfo, TokenEntry, TokenId,
+    Vocab,
+};
 use crate::probe::model::CacheType;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
@@ -30,6 +33,9 @@ pub const LLAMA_CPP_PROFILE: &str = env!("MEMWALL_LLAMA_CPP_PROFILE");
 pub fn engine_build() -> String {
     format!("llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION} (CMake {LLAMA_CPP_PROFILE})")
 }
+
+mod split;
+pub use split::gpu_count;
 
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
 
@@ -250,18 +256,6 @@ impl LlamaModelHandle {
         })
     }
 
-    /// The bytes of one token (as [`Engine::token_bytes`]).
-    pub fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        self.model
-            .vocab()
-            .token_to_piece(LlamaToken(token), false, None)
-    }
-
-    /// End-of-generation token? (as [`Engine::is_eog`]).
-    pub fn is_eog(&self, token: TokenId) -> bool {
-        self.model.vocab().is_eog(LlamaToken(token))
-    }
-
     /// Layers offloaded to the GPU (llama-bench's `-ngl`).
     pub fn n_gpu_layers(&self) -> u32 {
         self.n_gpu_layers
@@ -270,21 +264,6 @@ impl LlamaModelHandle {
     /// Logit width.
     pub fn n_vocab(&self) -> usize {
         self.model.n_vocab().max(0) as usize
-    }
-
-    /// Tokenizes `text` (as [`Engine::tokenize`]) without a context; safe to call
-    /// from any thread while an engine on this model runs.
-    ///
-    /// # Errors
-    /// [`EngineError::Tokenize`].
-    pub fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        tokenize_in(&self.model, text, add_special)
-    }
-
-    /// The BOS token when the model adds one (as [`Engine::bos`]).
-    pub fn bos(&self) -> Option<TokenId> {
-        let v = self.model.vocab();
-        v.should_add_bos().then(|| v.bos().0)
     }
 
     /// The text of a token with special tokens rendered (`<|im_end|>`), lossy UTF-8.
@@ -311,7 +290,7 @@ impl LlamaModelHandle {
     ///
     /// # Errors
     /// [`EngineError::Tokenize`] when llama.cpp does not recognise the template.
-    pub fn apply_builtin_template(
+    fn apply_template(
         &self,
         template: Option<&str>,
         messages: &[ChatMessage],
@@ -333,12 +312,102 @@ impl LlamaModelHandle {
             .map_err(|e| EngineError::Tokenize(e.to_string()))
     }
 
-    /// Creates an engine (a context) on this model.
+    /// Creates an engine (a context) on this model (most callers open one through
+    /// [`super::open`]).
     ///
     /// # Errors
     /// [`EngineError::Setup`] when llama.cpp refuses the context (e.g. out of memory).
     pub fn engine(&self, cfg: &EngineConfig) -> Result<LlamaEngine, EngineError> {
         LlamaEngine::new(self.clone(), cfg)
+    }
+}
+
+/// The tokenizer of the model, without a context: safe to call from any thread while
+/// an engine on this model runs.
+impl Vocab for LlamaModelHandle {
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        tokenize_in(&self.model, text, add_special)
+    }
+
+    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        self.model
+            .vocab()
+            .token_to_piece(LlamaToken(token), false, None)
+    }
+
+    fn is_eog(&self, token: TokenId) -> bool {
+        self.model.vocab().is_eog(LlamaToken(token))
+    }
+
+    fn bos(&self) -> Option<TokenId> {
+        let v = self.model.vocab();
+        v.should_add_bos().then(|| v.bos().0)
+    }
+
+    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        self.apply_template(None, messages)
+    }
+
+    fn apply_builtin_template(
+        &self,
+        name: &str,
+        messages: &[ChatMessage],
+    ) -> Result<String, EngineError> {
+        self.apply_template(Some(name), messages)
+    }
+
+    fn vocabulary(&self) -> Result<Vec<TokenEntry>, EngineError> {
+        Ok(vocabulary_of(&self.model))
+    }
+
+    fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
+        let toks = self.model.vocab().tokenize(text.as_bytes(), false, false);
+        if toks.is_empty() && !text.is_empty() {
+            return Err(EngineError::Tokenize(format!(
+                "llama.cpp returned no tokens for {} bytes of text",
+                text.len()
+            )));
+        }
+        Ok(toks.into_iter().map(|t| t.0).collect())
+    }
+
+    fn prompt_vocab(&self) -> Result<crate::measure::prompt::PromptVocab, EngineError> {
+        use crate::measure::prompt::{
+            ATTR_CONTROL, ATTR_UNKNOWN, ATTR_USER_DEFINED, PromptVocab, SpecialToken,
+        };
+        let v = self.model.vocab();
+        let n = v.n_tokens().max(0);
+        // llama.cpp's special-token cache: control, user-defined and unknown tokens.
+        let specials = (0..n)
+            .filter_map(|i| {
+                let t = LlamaToken(i);
+                let attr = v.attr(t).bits();
+                if attr & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN) == 0 {
+                    return None;
+                }
+                let text = v.text(t)?.to_str().ok()?.to_string();
+                (!text.is_empty()).then_some(SpecialToken { id: i, text, attr })
+            })
+            .collect();
+        let (bos, eos) = self.bos_eos();
+        let text = |t: TokenId| {
+            if (0..n).contains(&t) {
+                self.token_text(t)
+            } else {
+                String::new()
+            }
+        };
+        Ok(PromptVocab {
+            template: self
+                .model
+                .chat_template(None)
+                .ok()
+                .and_then(|t| t.to_string().ok()),
+            bos_text: text(bos),
+            eos_text: text(eos),
+            bos: Vocab::bos(self),
+            specials,
+        })
     }
 }
 
@@ -420,9 +489,40 @@ impl LlamaEngine {
     pub fn model(&self) -> &LlamaModelHandle {
         &self.handle
     }
+}
 
-    fn model_ref(&self) -> &LlamaModel {
-        self.cell.borrow_owner()
+/// The context's model's tokenizer ([`LlamaModelHandle`]'s).
+impl Vocab for LlamaEngine {
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        self.handle.tokenize(text, add_special)
+    }
+    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        self.handle.token_bytes(token)
+    }
+    fn is_eog(&self, token: TokenId) -> bool {
+        self.handle.is_eog(token)
+    }
+    fn bos(&self) -> Option<TokenId> {
+        self.handle.bos()
+    }
+    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        self.handle.apply_chat_template(messages)
+    }
+    fn apply_builtin_template(
+        &self,
+        name: &str,
+        messages: &[ChatMessage],
+    ) -> Result<String, EngineError> {
+        self.handle.apply_builtin_template(name, messages)
+    }
+    fn vocabulary(&self) -> Result<Vec<TokenEntry>, EngineError> {
+        self.handle.vocabulary()
+    }
+    fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
+        self.handle.tokenize_plain(text)
+    }
+    fn prompt_vocab(&self) -> Result<crate::measure::prompt::PromptVocab, EngineError> {
+        self.handle.prompt_vocab()
     }
 }
 
@@ -446,6 +546,10 @@ impl Engine for LlamaEngine {
 
     fn n_batch(&self) -> u32 {
         self.cfg.n_batch
+    }
+
+    fn n_ctx_seq(&self) -> u32 {
+        self.n_ctx() / self.cfg.n_seq_max.max(1)
     }
 
     fn decode(&mut self, items: &[BatchItem]) -> Result<(), EngineError> {
@@ -523,39 +627,6 @@ impl Engine for LlamaEngine {
         self.cell.borrow_dependent().synchronize();
     }
 
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        tokenize_in(self.model_ref(), text, add_special)
-    }
-
-    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        self.model_ref()
-            .vocab()
-            .token_to_piece(LlamaToken(token), false, None)
-    }
-
-    fn is_eog(&self, token: TokenId) -> bool {
-        self.model_ref().vocab().is_eog(LlamaToken(token))
-    }
-
-    fn bos(&self) -> Option<TokenId> {
-        let v = self.model_ref().vocab();
-        v.should_add_bos().then(|| v.bos().0)
-    }
-
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        let m = self.model_ref();
-        let tmpl = m
-            .chat_template(None)
-            .map_err(|e| EngineError::Tokenize(format!("model has no chat template: {e}")))?;
-        let msgs = messages
-            .iter()
-            .map(|c| LlamaChatMessage::new(c.role.clone(), c.content.clone()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| EngineError::Tokenize(e.to_string()))?;
-        m.apply_chat_template(&tmpl, &msgs, true)
-            .map_err(|e| EngineError::Tokenize(e.to_string()))
-    }
-
     fn save_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
         let st = self
             .cell
@@ -581,6 +652,23 @@ impl Engine for LlamaEngine {
             .borrow_dependent()
             .state_seq_get_size_ext(seq, Default::default()) as u64)
     }
+}
+
+/// Every token of `model`'s vocabulary: stored text, the piece it renders to with
+/// special tokens spelled out, llama.cpp's attribute bits, and the end flag.
+fn vocabulary_of(model: &LlamaModel) -> Vec<TokenEntry> {
+    let v = model.vocab();
+    (0..v.n_tokens().max(0))
+        .map(|i| {
+            let t = LlamaToken(i);
+            TokenEntry {
+                text: v.text(t).map(|c| c.to_bytes().to_vec()).unwrap_or_default(),
+                piece: v.token_to_piece(t, true, None),
+                attr: v.attr(t).bits(),
+                eog: v.is_eog(t),
+            }
+        })
+        .collect()
 }
 
 /// `text` as `model`'s tokens (special tokens parsed); an empty result for non-empty

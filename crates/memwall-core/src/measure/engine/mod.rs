@@ -1,19 +1,30 @@
-//! Inference engines behind one small trait.
+//! Inference engines behind one seam: which engine runs a model
+//! ([`EngineKind`]), opening a model on it ([`open`], [`Model`]: the only place
+//! that refuses an engine this build lacks), and two traits.
 //!
-//! The trait is shaped by what measurement and speculative decoding need:
-//! a forward pass over a batch of `(token, position, sequence, want_logits)`
-//! items ([`Engine::decode`]), the logits of the items that asked for them
-//! ([`Engine::logits`]), and KV-cache truncation per sequence
-//! ([`Engine::kv_truncate`]) for rollback. Everything else (prefill in chunks,
-//! single-token decode, greedy argmax) is a provided method built on those.
+//! - [`Engine`], the compute: a forward pass over a batch of `(token, position,
+//!   sequence, want_logits)` items ([`Engine::decode`]), the logits of the items that
+//!   asked for them ([`Engine::logits`]), KV-cache operations per sequence
+//!   ([`Engine::kv_truncate`] for rollback, copies, snapshots), and sizes. Prefill in
+//!   chunks and single-token decode are provided methods built on those.
+//! - [`Vocab`], the vocabulary: tokenize, token bytes, end of generation, BOS, the
+//!   chat template, the whole table; [`Utf8Stream`] joins token bytes into text.
+//!   Every engine is a vocabulary (its model's tokenizer).
 //!
 //! Implementations: `llama` (llama.cpp through `llama-cpp-2`, feature `llama`) and
-//! `mlx` (models written with mlx-rs ops, feature `mlx`).
+//! `mlx` (models written with mlx-rs ops, feature `mlx`). A third engine is one
+//! file (its `Engine` and `Vocab` impls), one [`EngineKind`] arm and one arm in
+//! [`Model::load`].
 
 #[cfg(feature = "llama")]
 pub mod llama;
 #[cfg(feature = "mlx")]
 pub mod mlx;
+mod open;
+mod vocab;
+
+pub use open::{ALL_LAYERS, EngineKind, Model, open};
+pub use vocab::{ChatMessage, TokenEntry, Utf8Stream, Vocab};
 
 /// The build string of the engine compiled into this binary (see
 /// [`llama::engine_build`]); `none` without the `llama` feature.
@@ -81,6 +92,13 @@ pub enum EngineError {
     /// The engine does not support this operation.
     #[error("not supported by this engine: {0}")]
     Unsupported(&'static str),
+    /// This build does not include the engine (`--engine mlx-4bit` without the
+    /// `mlx` feature): refused by [`Model::load`] before anything is read.
+    #[error("{}", .0.not_built())]
+    NotBuilt(EngineKind),
+    /// An engine name that is none of [`EngineKind::ALL`].
+    #[error("--engine {0:?}: use llama, mlx (= mlx-4bit), mlx-8bit or mlx-f16")]
+    UnknownKind(String),
     /// The model file failed memwall's GGUF checks, so the engine never saw it
     /// (truncated, malformed, duplicate keys or tensors, …).
     #[error(transparent)]
@@ -100,7 +118,7 @@ pub struct EngineConfig {
     pub n_threads: u32,
     /// Threads for batched prefill.
     pub n_threads_batch: u32,
-    /// Layers offloaded to the accelerator (`-ngl`; 0 = CPU only, a large value = all).
+    /// Layers offloaded to the accelerator (`-ngl`; 0 = CPU only, [`ALL_LAYERS`] = all).
     pub n_gpu_layers: u32,
     /// Maximum parallel sequences.
     pub n_seq_max: u32,
@@ -110,6 +128,20 @@ pub struct EngineConfig {
     pub type_v: crate::probe::model::CacheType,
     /// Flash attention: `None` = engine's automatic choice.
     pub flash_attn: Option<bool>,
+    /// Whether llama.cpp may repack the weights into its interleaved CPU layouts
+    /// (its default). `false` for speculative targets, whose logits must not depend
+    /// on how many rows share a pass ([`llama::LlamaModelHandle::load_no_repack`]).
+    /// Read when the model is loaded ([`Model::load`]); MLX ignores it.
+    #[serde(default = "repack_default")]
+    pub repack: bool,
+    /// Several GPUs: llama.cpp's split mode and tensor split (`--split-mode`,
+    /// `--tensor-split`). Read when the model is loaded ([`Model::load`]); MLX ignores it.
+    #[serde(default)]
+    pub split: crate::roofline::multi_gpu::GpuSplit,
+}
+
+fn repack_default() -> bool {
+    true
 }
 
 impl Default for EngineConfig {
@@ -123,11 +155,13 @@ impl Default for EngineConfig {
             n_ubatch: 512,
             n_threads: t,
             n_threads_batch: t,
-            n_gpu_layers: 999,
+            n_gpu_layers: ALL_LAYERS,
             n_seq_max: 1,
             type_k: Default::default(),
             type_v: Default::default(),
             flash_attn: None,
+            repack: true,
+            split: Default::default(),
         }
     }
 }
@@ -147,17 +181,25 @@ pub struct EngineInfo {
     pub system_info: String,
 }
 
-/// A chat message for template application.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
-    pub role: String,
-    /// The message text.
-    pub content: String,
+/// How an engine holds a model where that differs from the file and from the
+/// configuration it was asked for ([`Engine::held_model`]): MLX's requantized
+/// arrays and its own CPU lanes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldModel {
+    /// The held format as rows name it (`mlx-4bit`, `mlx-8bit`, `mlx-f16`).
+    pub quant: &'static str,
+    /// Bytes of the weight arrays held.
+    pub weight_bytes: u64,
+    /// Bytes one batch-1 decode step streams from them, before the KV cache
+    /// ([`crate::probe::model::decode_step_bytes`]'s rule).
+    pub streamed_bytes: u64,
+    /// CPU threads it decodes with (MLX: its lanes, one CPU stream each).
+    pub n_threads: u32,
 }
 
-/// An inference engine holding one model and one context.
-pub trait Engine {
+/// The compute of an inference engine holding one model and one context; its
+/// vocabulary is the [`Vocab`] supertrait.
+pub trait Engine: Vocab {
     /// Engine identity for provenance.
     fn info(&self) -> EngineInfo;
     /// Width of a logit row (may exceed the tokenizer's vocabulary, e.g. Qwen2.5-7B's
@@ -167,6 +209,11 @@ pub trait Engine {
     fn n_ctx(&self) -> u32;
     /// Largest batch `decode` accepts.
     fn n_batch(&self) -> u32;
+    /// Positions one sequence can hold: [`Engine::n_ctx`] by default (a cache per
+    /// sequence); llama.cpp splits its context among `n_seq_max` sequences.
+    fn n_ctx_seq(&self) -> u32 {
+        self.n_ctx()
+    }
     /// Runs one forward pass over `batch`; afterwards the logits of the items with
     /// `logits = true` are readable in order through [`Engine::logits`].
     ///
@@ -188,24 +235,11 @@ pub trait Engine {
     fn kv_clear(&mut self);
     /// Waits for queued device work (a no-op on synchronous back ends).
     fn synchronize(&mut self);
-    /// Tokenizes `text`; `add_special` adds BOS where the model wants it; special
-    /// tokens written in the text (`<|im_start|>`) are parsed.
-    ///
-    /// # Errors
-    /// [`EngineError::Tokenize`].
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError>;
-    /// The bytes of one token (may be a partial UTF-8 sequence).
-    fn token_bytes(&self, token: TokenId) -> Vec<u8>;
-    /// End-of-generation token?
-    fn is_eog(&self, token: TokenId) -> bool;
-    /// BOS token when the model adds one.
-    fn bos(&self) -> Option<TokenId>;
-    /// Applies the model's own chat template (from the GGUF) to `messages`, ending
-    /// with the assistant's opening tag.
-    ///
-    /// # Errors
-    /// [`EngineError::Tokenize`] when the model has no template or it fails.
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError>;
+    /// How the engine holds the model where that is not the file as it is with the
+    /// configuration's threads: `None` by default (llama.cpp maps the file).
+    fn held_model(&self) -> Option<HeldModel> {
+        None
+    }
     /// Makes sequence `dst`'s cache the first `n_tokens` positions of sequence `src`'s
     /// (whatever `dst` held before is dropped): a shared prompt prefix is then
     /// prefilled once and reused by other sequences.
@@ -307,6 +341,9 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     fn n_batch(&self) -> u32 {
         (**self).n_batch()
     }
+    fn n_ctx_seq(&self) -> u32 {
+        (**self).n_ctx_seq()
+    }
     fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
         (**self).decode(batch)
     }
@@ -322,20 +359,8 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     fn synchronize(&mut self) {
         (**self).synchronize()
     }
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        (**self).tokenize(text, add_special)
-    }
-    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        (**self).token_bytes(token)
-    }
-    fn is_eog(&self, token: TokenId) -> bool {
-        (**self).is_eog(token)
-    }
-    fn bos(&self) -> Option<TokenId> {
-        (**self).bos()
-    }
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        (**self).apply_chat_template(messages)
+    fn held_model(&self) -> Option<HeldModel> {
+        (**self).held_model()
     }
     fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
         (**self).kv_copy(src, dst, n_tokens)

@@ -608,7 +608,7 @@ mod tests {
             verdict(Exit::Code(1), "5f0e\n", n),
             want(false, "failed (exit 1)")
         );
-        assert_eq!(verdict(Exit::Code(0), "5f0e5f0e\n", n).passed, false);
+        assert!(!verdict(Exit::Code(0), "5f0e5f0e\n", n).passed);
         assert_eq!(verdict(Exit::Timeout, "5f0e\n", n), want(false, "timeout"));
         assert_eq!(
             verdict(Exit::Code(152), "", n),
@@ -633,10 +633,21 @@ mod tests {
         if !isolated() {
             return;
         }
-        // Outside /tmp: the host is mounted read-only.
+        // Outside /tmp: the host is mounted read-only. The folder must be outside /tmp
+        // by construction (a clone under /tmp would sit inside the sandbox's private
+        // tmpfs, where the path does not exist at all): /var/tmp, else $HOME.
+        let outside = [
+            "/var/tmp".to_string(),
+            std::env::var("HOME").unwrap_or_default(),
+        ]
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .filter_map(|p| p.canonicalize().ok())
+        .find(|p| !p.starts_with("/tmp") && p.is_dir())
+        .expect("/var/tmp or $HOME, outside /tmp");
         let host = tempfile::Builder::new()
             .prefix("memwall-sandbox-test-")
-            .tempdir_in(env!("CARGO_MANIFEST_DIR"))
+            .tempdir_in(&outside)
             .unwrap();
         let target = host.path().join("written-by-the-sandbox");
         let ex = run(&program(&format!(

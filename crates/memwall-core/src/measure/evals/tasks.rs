@@ -7,14 +7,15 @@
 //! | `arc-easy` | ARC-Easy validation, 570 items (Arrow IPC stream) | as MMLU, with the item's own labels |
 //! | `humaneval` | HumanEval, 164 problems (gzip JSONL) | greedy generation, the code block is **executed** against the problem's tests in the isolated [`super::sandbox`]; a pass is the runner's random token printed after `check(...)` returned (not exit status 0); pass@1 |
 //!
-//! Prompts go through the model's own chat template (from the GGUF); the exact
+//! Prompts go through the model's own chat template (from the GGUF) by the one prompt
+//! path every command takes ([`crate::measure::prompt::ChatFormat`]); the exact
 //! templated prompt and its token count are kept per item ([`ItemResult`]).
 //! Subsets are drawn with a seeded ChaCha8 shuffle ([`subset`]) and their item
 //! ids stored, so every arm is scored on identical items.
 
 use super::EvalError;
 use super::sandbox::{SandboxLimits, run_python};
-use crate::measure::engine::{ChatMessage, Engine, TokenId, argmax};
+use crate::measure::engine::{ChatMessage, Engine, EngineError, TokenId, argmax};
 use crate::measure::stats::{Interval, wilson_interval};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -211,10 +212,10 @@ fn first_number(s: &str) -> Option<String> {
 /// The final number of a model's GSM8K reply: the first number after the last
 /// `####`, else the last number anywhere (e.g. in `\boxed{18}`); commas removed.
 pub fn gsm8k_extract(reply: &str) -> Option<String> {
-    if let Some((_, tail)) = reply.rsplit_once("####") {
-        if let Some(n) = first_number(tail) {
-            return Some(n);
-        }
+    if let Some((_, tail)) = reply.rsplit_once("####")
+        && let Some(n) = first_number(tail)
+    {
+        return Some(n);
     }
     numbers(reply).pop()
 }
@@ -601,17 +602,25 @@ pub fn run_task<E: Engine>(
 ) -> Result<TaskResult, EvalError> {
     let t0 = std::time::Instant::now();
     let idx = subset(items.len(), cfg.n_items, cfg.seed);
+    // The one prompt path (issue 41 §3): the prompt `memwall serve` and the app's
+    // chat give the same message.
+    let fmt = e.chat_format().map_err(EngineError::from)?;
     let mut out = Vec::with_capacity(idx.len());
     for (k, &i) in idx.iter().enumerate() {
         if cancel.load(Ordering::Relaxed) {
             return Err(EvalError::Cancelled);
         }
         let item = &items[i];
-        let prompt = e.apply_chat_template(&[ChatMessage {
-            role: "user".into(),
-            content: user_message(item),
-        }])?;
-        let toks = e.tokenize(&prompt, true)?;
+        let p = fmt
+            .chat(
+                &*e,
+                &[ChatMessage {
+                    role: "user".into(),
+                    content: user_message(item),
+                }],
+            )
+            .map_err(EngineError::from)?;
+        let (prompt, toks) = (p.text, p.tokens);
         let n_prompt_tokens = toks.len() as u32;
         let r = match &item.body {
             ItemBody::Math { answer, .. } => {

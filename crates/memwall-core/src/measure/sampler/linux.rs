@@ -282,6 +282,42 @@ pub fn vmstat_swap(text: &str) -> Option<(u64, u64)> {
     Some((get("pswpin")?, get("pswpout")?))
 }
 
+/// `(busy, steal)` clock ticks of all CPUs together from a `/proc/stat` text: busy =
+/// user + nice + system + irq + softirq of the `cpu ` line (guest time is already
+/// inside user, idle and iowait are not busy), steal = the hypervisor's time for other
+/// guests (0 when the kernel prints no steal column).
+pub fn proc_stat_ticks(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    if v.len() < 7 {
+        return None;
+    }
+    let busy = v[0] + v[1] + v[2] + v[5] + v[6];
+    Some((busy, v.get(7).copied().unwrap_or(0)))
+}
+
+/// utime + stime clock ticks of a process from its `/proc/<pid>/stat` text (fields 14
+/// and 15, counted after the command name, which may hold spaces and parentheses).
+pub fn pid_stat_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime is field 14 → index 11, stime index 12.
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Clock ticks per second of `/proc`'s CPU times (`sysconf(_SC_CLK_TCK)`, 100 on
+/// Linux).
+fn clock_ticks_per_s() -> f64 {
+    // SAFETY: sysconf reads a constant of the C library.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
 /// One uncore event to count: PMU type and config, the CPU to count on, bytes
 /// per count.
 #[derive(Debug, Clone, PartialEq)]
@@ -483,6 +519,8 @@ pub struct LinuxSampler {
     uncore: Result<OpenUncore, String>,
     uncore_source: String,
     swap_base: Option<(u64, u64)>,
+    /// `(busy, steal, own)` ticks at start.
+    cpu_base: Option<(u64, u64, u64)>,
 }
 
 impl LinuxSampler {
@@ -519,11 +557,19 @@ impl LinuxSampler {
             uncore,
             uncore_source,
             swap_base: None,
+            cpu_base: None,
         }
     }
 
     fn proc(&self, name: &str) -> String {
         read_trim(&self.root.join("proc").join(name)).unwrap_or_default()
+    }
+
+    /// `(busy, steal, own)` ticks now: the machine's from `proc/stat`, this process's
+    /// from `proc/self/stat`.
+    fn cpu_ticks(&self) -> Option<(u64, u64, u64)> {
+        let (busy, steal) = proc_stat_ticks(&self.proc("stat"))?;
+        Some((busy, steal, pid_stat_ticks(&self.proc("self/stat"))?))
     }
 }
 
@@ -584,6 +630,22 @@ impl Sampler for LinuxSampler {
                 "unreadable or missing MemTotal/MemAvailable/SwapTotal/SwapFree",
             ),
         });
+        let st = self.root.join("proc/stat");
+        c.push(match self.cpu_ticks() {
+            Some(_) => Counter::available(
+                "cpu_time",
+                format!(
+                    "{} (all CPUs), {}",
+                    st.display(),
+                    self.root.join("proc/self/stat").display()
+                ),
+            ),
+            None => Counter::unavailable(
+                "cpu_time",
+                st.display().to_string(),
+                "no `cpu ` line in proc/stat or no utime/stime in proc/self/stat",
+            ),
+        });
         let vm = self.root.join("proc/vmstat");
         c.push(match vmstat_swap(&self.proc("vmstat")) {
             Some(_) => Counter::available("swap", format!("{} pswpin/pswpout", vm.display())),
@@ -608,6 +670,7 @@ impl Sampler for LinuxSampler {
             }
         }
         self.swap_base = vmstat_swap(&self.proc("vmstat"));
+        self.cpu_base = self.cpu_ticks();
         if let Ok(u) = &mut self.uncore {
             u.last = u
                 .fds
@@ -675,6 +738,12 @@ impl Sampler for LinuxSampler {
         {
             s.swap_in_pages = Some(i.saturating_sub(i0));
             s.swap_out_pages = Some(o.saturating_sub(o0));
+        }
+        if let (Some((b0, st0, o0)), Some((b, st, o))) = (self.cpu_base, self.cpu_ticks()) {
+            let hz = clock_ticks_per_s();
+            s.cpu_busy_s = Some(b.saturating_sub(b0) as f64 / hz);
+            s.cpu_steal_s = Some(st.saturating_sub(st0) as f64 / hz);
+            s.own_cpu_s = Some(o.saturating_sub(o0) as f64 / hz);
         }
         if let Ok(u) = &mut self.uncore {
             let mut bytes = 0.0;
@@ -768,6 +837,16 @@ mod tests {
             r,
             "proc/vmstat",
             "nr_free_pages 5\npswpin 100\npswpout 200\n",
+        );
+        put(
+            r,
+            "proc/stat",
+            "cpu  1000 10 200 50000 30 5 7 40 0 0\ncpu0 500 5 100 25000 15 2 3 20 0 0\n",
+        );
+        put(
+            r,
+            "proc/self/stat",
+            "4242 (memwall (x) y) R 1 2 3 4 5 6 7 8 9 10 300 60 0 0 20 0 9 0\n",
         );
         let imc = "sys/bus/event_source/devices/uncore_imc_0";
         put(r, &format!("{imc}/type"), "13\n");
@@ -917,6 +996,30 @@ mod tests {
     }
 
     #[test]
+    fn cpu_times_count_from_start_in_seconds() {
+        let d = fixture();
+        let r = d.path();
+        let mut s = LinuxSampler::new(r);
+        s.start();
+        // Later: busy +(100 user + 2 nice + 50 system + 3 irq + 5 softirq) = +160 ticks,
+        // steal +25, idle +900 (not busy); this process +40 utime +20 stime = +60.
+        put(r, "proc/stat", "cpu  1100 12 250 50900 30 8 12 65 0 0\n");
+        put(
+            r,
+            "proc/self/stat",
+            "4242 (memwall (x) y) R 1 2 3 4 5 6 7 8 9 10 340 80 0 0 20 0 9 0\n",
+        );
+        let mut x = Sample::default();
+        s.read(&mut x, Some(1.0));
+        let hz = clock_ticks_per_s();
+        assert_eq!(x.cpu_busy_s, Some(160.0 / hz));
+        assert_eq!(x.cpu_steal_s, Some(25.0 / hz));
+        assert_eq!(x.own_cpu_s, Some(60.0 / hz));
+        let c = s.counters();
+        assert!(c.iter().any(|c| c.name == "cpu_time" && c.available));
+    }
+
+    #[test]
     fn wrap_delta_handles_the_top_of_the_range() {
         assert_eq!(wrap_delta(0, 0, 10), 0);
         assert_eq!(wrap_delta(10, 0, 10), 0);
@@ -931,6 +1034,18 @@ mod tests {
         assert_eq!(
             vmstat_swap("pswpin 3\npswpout 4\npswpin_x 9\n"),
             Some((3, 4))
+        );
+        assert_eq!(proc_stat_ticks("cpu0 1 2 3 4 5 6 7\n"), None);
+        assert_eq!(proc_stat_ticks("cpu  1 2 3 4 5\n"), None);
+        // Kernels before 2.6.11 print no steal column.
+        assert_eq!(
+            proc_stat_ticks("cpu  1 2 3 4 5 6 7\n"),
+            Some((1 + 2 + 3 + 6 + 7, 0))
+        );
+        assert_eq!(pid_stat_ticks("1 (a) R 1 2"), None);
+        assert_eq!(
+            pid_stat_ticks("1 (a b) R 1 2 3 4 5 6 7 8 9 10 11 12 13"),
+            Some(11 + 12)
         );
     }
 }

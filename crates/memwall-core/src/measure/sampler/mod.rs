@@ -35,7 +35,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Counter {
     /// What it measures: `cpu_package_energy`, `dram_energy`, `cpu_temperature`,
-    /// `cpu_frequency`, `memory`, `swap`, `dram_bandwidth`, `gpu_power`,
+    /// `cpu_frequency`, `cpu_time`, `memory`, `swap`, `dram_bandwidth`, `gpu_power`,
     /// `gpu_energy`, `gpu_temperature`, `gpu_clocks`, `gpu_memory_utilisation`.
     pub name: String,
     /// Where the values come from (a path, a PMU, a library), or where they were
@@ -116,6 +116,11 @@ pub struct Sample {
     /// Memory-controller utilisation (busiest GPU), percent of the sample period
     /// during which device memory was read or written (NVML's definition).
     pub gpu_mem_util_pct: Option<f64>,
+    /// Other processes' SM utilisation on the busiest GPU over the last sample
+    /// period, percent: the sum over every process but memwall of its SM share
+    /// (`nvmlDeviceGetProcessUtilization`), capped at 100.
+    #[serde(default)]
+    pub gpu_other_util_pct: Option<f64>,
     /// DRAM traffic (reads + writes) over the last interval from the uncore
     /// counters, GB/s (1e9 B/s).
     pub dram_gbps: Option<f64>,
@@ -137,6 +142,18 @@ pub struct Sample {
     /// The OS's coarse thermal state, where it reports one (`nominal`,
     /// `throttling`, `critical`).
     pub thermal_state: Option<String>,
+    /// CPU time every logical CPU spent busy since start (user, nice, system, irq,
+    /// softirq of `/proc/stat`; guest time is inside user), s.
+    #[serde(default)]
+    pub cpu_busy_s: Option<f64>,
+    /// CPU time the hypervisor gave other guests since start (`/proc/stat` steal), s.
+    #[serde(default)]
+    pub cpu_steal_s: Option<f64>,
+    /// CPU time memwall's own process used since start, all its threads
+    /// (`/proc/self/stat` utime + stime), s. Other processes' use during a span is
+    /// Δ`cpu_busy_s` − Δ`own_cpu_s`.
+    #[serde(default)]
+    pub own_cpu_s: Option<f64>,
 }
 
 /// One platform's part of the machine's counters.
@@ -162,6 +179,8 @@ pub struct MachineSampler {
 impl MachineSampler {
     /// The parts of this machine: Linux's sysfs/procfs/perf counters (on Linux), the
     /// macOS part (on macOS), and NVML when the NVIDIA driver's library loads.
+    // The pushes are gated per OS, which a vec![] literal cannot express.
+    #[allow(clippy::vec_init_then_push)]
     pub fn detect() -> MachineSampler {
         let mut parts: Vec<Box<dyn Sampler>> = Vec::new();
         #[cfg(target_os = "linux")]

@@ -27,8 +27,46 @@ struct Utilization {
     memory: c_uint,
 }
 
+/// `nvmlProcessUtilizationSample_t`: one process's utilisation over one sample
+/// period (percent of the period; `time_stamp` in µs, CPU clock).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct ProcessSample {
+    pid: c_uint,
+    time_stamp: c_ulonglong,
+    sm_util: c_uint,
+    mem_util: c_uint,
+    enc_util: c_uint,
+    dec_util: c_uint,
+}
+
+/// `nvmlDeviceGetProcessUtilization(device, samples, count, last_seen_µs)`.
+type ProcUtilFn = unsafe extern "C" fn(Dev, *mut ProcessSample, *mut c_uint, c_ulonglong) -> Ret;
+
+const NVML_ERROR_NOT_FOUND: Ret = 6;
+const NVML_ERROR_INSUFFICIENT_SIZE: Ret = 7;
+
+/// Other processes' SM utilisation, percent, from one device's process samples
+/// `(pid, sm %)`: each process's mean over its samples, summed over every pid but
+/// `own`, capped at 100 (a process's samples cover successive periods since the last
+/// read, so its mean is its share of that span).
+pub fn other_sm_util(samples: &[(u32, u32)], own: u32) -> f64 {
+    let mut per: std::collections::BTreeMap<u32, (f64, u32)> = Default::default();
+    for &(pid, sm) in samples.iter().filter(|s| s.0 != own) {
+        let e = per.entry(pid).or_insert((0.0, 0));
+        e.0 += sm as f64;
+        e.1 += 1;
+    }
+    per.values()
+        .map(|(s, n)| s / *n as f64)
+        .sum::<f64>()
+        .min(100.0)
+}
+
 struct Api {
     lib: *mut c_void,
+    /// Absent in old drivers: other processes' GPU use is then unknown.
+    proc_util: Option<ProcUtilFn>,
     shutdown: unsafe extern "C" fn() -> Ret,
     power: unsafe extern "C" fn(Dev, *mut c_uint) -> Ret,
     energy: unsafe extern "C" fn(Dev, *mut c_ulonglong) -> Ret,
@@ -86,6 +124,7 @@ fn load_api() -> Result<Api, String> {
             temp: sym(lib, c"nvmlDeviceGetTemperature")?,
             clock: sym(lib, c"nvmlDeviceGetClockInfo")?,
             util: sym(lib, c"nvmlDeviceGetUtilizationRates")?,
+            proc_util: sym(lib, c"nvmlDeviceGetProcessUtilization").ok(),
             devs: vec![],
             names: vec![],
         };
@@ -124,17 +163,55 @@ impl Drop for Api {
 /// library does not load.
 pub struct NvmlSampler {
     api: Result<Api, String>,
-    /// Which counters answered at load: (power, energy, temperature, clocks, util).
-    ok: [bool; 5],
+    /// Which counters answered at load: (power, energy, temperature, clocks, util,
+    /// other processes' utilisation).
+    ok: [bool; 6],
     energy_base_mj: Vec<u64>,
+    /// The newest process-sample time stamp seen per device, µs (0 before the first).
+    proc_seen_us: Vec<u64>,
+}
+
+impl Api {
+    /// Other processes' SM utilisation on device `d` since `last_us`, percent, and the
+    /// newest time stamp; `None` when the query fails. No sample since `last_us`
+    /// (NVML's NOT_FOUND) reads as 0 %: no process, ours or another, ran a kernel.
+    fn other_util(&self, d: Dev, last_us: u64) -> Option<(f64, u64)> {
+        let f = self.proc_util?;
+        let mut n: c_uint = 0;
+        // SAFETY: a NULL buffer with count 0 asks for the needed size (NVML's API).
+        let r = unsafe { f(d, std::ptr::null_mut(), &mut n, last_us) };
+        match r {
+            NVML_ERROR_INSUFFICIENT_SIZE => {}
+            0 | NVML_ERROR_NOT_FOUND => return Some((0.0, last_us)),
+            _ => return None,
+        }
+        let mut buf = vec![ProcessSample::default(); n as usize + 8];
+        let mut n = buf.len() as c_uint;
+        // SAFETY: buffer of `n` elements, valid handle and out-pointer.
+        let r = unsafe { f(d, buf.as_mut_ptr(), &mut n, last_us) };
+        if r == NVML_ERROR_NOT_FOUND {
+            return Some((0.0, last_us));
+        }
+        if r != 0 {
+            return None;
+        }
+        let got = &buf[..(n as usize).min(buf.len())];
+        let newest = got.iter().map(|s| s.time_stamp).max().unwrap_or(last_us);
+        let pairs: Vec<(u32, u32)> = got.iter().map(|s| (s.pid, s.sm_util)).collect();
+        Some((
+            other_sm_util(&pairs, std::process::id()),
+            newest.max(last_us),
+        ))
+    }
 }
 
 impl NvmlSampler {
     /// Loads NVML and probes each query once on the first GPU.
     pub fn load() -> NvmlSampler {
         let api = load_api();
-        let mut ok = [false; 5];
+        let mut ok = [false; 6];
         if let Ok(a) = &api {
+            ok[5] = a.other_util(a.devs[0], 0).is_some();
             let d = a.devs[0];
             let (mut u, mut e, mut util) = (0, 0, Utilization::default());
             // SAFETY: valid device handle and out-pointers.
@@ -150,6 +227,7 @@ impl NvmlSampler {
             api,
             ok,
             energy_base_mj: vec![],
+            proc_seen_us: vec![],
         }
     }
 
@@ -173,6 +251,7 @@ impl Sampler for NvmlSampler {
             "gpu_temperature",
             "gpu_clocks",
             "gpu_memory_utilisation",
+            "gpu_other_processes",
         ];
         match &self.api {
             Err(r) => names
@@ -186,6 +265,11 @@ impl Sampler for NvmlSampler {
                     .zip(self.ok)
                     .map(|(n, ok)| match ok {
                         true => Counter::available(n, &src),
+                        false if *n == "gpu_other_processes" => Counter::unavailable(
+                            n,
+                            &src,
+                            "nvmlDeviceGetProcessUtilization is missing or refused on this driver/GPU: other processes' GPU use is unknown",
+                        ),
                         false => Counter::unavailable(
                             n,
                             &src,
@@ -203,6 +287,12 @@ impl Sampler for NvmlSampler {
                 .energies(a)
                 .into_iter()
                 .map(|e| e.unwrap_or(0))
+                .collect();
+            // Samples from before the start are not this run's.
+            self.proc_seen_us = a
+                .devs
+                .iter()
+                .map(|&d| a.other_util(d, 0).map_or(0, |x| x.1))
                 .collect();
         }
     }
@@ -252,6 +342,22 @@ impl Sampler for NvmlSampler {
                 }
             }
         }
+        if self.ok[5] && self.proc_seen_us.len() == a.devs.len() {
+            let mut busiest: Option<f64> = None;
+            for (i, &d) in a.devs.iter().enumerate() {
+                match a.other_util(d, self.proc_seen_us[i]) {
+                    Some((u, seen)) => {
+                        self.proc_seen_us[i] = seen;
+                        busiest = Some(busiest.map_or(u, |b| b.max(u)));
+                    }
+                    None => {
+                        busiest = None;
+                        break;
+                    }
+                }
+            }
+            s.gpu_other_util_pct = busiest.and_then(|u| plausible(u, 0.0, 100.0));
+        }
         if power_ok {
             s.gpu_power_w = plausible(power, 0.0, MAX_GPU_W * a.devs.len() as f64);
         }
@@ -267,10 +373,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn other_processes_sm_use_is_their_mean_share_summed_without_ours() {
+        let own = 4242;
+        // Ours alone: nothing from others.
+        assert_eq!(other_sm_util(&[(own, 90), (own, 95)], own), 0.0);
+        // pid 7 at 30 % and 50 % over two periods (mean 40), pid 9 at 10 %; ours ignored.
+        let got = other_sm_util(&[(7, 30), (own, 60), (7, 50), (9, 10)], own);
+        assert!((got - 50.0).abs() < 1e-12, "{got}");
+        // Capped at 100 % (NVML's shares of overlapping periods can add past it).
+        assert_eq!(other_sm_util(&[(7, 80), (9, 70)], own), 100.0);
+        assert_eq!(other_sm_util(&[], own), 0.0);
+    }
+
+    #[test]
     fn without_a_driver_every_gpu_counter_says_why() {
         let s = NvmlSampler::load();
         let c = s.counters();
-        assert_eq!(c.len(), 5);
+        assert_eq!(c.len(), 6);
         if std::path::Path::new("/proc/driver/nvidia").exists() {
             return; // a machine with the driver: covered by `memwall sample` there
         }

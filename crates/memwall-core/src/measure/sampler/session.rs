@@ -1,12 +1,16 @@
-//! A sampler running on its own thread beside a measurement: start → phase marks →
-//! stop → a [`Recording`] (the time series, the phases, the counter list), and per
-//! phase an [`EnergySummary`] (mean power, energy per token, peak temperature,
-//! throttling, live bandwidth).
+//! A sampler running on its own thread beside a measurement: start → phase marks and
+//! timed intervals → stop → a [`Recording`] (the time series, the phases, the timed
+//! intervals, the counter list), and per phase an [`EnergySummary`] (energy per token
+//! over the timed intervals only, mean power, idle power and energy above it, peak
+//! temperature, throttling, live bandwidth, other processes' CPU use).
 //!
 //! Any job can use it: `let s = SamplerSession::start(MachineSampler::detect(), 10.0);`
-//! then `s.mark("tg128")` when the timed part begins and `s.end_phase()` when it
-//! ends, and `s.stop()` at the end. One read costs a few small file reads (and NVML
-//! calls on a GPU machine); at 10 Hz that is well under 1 % of one core.
+//! then `s.mark("tg128")` when a test begins, `s.marker().interval("tg128", rep, t0, t1)`
+//! for each repetition's timed part, `s.end_phase()` when the test ends, and `s.stop()`
+//! at the end. Energy is integrated over the intervals, never over the whole phase: a
+//! phase also holds untimed work (a warm-up, the depth prefill between repetitions).
+//! One read costs a few small file reads (and NVML calls on a GPU machine); at 10 Hz
+//! that is well under 1 % of one core.
 
 use super::{Counter, MachineSampler, Sample};
 use serde::{Deserialize, Serialize};
@@ -24,6 +28,21 @@ pub const HZ_RANGE: std::ops::RangeInclusive<f64> = 0.2..=100.0;
 pub const HOT_C: f64 = 85.0;
 /// A clock this far below the phase's highest, while hot, is throttling.
 pub const CLOCK_DROP: f64 = 0.10;
+/// Reads a timed interval must hold to be integrated: the energy of an interval is
+/// the counters' rate between its first and last read inside it, times its length.
+pub const MIN_READS_PER_INTERVAL: usize = 2;
+/// The share of the timed time that the reads inside the intervals must span (their
+/// first to last read, summed over intervals) for the energy to be given.
+pub const MIN_COVERAGE: f64 = 0.5;
+/// The idle baseline's phase: a few seconds with nothing running, before the first
+/// test.
+pub const IDLE_PHASE: &str = "idle";
+/// Other processes using more than this many cores (CPU time ÷ wall time) during a
+/// row's timed intervals, or the hypervisor stealing as much, mark the row contended.
+pub const CONTENDED_CORES: f64 = 0.25;
+/// Other processes' mean SM utilisation on the GPU above this share (percent) during
+/// a row's timed intervals marks the row contended.
+pub const CONTENDED_GPU_PCT: f64 = 10.0;
 
 /// A named span of the run (a test's timed part), times since the sampler started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
@@ -38,6 +57,51 @@ pub struct Phase {
     pub end_ns: u64,
 }
 
+/// The timed part of one repetition of a phase (the span its tok/s is computed
+/// over), ns since the sampler started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Interval {
+    /// The phase it belongs to.
+    pub phase: String,
+    /// Repetition, 1-based (0 for a phase timed once, such as the idle baseline).
+    pub rep: u32,
+    /// Start, ns since the sampler started.
+    #[ts(type = "number")]
+    pub start_ns: u64,
+    /// End, ns since the sampler started.
+    #[ts(type = "number")]
+    pub end_ns: u64,
+}
+
+/// A timed span in ns since [`crate::util::epoch`] (how a job's timing loop hands its
+/// repetitions' start and end to the sampler across threads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+pub struct TimedSpan {
+    /// Start, ns since the process epoch.
+    #[ts(type = "number")]
+    pub start_ns: u64,
+    /// End, ns since the process epoch.
+    #[ts(type = "number")]
+    pub end_ns: u64,
+}
+
+impl TimedSpan {
+    /// The span from `start` to `end`.
+    pub fn between(start: Instant, end: Instant) -> TimedSpan {
+        let e = crate::util::epoch();
+        let ns = |i: Instant| i.saturating_duration_since(e).as_nanos() as u64;
+        TimedSpan {
+            start_ns: ns(start),
+            end_ns: ns(end).max(ns(start)),
+        }
+    }
+
+    /// Its length, ns.
+    pub fn len_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+}
+
 /// What a session recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Recording {
@@ -47,29 +111,68 @@ pub struct Recording {
     pub samples: Vec<Sample>,
     /// The marked phases, in order.
     pub phases: Vec<Phase>,
+    /// The timed intervals, in order.
+    #[serde(default)]
+    pub intervals: Vec<Interval>,
     /// The machine's counters, available or not.
     pub counters: Vec<Counter>,
 }
 
-/// Energy and thermals of one phase. `None` figures carry their reason in
-/// [`EnergySummary::reason`] (energy) or are simply unmeasured (no sensor).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+/// Energy and thermals of one phase's timed intervals. `None` figures carry their
+/// reason in [`EnergySummary::reason`] (energy) or are simply unmeasured (no sensor).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct EnergySummary {
-    /// Reads inside the phase.
+    /// Reads inside the timed intervals.
     #[ts(type = "number")]
     pub samples: u64,
-    /// Mean power over the phase from the energy counters, W.
+    /// Mean power over the timed intervals (energy ÷ timed time), W.
     pub mean_power_w: Option<f64>,
-    /// Energy of the timed work: mean power × timed time, J.
+    /// Energy of the timed work: per interval, the counters' rate between its first
+    /// and last read inside it × its length, summed, J.
     pub energy_j: Option<f64>,
     /// Energy per generated or processed token, J/token.
     pub j_per_token: Option<f64>,
     /// Tokens per watt-hour (3600 ÷ J/token).
     pub tokens_per_wh: Option<f64>,
-    /// Which counters the energy sums (`RAPL package + RAPL DRAM`, `NVML GPU`).
+    /// Which counters the energy sums (`RAPL package + RAPL DRAM`, `NVML GPU energy`).
     pub energy_source: String,
+    /// What the energy covers: `CPU package`, `CPU package + DRAM`, `GPU board`, or
+    /// CPU and GPU together; empty without energy.
+    #[serde(default)]
+    pub energy_scope: String,
     /// Why there is no energy, when there is none.
     pub reason: Option<String>,
+    /// The tokens the energy is divided by.
+    #[serde(default)]
+    #[ts(type = "number")]
+    pub tokens: u64,
+    /// Timed time: the intervals' lengths summed, ns.
+    #[serde(default)]
+    #[ts(type = "number")]
+    pub timed_ns: u64,
+    /// The part of the timed time between the first and last read inside each
+    /// interval, summed, ns (what the counters' rates were read over).
+    #[serde(default)]
+    #[ts(type = "number")]
+    pub covered_ns: u64,
+    /// Mean power of the run's idle baseline over the same counters, W; `None` without
+    /// a baseline or without energy.
+    #[serde(default)]
+    pub idle_power_w: Option<f64>,
+    /// (energy − idle power × timed time) ÷ tokens, J/token.
+    #[serde(default)]
+    pub j_per_token_above_idle: Option<f64>,
+    /// Other processes' CPU use during the intervals (their CPU time ÷ wall time over
+    /// the covered part), cores; `None` where `/proc` gives no CPU times.
+    #[serde(default)]
+    pub other_cpu_cores: Option<f64>,
+    /// CPU time the hypervisor gave other guests during the intervals, cores.
+    #[serde(default)]
+    pub steal_cores: Option<f64>,
+    /// Other processes' SM utilisation on the busiest GPU during the intervals,
+    /// percent (mean of the reads inside them); `None` without NVML's process query.
+    #[serde(default)]
+    pub other_gpu_util_pct: Option<f64>,
     /// Hottest reading in the phase (CPU or GPU), °C.
     pub peak_temp_c: Option<f64>,
     /// A clock fell more than [`CLOCK_DROP`] below the phase's highest while a
@@ -83,6 +186,7 @@ pub struct EnergySummary {
 
 struct Shared {
     phases: Vec<Phase>,
+    intervals: Vec<Interval>,
     open: Option<(String, u64)>,
     latest: Option<Sample>,
 }
@@ -113,14 +217,78 @@ impl PhaseMarker {
     /// Ends the open phase now.
     pub fn end_phase(&self) {
         let t = self.t0.elapsed().as_nanos() as u64;
+        if let Ok(mut g) = self.shared.lock()
+            && let Some((n, s)) = g.open.take()
+        {
+            g.phases.push(Phase {
+                name: n,
+                start_ns: s,
+                end_ns: t,
+            });
+        }
+    }
+
+    /// Records repetition `rep` of phase `phase` as timed from `start` to `end`.
+    pub fn interval(&self, phase: &str, rep: u32, start: Instant, end: Instant) {
+        let ns = |i: Instant| i.saturating_duration_since(self.t0).as_nanos() as u64;
+        let (a, b) = (ns(start), ns(end));
         if let Ok(mut g) = self.shared.lock() {
-            if let Some((n, s)) = g.open.take() {
-                g.phases.push(Phase {
-                    name: n,
-                    start_ns: s,
-                    end_ns: t,
-                });
-            }
+            g.intervals.push(Interval {
+                phase: phase.to_string(),
+                rep,
+                start_ns: a,
+                end_ns: b.max(a),
+            });
+        }
+    }
+
+    /// Applies `ev` (a phase mark or a timed span).
+    pub fn apply(&self, ev: PhaseEvent<'_>) {
+        match ev {
+            PhaseEvent::Begin(n) => self.mark(n),
+            PhaseEvent::Timed { phase, rep, span } => self.span(phase, rep, span),
+            PhaseEvent::End => self.end_phase(),
+        }
+    }
+
+    /// [`PhaseMarker::interval`] from a span in ns since the process epoch.
+    pub fn span(&self, phase: &str, rep: u32, s: TimedSpan) {
+        self.interval(
+            phase,
+            rep,
+            crate::util::epoch_instant(s.start_ns),
+            crate::util::epoch_instant(s.end_ns),
+        )
+    }
+}
+
+/// What a timing loop on another thread tells the sampler: a phase begins, one of
+/// its repetitions was timed over a span, the phase ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PhaseEvent<'a> {
+    /// Phase `name` begins (ending the open one).
+    Begin(&'a str),
+    /// Repetition `rep` of phase `phase` was timed over `span`.
+    Timed {
+        /// The phase.
+        phase: &'a str,
+        /// Repetition (or prompt) within the phase, 1-based.
+        rep: u32,
+        /// The timed span.
+        span: TimedSpan,
+    },
+    /// The open phase ends.
+    End,
+}
+
+impl PhaseEvent<'_> {
+    /// `Some(Some(name))` for a begin, `Some(None)` for an end, `None` for a timed
+    /// span: the phase marks alone.
+    pub fn mark(&self) -> Option<Option<&str>> {
+        match self {
+            PhaseEvent::Begin(n) => Some(Some(n)),
+            PhaseEvent::End => Some(None),
+            PhaseEvent::Timed { .. } => None,
         }
     }
 }
@@ -144,10 +312,14 @@ impl SamplerSession {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Mutex::new(Shared {
             phases: vec![],
+            intervals: vec![],
             open: None,
             latest: None,
         }));
         sampler.start();
+        // The process epoch (TimedSpan's timebase) is fixed no later than the session
+        // starts, so every span timed during the session lies after it.
+        crate::util::epoch();
         let t0 = Instant::now();
         let (st, sh) = (stop.clone(), shared.clone());
         let period = Duration::from_secs_f64(1.0 / hz);
@@ -229,15 +401,21 @@ impl SamplerSession {
             .take()
             .and_then(|h| h.join().ok())
             .unwrap_or_default();
-        let phases = self
+        let (phases, intervals) = self
             .shared
             .lock()
-            .map(|mut g| std::mem::take(&mut g.phases))
+            .map(|mut g| {
+                (
+                    std::mem::take(&mut g.phases),
+                    std::mem::take(&mut g.intervals),
+                )
+            })
             .unwrap_or_default();
         Recording {
             hz: self.hz,
             samples,
             phases,
+            intervals,
             counters: std::mem::take(&mut self.counters),
         }
     }
@@ -271,77 +449,68 @@ impl Recording {
             .collect()
     }
 
-    /// Summarises phase `p`, whose timed work took `timed_ns` and produced `tokens`.
-    ///
-    /// Mean power = (energy at the last read − energy at the first read) ÷ the time
-    /// between them, over every energy counter that answered in both reads (CPU
-    /// package, DRAM, GPU); energy = mean power × `timed_ns`; J/token = energy ÷
-    /// `tokens`; tokens per Wh = 3600 ÷ J/token. Without an energy counter, or with
-    /// fewer than two reads in the phase, the energy figures are `None` and
-    /// [`EnergySummary::reason`] says why.
-    pub fn summary(&self, p: &Phase, timed_ns: u64, tokens: u64) -> EnergySummary {
-        let inside = self.samples_in(p);
-        let energy_counters: Vec<&Counter> = self
-            .counters
+    /// The timed intervals of phase `name`, as `(start_ns, end_ns)`.
+    pub fn windows(&self, name: &str) -> Vec<(u64, u64)> {
+        self.intervals
             .iter()
-            .filter(|c| {
-                matches!(
-                    c.name.as_str(),
-                    "cpu_package_energy" | "dram_energy" | "gpu_energy"
-                )
+            .filter(|i| i.phase == name)
+            .map(|i| (i.start_ns, i.end_ns))
+            .collect()
+    }
+
+    /// The energy of phase `name` over its timed intervals ([`Recording::energy_over`]).
+    pub fn energy(&self, name: &str, tokens: u64) -> EnergySummary {
+        self.energy_over(&self.windows(name), tokens)
+    }
+
+    /// Energy, thermals and contention over the timed `windows` (ns since the
+    /// sampler started), whose work produced `tokens`.
+    ///
+    /// Per window, only the reads inside it count: each energy source's rate between
+    /// the window's first and last read (a counter delta ÷ the time between them; for
+    /// a GPU without NVML's energy counter, the mean board power of those reads) times
+    /// the window's length. Energy = the sum over windows and sources; mean power =
+    /// energy ÷ timed time; J/token = energy ÷ `tokens`; tokens per Wh = 3600 ÷ J/token.
+    /// The energy is `None`, with the reason, when no energy counter exists, when a
+    /// window holds fewer than [`MIN_READS_PER_INTERVAL`] reads, or when the reads
+    /// span less than [`MIN_COVERAGE`] of the timed time: such windows are too short
+    /// for the sampler's rate, and a figure from the power around them would be the
+    /// untimed work's. A source enters only when it answered in every window.
+    ///
+    /// The idle power is the same integral over the [`IDLE_PHASE`] intervals, for the
+    /// same sources; J/token above idle = (energy − idle power × timed time) ÷ tokens.
+    /// Other processes' CPU use = Σ (Δ busy − Δ own CPU time) ÷ Σ covered time over
+    /// the windows' first and last reads, in cores; steal likewise.
+    pub fn energy_over(&self, windows: &[(u64, u64)], tokens: u64) -> EnergySummary {
+        let timed_ns: u64 = windows.iter().map(|(a, b)| b.saturating_sub(*a)).sum();
+        let inside: Vec<Vec<&Sample>> = windows
+            .iter()
+            .map(|&(a, b)| {
+                self.samples
+                    .iter()
+                    .filter(|s| s.t_ns >= a && s.t_ns <= b)
+                    .collect()
             })
             .collect();
-        type Get = fn(&Sample) -> Option<f64>;
-        let parts: [(&str, Get); 3] = [
-            ("RAPL package", |s| s.cpu_energy_j),
-            ("RAPL DRAM", |s| s.dram_energy_j),
-            ("NVML GPU", |s| s.gpu_energy_j),
-        ];
-        let mut source = Vec::new();
-        let mut reason = None;
-        let mut mean_power_w = None;
-        match (inside.first(), inside.last()) {
-            _ if !energy_counters.iter().any(|c| c.available) => {
-                reason = Some(
-                    energy_counters
-                        .iter()
-                        .filter_map(|c| c.reason.as_deref().map(|r| format!("{}: {r}", c.name)))
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                );
-            }
-            (Some(a), Some(b)) if inside.len() >= 2 && b.t_ns > a.t_ns => {
-                let dt = (b.t_ns - a.t_ns) as f64 / 1e9;
-                let mut joules = 0.0;
-                for (name, get) in parts {
-                    if let (Some(x), Some(y)) = (get(a), get(b)) {
-                        joules += y - x;
-                        source.push(name);
-                    }
-                }
-                if source.is_empty() {
-                    reason = Some("no energy counter answered inside the phase".into());
-                } else if joules < 0.0 {
-                    reason = Some(format!(
-                        "energy counters went backwards ({joules:.3} J): a misread"
-                    ));
-                    source.clear();
-                } else {
-                    mean_power_w = Some(joules / dt);
-                }
-            }
-            _ => {
-                reason = Some(format!(
-                    "phase shorter than two reads ({} read(s) at {} Hz)",
-                    inside.len(),
-                    self.hz
-                ));
-            }
-        }
-        let energy_j = mean_power_w.map(|w| w * timed_ns as f64 / 1e9);
+        let reads = inside.iter().map(Vec::len).sum::<usize>();
+        let covered_ns: u64 = inside
+            .iter()
+            .filter(|v| v.len() >= MIN_READS_PER_INTERVAL)
+            .map(|v| v[v.len() - 1].t_ns - v[0].t_ns)
+            .sum();
+        let (energy, sources, reason) = self.integrate(windows, &inside, timed_ns, covered_ns);
+        let energy_j = energy;
+        let timed_s = timed_ns as f64 / 1e9;
+        let mean_power_w = energy_j.filter(|_| timed_ns > 0).map(|e| e / timed_s);
         let j_per_token = energy_j.filter(|_| tokens > 0).map(|e| e / tokens as f64);
         let tokens_per_wh = j_per_token.filter(|j| *j > 0.0).map(|j| 3600.0 / j);
-        let peak_temp_c = inside
+        let idle_power_w = energy_j.and_then(|_| self.idle_power(&sources));
+        let j_per_token_above_idle = match (energy_j, idle_power_w) {
+            (Some(e), Some(w)) if tokens > 0 => Some((e - w * timed_s) / tokens as f64),
+            _ => None,
+        };
+        let all: Vec<&Sample> = inside.iter().flatten().copied().collect();
+        let peak_temp_c = all
             .iter()
             .flat_map(|s| [s.cpu_temp_c, s.gpu_temp_c])
             .flatten()
@@ -353,7 +522,7 @@ impl Recording {
         ];
         let mut throttled = None;
         for get in pairs {
-            let known: Vec<(f64, f64)> = inside
+            let known: Vec<(f64, f64)> = all
                 .iter()
                 .filter_map(|s| match get(s) {
                     (Some(t), Some(m)) => Some((t, m)),
@@ -369,19 +538,299 @@ impl Recording {
                 .any(|&(t, m)| t >= HOT_C && m < (1.0 - CLOCK_DROP) * top);
             throttled = Some(throttled.unwrap_or(false) || seen);
         }
+        let (other_cpu_cores, steal_cores) = contention(&inside);
         EnergySummary {
-            samples: inside.len() as u64,
+            samples: reads as u64,
             mean_power_w,
             energy_j,
             j_per_token,
             tokens_per_wh,
-            energy_source: source.join(" + "),
+            energy_source: sources
+                .iter()
+                .map(|s| s.source)
+                .collect::<Vec<_>>()
+                .join(" + "),
+            energy_scope: scope(&sources),
             reason,
+            tokens,
+            timed_ns,
+            covered_ns,
+            idle_power_w,
+            j_per_token_above_idle,
             peak_temp_c,
             throttled,
-            live_dram_gbps: mean(inside.iter().filter_map(|s| s.dram_gbps)),
-            gpu_mem_util_pct: mean(inside.iter().filter_map(|s| s.gpu_mem_util_pct)),
+            live_dram_gbps: mean(all.iter().filter_map(|s| s.dram_gbps)),
+            gpu_mem_util_pct: mean(all.iter().filter_map(|s| s.gpu_mem_util_pct)),
+            other_cpu_cores,
+            steal_cores,
+            other_gpu_util_pct: mean(all.iter().filter_map(|s| s.gpu_other_util_pct)),
         }
+    }
+
+    /// The energy over `windows` (reads `inside` each), the sources it sums, and the
+    /// reason when there is none.
+    fn integrate(
+        &self,
+        windows: &[(u64, u64)],
+        inside: &[Vec<&Sample>],
+        timed_ns: u64,
+        covered_ns: u64,
+    ) -> (Option<f64>, Vec<Source>, Option<String>) {
+        let energy_counters: Vec<&Counter> = self
+            .counters
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.name.as_str(),
+                    "cpu_package_energy" | "dram_energy" | "gpu_energy" | "gpu_power"
+                )
+            })
+            .collect();
+        if !energy_counters.iter().any(|c| c.available) {
+            let why = energy_counters
+                .iter()
+                .filter_map(|c| c.reason.as_deref().map(|r| format!("{}: {r}", c.name)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            let why = if why.is_empty() {
+                "no energy counter on this machine".to_string()
+            } else {
+                why
+            };
+            return (None, vec![], Some(why));
+        }
+        if windows.is_empty() || timed_ns == 0 {
+            return (None, vec![], Some("no timed interval recorded".into()));
+        }
+        if let Some((i, v)) = inside
+            .iter()
+            .enumerate()
+            .find(|(_, v)| v.len() < MIN_READS_PER_INTERVAL)
+        {
+            let (a, b) = windows[i];
+            return (
+                None,
+                vec![],
+                Some(format!(
+                    "timed interval {} of {} lasts {:.3} s and holds {} read(s) at {} Hz: too short to integrate (each needs {MIN_READS_PER_INTERVAL} reads inside)",
+                    i + 1,
+                    windows.len(),
+                    (b - a) as f64 / 1e9,
+                    v.len(),
+                    self.hz
+                )),
+            );
+        }
+        let coverage = covered_ns as f64 / timed_ns as f64;
+        if coverage < MIN_COVERAGE {
+            return (
+                None,
+                vec![],
+                Some(format!(
+                    "the reads inside the timed intervals span {:.0} % of their {:.3} s (needs {:.0} %): too sparse at {} Hz to integrate",
+                    coverage * 100.0,
+                    timed_ns as f64 / 1e9,
+                    MIN_COVERAGE * 100.0,
+                    self.hz
+                )),
+            );
+        }
+        let (joules, sources, backwards) = sum_sources(windows, inside, &SOURCES);
+        if let Some(j) = backwards {
+            return (
+                None,
+                vec![],
+                Some(format!(
+                    "energy counters went backwards ({j:.3} J): a misread"
+                )),
+            );
+        }
+        if sources.is_empty() {
+            return (
+                None,
+                vec![],
+                Some("no energy counter answered in every timed interval".into()),
+            );
+        }
+        (Some(joules), sources, None)
+    }
+
+    /// Mean power of the idle baseline ([`IDLE_PHASE`]) over exactly `sources`;
+    /// `None` without a baseline, or when one of them did not answer in it.
+    pub fn idle_power(&self, sources: &[Source]) -> Option<f64> {
+        let windows = self.windows(IDLE_PHASE);
+        if windows.is_empty() || sources.is_empty() {
+            return None;
+        }
+        let inside: Vec<Vec<&Sample>> = windows
+            .iter()
+            .map(|&(a, b)| {
+                self.samples
+                    .iter()
+                    .filter(|s| s.t_ns >= a && s.t_ns <= b)
+                    .collect()
+            })
+            .collect();
+        if inside.iter().any(|v| v.len() < MIN_READS_PER_INTERVAL) {
+            return None;
+        }
+        let (joules, used, backwards) = sum_sources(&windows, &inside, sources);
+        let timed_ns: u64 = windows.iter().map(|(a, b)| b - a).sum();
+        (backwards.is_none() && used.len() == sources.len() && timed_ns > 0)
+            .then(|| joules / (timed_ns as f64 / 1e9))
+    }
+}
+
+/// One energy source of the series: how to read it, its counter, its scope.
+#[derive(Debug, Clone, Copy)]
+pub struct Source {
+    /// The counter's name in the energy source column.
+    pub source: &'static str,
+    /// What it covers: `CPU package`, `DRAM`, `GPU board`.
+    pub scope: &'static str,
+    /// Cumulative energy since start, J (an energy counter) …
+    energy: Option<fn(&Sample) -> Option<f64>>,
+    /// … or power at the read, W (integrated as mean power × time).
+    power: Option<fn(&Sample) -> Option<f64>>,
+}
+
+/// The sources in the order they are summed. The GPU's board power enters only where
+/// NVML gives no energy counter (pre-Volta GPUs): the two cover the same board.
+pub const SOURCES: [Source; 4] = [
+    Source {
+        source: "RAPL package",
+        scope: "CPU package",
+        energy: Some(|s| s.cpu_energy_j),
+        power: None,
+    },
+    Source {
+        source: "RAPL DRAM",
+        scope: "DRAM",
+        energy: Some(|s| s.dram_energy_j),
+        power: None,
+    },
+    Source {
+        source: "NVML GPU energy",
+        scope: "GPU board",
+        energy: Some(|s| s.gpu_energy_j),
+        power: None,
+    },
+    Source {
+        source: "NVML GPU power",
+        scope: "GPU board",
+        energy: None,
+        power: Some(|s| s.gpu_power_w),
+    },
+];
+
+/// Σ over `windows` of each source's energy (rate between the first and last read
+/// inside × length); sources that did not answer in every window are left out, and a
+/// board power is left out when the same board's energy counter entered. Returns the
+/// total, the sources used, and the total of a source whose counter went backwards.
+fn sum_sources(
+    windows: &[(u64, u64)],
+    inside: &[Vec<&Sample>],
+    sources: &[Source],
+) -> (f64, Vec<Source>, Option<f64>) {
+    let mut total = 0.0;
+    let mut used: Vec<Source> = Vec::new();
+    for src in sources {
+        if used.iter().any(|u| u.scope == src.scope) {
+            continue;
+        }
+        let mut sum = 0.0;
+        let mut every = true;
+        for (&(a, b), v) in windows.iter().zip(inside) {
+            let len_s = (b - a) as f64 / 1e9;
+            let (first, last) = (v[0], v[v.len() - 1]);
+            let part = if let Some(get) = src.energy {
+                match (get(first), get(last)) {
+                    (Some(x), Some(y)) if last.t_ns > first.t_ns => {
+                        Some((y - x) / ((last.t_ns - first.t_ns) as f64 / 1e9) * len_s)
+                    }
+                    _ => None,
+                }
+            } else if let Some(get) = src.power {
+                mean(v.iter().filter_map(|s| get(s))).map(|w| w * len_s)
+            } else {
+                None
+            };
+            match part {
+                Some(p) => sum += p,
+                None => {
+                    every = false;
+                    break;
+                }
+            }
+        }
+        if !every {
+            continue;
+        }
+        if sum < 0.0 {
+            return (0.0, vec![], Some(sum));
+        }
+        total += sum;
+        used.push(*src);
+    }
+    (total, used, None)
+}
+
+/// `CPU package + DRAM`, `GPU board`, … from the sources used.
+fn scope(sources: &[Source]) -> String {
+    sources
+        .iter()
+        .map(|s| s.scope)
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// Other processes' CPU use and steal over the windows' reads, cores: Σ (Δ busy −
+/// Δ own) ÷ Σ Δt and Σ Δ steal ÷ Σ Δt between each window's first and last read.
+fn contention(inside: &[Vec<&Sample>]) -> (Option<f64>, Option<f64>) {
+    let (mut others, mut steal, mut secs) = (0.0, 0.0, 0.0);
+    for v in inside.iter().filter(|v| v.len() >= MIN_READS_PER_INTERVAL) {
+        let (a, b) = (v[0], v[v.len() - 1]);
+        if let (Some(b0), Some(b1), Some(o0), Some(o1), Some(s0), Some(s1)) = (
+            a.cpu_busy_s,
+            b.cpu_busy_s,
+            a.own_cpu_s,
+            b.own_cpu_s,
+            a.cpu_steal_s,
+            b.cpu_steal_s,
+        ) {
+            others += (b1 - b0) - (o1 - o0);
+            steal += s1 - s0;
+            secs += (b.t_ns - a.t_ns) as f64 / 1e9;
+        }
+    }
+    if secs > 0.0 {
+        (Some(others / secs), Some(steal / secs))
+    } else {
+        (None, None)
+    }
+}
+
+impl EnergySummary {
+    /// `contended: other processes used 61 % of a core during this test` when other
+    /// processes (or the hypervisor's other guests) used more than
+    /// [`CONTENDED_CORES`] during the timed intervals.
+    pub fn contended(&self) -> Option<String> {
+        let o = self.other_cpu_cores.filter(|c| *c > CONTENDED_CORES);
+        let s = self.steal_cores.filter(|c| *c > CONTENDED_CORES);
+        let mut parts = Vec::new();
+        if let Some(c) = o {
+            parts.push(format!("other processes used {:.0} % of a core", c * 100.0));
+        }
+        if let Some(c) = s {
+            parts.push(format!(
+                "the hypervisor gave {:.0} % of a core to other guests",
+                c * 100.0
+            ));
+        }
+        if let Some(u) = self.other_gpu_util_pct.filter(|u| *u > CONTENDED_GPU_PCT) {
+            parts.push(format!("other processes kept the GPU's SMs {u:.0} % busy"));
+        }
+        (!parts.is_empty()).then(|| format!("{} during the timed repetitions", parts.join(" and ")))
     }
 }
 
@@ -390,109 +839,255 @@ mod tests {
     use super::*;
     use crate::measure::sampler::{Sampler, linux::LinuxSampler};
 
-    const EPS: f64 = 1e-9;
+    /// The package energy counter at `t`, J: ∫ power, in closed form per piece. Power:
+    /// idle 10 W for 0–1 s, untimed work (warm-up, depth prefill) at 100 W for 1–2,
+    /// 4–5 and 7–8 s, the timed repetitions at 20 W for 2–4 and 5–7 s.
+    fn joules_at(t: f64) -> f64 {
+        let pieces = [
+            (0.0, 1.0, 10.0),
+            (1.0, 2.0, 100.0),
+            (2.0, 4.0, 20.0),
+            (4.0, 5.0, 100.0),
+            (5.0, 7.0, 20.0),
+            (7.0, 100.0, 100.0),
+        ];
+        pieces
+            .iter()
+            .map(|&(a, b, w): &(f64, f64, f64)| w * (t.min(b) - a).max(0.0))
+            .sum()
+    }
 
-    fn rec(samples: Vec<Sample>, energy: bool) -> Recording {
+    /// Reads every 0.5 s from 0 to 8 s, with the package counter, a temperature and
+    /// a clock, and CPU times: the machine busy 1.8 cores, memwall 1.2, steal 0.1.
+    fn series() -> Vec<Sample> {
+        (0..=16)
+            .map(|i| {
+                let t = i as f64 * 0.5;
+                Sample {
+                    t_ns: (t * 1e9).round() as u64,
+                    cpu_energy_j: Some(joules_at(t)),
+                    cpu_temp_c: Some(50.0 + t),
+                    cpu_mhz: Some(3000.0),
+                    cpu_busy_s: Some(1.8 * t),
+                    own_cpu_s: Some(1.2 * t),
+                    cpu_steal_s: Some(0.1 * t),
+                    ..Sample::default()
+                }
+            })
+            .collect()
+    }
+
+    fn ns(s: f64) -> u64 {
+        (s * 1e9).round() as u64
+    }
+
+    fn rec(samples: Vec<Sample>, energy: bool, intervals: &[(&str, u32, f64, f64)]) -> Recording {
         let c = |n: &str| match energy {
             true => Counter::available(n, "fixture"),
             false => Counter::unavailable(n, "fixture", "RAPL not readable in this VM"),
         };
         Recording {
-            hz: 10.0,
+            hz: 2.0,
             samples,
             phases: vec![Phase {
-                name: "tg128".into(),
-                start_ns: 1_000_000_000,
-                end_ns: 3_000_000_000,
+                name: "#0 tg128".into(),
+                start_ns: ns(1.0),
+                end_ns: ns(8.0),
             }],
-            counters: vec![c("cpu_package_energy"), c("dram_energy"), c("gpu_energy")],
-        }
-    }
-
-    fn at(t_s: f64, cpu_j: f64, dram_j: f64, temp: f64, mhz: f64) -> Sample {
-        Sample {
-            t_ns: (t_s * 1e9) as u64,
-            cpu_energy_j: Some(cpu_j),
-            dram_energy_j: Some(dram_j),
-            cpu_temp_c: Some(temp),
-            cpu_mhz: Some(mhz),
-            dram_gbps: Some(40.0 + t_s),
-            ..Sample::default()
+            intervals: intervals
+                .iter()
+                .map(|&(p, rep, a, b)| Interval {
+                    phase: p.into(),
+                    rep,
+                    start_ns: ns(a),
+                    end_ns: ns(b),
+                })
+                .collect(),
+            counters: vec![c("cpu_package_energy"), c("dram_energy")],
         }
     }
 
     #[test]
-    fn energy_per_token_from_counters_in_the_phase() {
-        // Outside reads (t = 0.5 s, 3.5 s) are ignored. Inside: 1.0 s → 3.0 s,
-        // package 10 → 70 J, DRAM 2 → 12 J: 70 J in 2 s = 35 W. Timed 1.5 s with
-        // 96 tokens: 52.5 J, 0.546875 J/token, 3600 / 0.546875 = 6582.857… tokens/Wh.
+    fn energy_counts_the_timed_intervals_only() {
+        // Two repetitions timed 2.2–3.9 s and 5.2–6.9 s (1.7 s each). Inside each the
+        // reads at 2.5, 3.0, 3.5 (and 5.5, 6.0, 6.5) see 20 W: 20 J over 1.0 s, so
+        // 20 W × 1.7 s = 34 J per repetition, 68 J over 3.4 s timed, 256 tokens:
+        // 68 / 256 = 0.265625 J/token. Idle 0–1 s: 10 J in 1 s = 10 W; above idle
+        // (68 − 10 × 3.4) / 256 = 0.1328125 J/token. The phase (1–8 s) holds 380 J in
+        // 7 s: the old "phase mean power × timed time" gave 54.29 W × 3.4 s = 184.6 J,
+        // 2.7× too much, all of it from the untimed prefills.
         let r = rec(
-            vec![
-                at(0.5, 0.0, 0.0, 50.0, 3000.0),
-                at(1.0, 10.0, 2.0, 60.0, 3000.0),
-                at(2.0, 40.0, 7.0, 90.0, 2500.0),
-                at(3.0, 70.0, 12.0, 70.0, 3000.0),
-                at(3.5, 99.0, 99.0, 99.0, 1000.0),
-            ],
+            series(),
             true,
+            &[
+                ("idle", 0, 0.0, 1.0),
+                ("#0 tg128", 1, 2.2, 3.9),
+                ("#0 tg128", 2, 5.2, 6.9),
+            ],
         );
-        let s = r.summary(&r.phases[0], 1_500_000_000, 96);
-        assert_eq!(s.samples, 3);
-        assert!((s.mean_power_w.unwrap() - 35.0).abs() < EPS);
-        assert!((s.energy_j.unwrap() - 52.5).abs() < EPS);
-        assert!((s.j_per_token.unwrap() - 0.546875).abs() < EPS);
-        assert!((s.tokens_per_wh.unwrap() - 3600.0 / 0.546875).abs() < 1e-6);
-        assert_eq!(s.energy_source, "RAPL package + RAPL DRAM");
-        assert_eq!(s.peak_temp_c, Some(90.0));
-        // 2500 < 0.9 × 3000 while at 90 °C ≥ 85 °C.
-        assert_eq!(s.throttled, Some(true));
-        assert!((s.live_dram_gbps.unwrap() - 42.0).abs() < EPS); // mean of 41, 42, 43
-        assert_eq!(s.reason, None);
+        let e = r.energy("#0 tg128", 256);
+        assert_eq!(e.samples, 6);
+        assert_eq!(e.timed_ns, ns(3.4));
+        assert_eq!(e.covered_ns, ns(2.0));
+        assert!((e.energy_j.unwrap() - 68.0).abs() < 1e-6, "{e:?}");
+        assert!((e.mean_power_w.unwrap() - 20.0).abs() < 1e-6);
+        assert!((e.j_per_token.unwrap() - 0.265625).abs() < 1e-8);
+        assert!((e.tokens_per_wh.unwrap() - 3600.0 / 0.265625).abs() < 1e-3);
+        assert!((e.idle_power_w.unwrap() - 10.0).abs() < 1e-6);
+        assert!((e.j_per_token_above_idle.unwrap() - 0.1328125).abs() < 1e-8);
+        assert_eq!(e.energy_source, "RAPL package");
+        assert_eq!(e.energy_scope, "CPU package");
+        assert_eq!(e.tokens, 256);
+        assert_eq!(e.reason, None);
+        // Hottest read inside the intervals: 50 + 6.5.
+        assert_eq!(e.peak_temp_c, Some(56.5));
+        assert_eq!(e.throttled, Some(false));
+        // Others: (1.8 − 1.2) cores; steal 0.1 core.
+        assert!((e.other_cpu_cores.unwrap() - 0.6).abs() < 1e-9);
+        assert!((e.steal_cores.unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(
+            e.contended().unwrap(),
+            "other processes used 60 % of a core during the timed repetitions"
+        );
+        // The phase mean the old formula used, for the record above.
+        let phase_w = (joules_at(8.0) - joules_at(1.0)) / 7.0;
+        assert!((phase_w * 3.4 - 184.571_428).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_short_or_sparse_interval_has_no_energy_and_says_why() {
+        // 2.2–2.45 s holds no read at 2 Hz.
+        let r = rec(series(), true, &[("#0 tg128", 1, 2.2, 2.45)]);
+        let e = r.energy("#0 tg128", 10);
+        assert_eq!(
+            (e.energy_j, e.j_per_token, e.mean_power_w),
+            (None, None, None)
+        );
+        let why = e.reason.unwrap();
+        assert!(
+            why.contains("interval 1 of 1 lasts 0.250 s and holds 0 read(s) at 2 Hz"),
+            "{why}"
+        );
+        // 2.01–3.49 s: reads at 2.5 and 3.0 span 0.5 s of 1.48 s (34 %).
+        let r = rec(series(), true, &[("#0 tg128", 1, 2.01, 3.49)]);
+        let why = r.energy("#0 tg128", 10).reason.unwrap();
+        assert!(why.contains("span 34 % of their 1.480 s"), "{why}");
+        // No interval at all.
+        let r = rec(series(), true, &[]);
+        assert_eq!(
+            r.energy("#0 tg128", 10).reason.as_deref(),
+            Some("no timed interval recorded")
+        );
     }
 
     #[test]
     fn no_counter_means_no_energy_with_the_reason() {
-        let mut v = vec![
-            at(1.0, 0.0, 0.0, 60.0, 3000.0),
-            at(2.0, 0.0, 0.0, 60.0, 2000.0),
-        ];
+        let mut v = series();
         for s in &mut v {
             s.cpu_energy_j = None;
-            s.dram_energy_j = None;
         }
-        let r = rec(v, false);
-        let s = r.summary(&r.phases[0], 1_000_000_000, 10);
+        let r = rec(v, false, &[("#0 tg128", 1, 2.2, 3.9)]);
+        let e = r.energy("#0 tg128", 10);
         assert_eq!(
-            (s.mean_power_w, s.energy_j, s.j_per_token, s.tokens_per_wh),
+            (e.mean_power_w, e.energy_j, e.j_per_token, e.tokens_per_wh),
             (None, None, None, None)
         );
         assert!(
-            s.reason
+            e.reason
                 .unwrap()
                 .contains("cpu_package_energy: RAPL not readable in this VM")
         );
-        assert_eq!(
-            s.throttled,
-            Some(false),
-            "clock drop while cool is not throttling"
-        );
+        assert_eq!(e.energy_scope, "");
+        // Contention does not need an energy counter.
+        assert!((e.other_cpu_cores.unwrap() - 0.6).abs() < 1e-9);
     }
 
     #[test]
-    fn a_phase_with_one_read_or_backwards_counters_has_no_energy() {
-        let r = rec(vec![at(2.0, 5.0, 1.0, 50.0, 3000.0)], true);
-        let s = r.summary(&r.phases[0], 1_000_000_000, 10);
-        assert!(s.reason.unwrap().contains("shorter than two reads"));
-        let r = rec(
-            vec![
-                at(1.0, 5.0, 1.0, 50.0, 3000.0),
-                at(2.0, 4.0, 1.0, 50.0, 3000.0),
-            ],
-            true,
+    fn other_processes_on_the_gpu_are_averaged_over_the_intervals_and_flag_the_row() {
+        // Another process keeps the SMs 40 % busy from 2.0 s on, 0 % before; memwall's
+        // CPU share is the fixture's (0.6 other cores, 0.1 steal: both flagged).
+        let mut v = series();
+        for s in &mut v {
+            let t = s.t_ns as f64 / 1e9;
+            s.gpu_other_util_pct = Some(if t >= 2.0 { 40.0 } else { 0.0 });
+        }
+        // Reads inside 1.4–2.6 s: 1.5 (0 %), 2.0 (40 %), 2.5 (40 %): mean 80 ÷ 3.
+        let r = rec(v.clone(), true, &[("#0 tg128", 1, 1.4, 2.6)]);
+        let e = r.energy("#0 tg128", 10);
+        assert!((e.other_gpu_util_pct.unwrap() - 80.0 / 3.0).abs() < 1e-9);
+        let why = e.contended().unwrap();
+        assert!(
+            why.contains("other processes kept the GPU's SMs 27 % busy"),
+            "{why}"
         );
-        let s = r.summary(&r.phases[0], 1_000_000_000, 10);
-        assert!(s.reason.unwrap().contains("went backwards"));
-        assert_eq!(s.mean_power_w, None);
+        // Below the 10 % bound the GPU part says nothing; no NVML reading: None.
+        for s in &mut v {
+            s.gpu_other_util_pct = s.gpu_other_util_pct.map(|_| 5.0);
+            s.cpu_busy_s = s.own_cpu_s;
+            s.cpu_steal_s = Some(0.0);
+        }
+        let r = rec(v.clone(), true, &[("#0 tg128", 1, 1.4, 2.6)]);
+        let e = r.energy("#0 tg128", 10);
+        assert_eq!(e.other_gpu_util_pct, Some(5.0));
+        assert_eq!(e.contended(), None);
+        for s in &mut v {
+            s.gpu_other_util_pct = None;
+        }
+        let r = rec(v, true, &[("#0 tg128", 1, 1.4, 2.6)]);
+        assert_eq!(r.energy("#0 tg128", 10).other_gpu_util_pct, None);
+    }
+
+    #[test]
+    fn backwards_counters_and_gpu_board_power() {
+        let mut v = series();
+        v[6].cpu_energy_j = Some(0.0); // t = 3.0 s reads below t = 2.5 s
+        let r = rec(v, true, &[("#0 tg128", 1, 2.4, 3.1)]);
+        assert!(
+            r.energy("#0 tg128", 10)
+                .reason
+                .unwrap()
+                .contains("went backwards")
+        );
+        // A GPU with board power but no energy counter: 300 W and 340 W read inside
+        // 0.9–2.1 s (reads at 1.0, 1.5, 2.0 with 300, 320, 340 W): mean 320 W × 1.2 s
+        // = 384 J. The CPU counter absent here.
+        let mut v = series();
+        for (i, s) in v.iter_mut().enumerate() {
+            s.cpu_energy_j = None;
+            s.gpu_power_w = Some(260.0 + 20.0 * i as f64);
+        }
+        let mut r = rec(v, true, &[("#0 tg128", 1, 0.9, 2.1)]);
+        r.counters.push(Counter::available("gpu_power", "fixture"));
+        let e = r.energy("#0 tg128", 384);
+        assert!((e.energy_j.unwrap() - 384.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.energy_source, "NVML GPU power");
+        assert_eq!(e.energy_scope, "GPU board");
+        assert!((e.j_per_token.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(e.idle_power_w, None, "no idle phase in this recording");
+    }
+
+    #[test]
+    fn a_marked_interval_lands_in_the_sampler_timebase() {
+        let parts: Vec<Box<dyn Sampler>> = vec![];
+        let s = SamplerSession::start(MachineSampler::from_parts(parts), 50.0);
+        let m = s.marker();
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_millis(20));
+        let t1 = Instant::now();
+        m.interval("a", 1, t0, t1);
+        m.span("b", 2, TimedSpan::between(t0, t1));
+        let r = s.stop();
+        assert_eq!(r.intervals.len(), 2);
+        let (a, b) = (&r.intervals[0], &r.intervals[1]);
+        assert_eq!(
+            (a.phase.as_str(), a.rep, b.phase.as_str(), b.rep),
+            ("a", 1, "b", 2)
+        );
+        let len = (t1 - t0).as_nanos() as u64;
+        assert_eq!(a.end_ns - a.start_ns, len);
+        // Through the epoch's whole nanoseconds: equal within rounding of 2 ns.
+        assert!(a.start_ns.abs_diff(b.start_ns) <= 2 && a.end_ns.abs_diff(b.end_ns) <= 2);
+        assert_eq!(r.windows("a"), vec![(a.start_ns, a.end_ns)]);
     }
 
     #[test]

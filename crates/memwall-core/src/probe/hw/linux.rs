@@ -55,10 +55,8 @@ pub(crate) fn power_source_at(dir: &Path) -> PowerSource {
     for e in entries.filter_map(Result::ok) {
         let p = e.path();
         match read(p.join("type")).as_deref() {
-            Some("Mains") | Some("USB") => {
-                if read(p.join("online")).as_deref() == Some("1") {
-                    mains_online = true;
-                }
+            Some("Mains") | Some("USB") if read(p.join("online")).as_deref() == Some("1") => {
+                mains_online = true;
             }
             Some("Battery") => {
                 let status = read(p.join("status")).unwrap_or_default();

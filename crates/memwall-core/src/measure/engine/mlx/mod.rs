@@ -18,7 +18,9 @@ pub mod qwen2;
 pub mod weights;
 
 use super::llama::LlamaModelHandle;
-use super::{BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId};
+use super::{
+    BatchItem, ChatMessage, Engine, EngineError, EngineInfo, HeldModel, TokenEntry, TokenId, Vocab,
+};
 use qwen2::{KvCache, Qwen2, SeqInput};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -179,15 +181,33 @@ impl MlxEngine {
         })
     }
 
+    /// llama.cpp's vocabulary of the file (a vocab-only load), which this engine
+    /// tokenizes with.
+    pub fn vocab_handle(&self) -> &LlamaModelHandle {
+        &self.vocab
+    }
+
     /// The arm: `mlx-f16`, `mlx-8bit`, `mlx-4bit`.
     pub fn quant(&self) -> MlxQuant {
         self.quant
     }
 
-    /// Bytes of the weight arrays held (the roofline's bytes per decoded token,
-    /// before the KV cache).
+    /// Bytes of the weight arrays held (the memory the arm takes).
     pub fn weight_bytes(&self) -> u64 {
         self.model.weight_bytes()
+    }
+
+    /// Bytes one batch-1 decode step streams from the arrays held, before the KV
+    /// cache: the roofline's bytes per decoded token, by the rule llama.cpp's rows
+    /// use too ([`crate::probe::model::decode_step_bytes`]: an untied token
+    /// embedding is a one-row gather).
+    pub fn streamed_bytes(&self) -> u64 {
+        self.model.streamed_bytes()
+    }
+
+    /// Every array held, under its GGUF tensor name, with its bytes.
+    pub fn held_tensors(&self) -> Vec<crate::probe::model::HeldTensor> {
+        self.model.held_tensors()
     }
 
     /// Bytes of the KV cache of sequence `seq` (0 when it holds nothing).
@@ -452,24 +472,13 @@ impl Engine for MlxEngine {
 
     fn synchronize(&mut self) {}
 
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        self.vocab.tokenize(text, add_special)
-    }
-
-    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        self.vocab.token_bytes(token)
-    }
-
-    fn is_eog(&self, token: TokenId) -> bool {
-        self.vocab.is_eog(token)
-    }
-
-    fn bos(&self) -> Option<TokenId> {
-        self.vocab.bos()
-    }
-
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        self.vocab.apply_builtin_template(None, messages)
+    fn held_model(&self) -> Option<HeldModel> {
+        Some(HeldModel {
+            quant: self.quant.name(),
+            weight_bytes: self.weight_bytes(),
+            streamed_bytes: self.streamed_bytes(),
+            n_threads: weights::n_lanes() as u32,
+        })
     }
 
     fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
@@ -478,6 +487,42 @@ impl Engine for MlxEngine {
             .map_err(|e| EngineError::Kv(format!("MLX copy: {e}")))?;
         self.caches.insert(dst, c);
         Ok(())
+    }
+}
+
+/// llama.cpp's vocabulary of the same file (a vocab-only load), so both engines
+/// see identical tokens.
+impl Vocab for MlxEngine {
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+        self.vocab.tokenize(text, add_special)
+    }
+    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+        self.vocab.token_bytes(token)
+    }
+    fn is_eog(&self, token: TokenId) -> bool {
+        self.vocab.is_eog(token)
+    }
+    fn bos(&self) -> Option<TokenId> {
+        self.vocab.bos()
+    }
+    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        self.vocab.apply_chat_template(messages)
+    }
+    fn apply_builtin_template(
+        &self,
+        name: &str,
+        messages: &[ChatMessage],
+    ) -> Result<String, EngineError> {
+        self.vocab.apply_builtin_template(name, messages)
+    }
+    fn vocabulary(&self) -> Result<Vec<TokenEntry>, EngineError> {
+        self.vocab.vocabulary()
+    }
+    fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
+        self.vocab.tokenize_plain(text)
+    }
+    fn prompt_vocab(&self) -> Result<crate::measure::prompt::PromptVocab, EngineError> {
+        self.vocab.prompt_vocab()
     }
 }
 
@@ -994,5 +1039,69 @@ mod tests {
             c32.nbytes(),
             "both caches hold f16 keys and values"
         );
+    }
+
+    /// Bytes per decode step on an untied file: MLX (its arrays, through
+    /// `probe::model::decode_step_bytes`) and the llama.cpp path (`ModelFacts` of
+    /// the same GGUF) count the embedding as a one-row gather, the separate output
+    /// head whole. At F16 both hold the same bytes (f16 matrices, f32 norms and
+    /// biases), so the two counts are equal, and equal to the hand count below.
+    /// Equality is expected only for the same held format: the 4-bit arm holds
+    /// MLX's affine 4-bit arrays, not the GGUF's blocks, so there the check is the
+    /// rule itself (held bytes less the embedding plus one embedding row).
+    #[test]
+    fn an_untied_file_streams_the_same_bytes_per_step_on_both_engines() {
+        use crate::probe::shape::{Arch, ModelShape, Recipe};
+        let shape = ModelShape {
+            arch: Arch::Qwen2,
+            n_layer: 2,
+            n_embd: 256,
+            n_head: 4,
+            n_head_kv: 2,
+            head_dim: None,
+            n_ff: 512,
+            n_vocab: 300,
+            tied_embeddings: false,
+            n_expert: 0,
+            n_expert_used: 0,
+            n_ff_exp: 0,
+            sliding_window: None,
+            n_ctx_train: 2048,
+            lexicographic_order: false,
+        };
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("untied-f16.gguf");
+        let recipe = Recipe::parse("F16").unwrap();
+        let facts =
+            crate::probe::synth::write(&shape, &recipe, "untied", 3, &path, |_, _| {}).unwrap();
+        assert!(!facts.tied_embeddings);
+        // By hand, per layer: norms 2 × 256 × 4 = 2,048; q 256×256×2 = 131,072 and
+        // o 131,072; k, v 256×128×2 = 65,536 each; biases (256 + 128 + 128) × 4 =
+        // 2,048; gate, up, down 256×512×2 = 262,144 each: 1,183,744. Two layers
+        // 2,367,488; output_norm 1,024; output.weight 300×256×2 = 153,600; one
+        // embedding row 256×2 = 512 (not the table's 153,600): 2,522,624.
+        const BY_HAND: u64 = 2_522_624;
+        assert_eq!(facts.streamed_bytes.0, BY_HAND, "llama.cpp path");
+        let gguf = crate::probe::gguf::Gguf::open(&path).unwrap();
+        let _lock = crate::testing::engine_lock();
+        let f16 = Qwen2::load(&gguf, MlxQuant::F16, mlx_rs::Dtype::Float32).unwrap();
+        eprintln!(
+            "untied F16 file: llama.cpp path {} B/step, MLX mlx-f16 {} B/step (held {} B)",
+            facts.streamed_bytes.0,
+            f16.streamed_bytes(),
+            f16.weight_bytes()
+        );
+        assert_eq!(f16.streamed_bytes(), BY_HAND, "MLX at f16");
+        assert_eq!(f16.weight_bytes(), facts.tensor_bytes.0, "same bytes held");
+        // 4-bit: the embedding holds 300 × 256 / 2 = 38,400 bytes of quants and
+        // 1,200 groups × (2 + 2) = 4,800 of scales and biases, 144 per row.
+        let q4 = Qwen2::load(&gguf, MlxQuant::Q4, mlx_rs::Dtype::Float32).unwrap();
+        let embd = q4
+            .held_tensors()
+            .into_iter()
+            .find(|t| t.name == "token_embd.weight")
+            .unwrap();
+        assert_eq!((embd.bytes, embd.row_bytes), (43_200, 144));
+        assert_eq!(q4.streamed_bytes(), q4.weight_bytes() - 43_200 + 144);
     }
 }

@@ -16,6 +16,7 @@
 use super::MlxError;
 use super::weights::{Matrix, MlxQuant, TensorReader};
 use crate::probe::gguf::Gguf;
+use crate::probe::model::{HeldTensor, decode_step_bytes};
 use crate::probe::shape::Arch;
 use mlx_rs::error::Exception;
 use mlx_rs::fast::ScaledDotProductAttentionMask;
@@ -91,7 +92,7 @@ impl Qwen2Config {
             rms_eps: float("attention.layer_norm_rms_epsilon", None)?,
             n_ctx_train: int("context_length")?,
         };
-        if cfg.n_embd % cfg.n_head != 0 || cfg.n_head % cfg.n_head_kv != 0 {
+        if !cfg.n_embd.is_multiple_of(cfg.n_head) || !cfg.n_head.is_multiple_of(cfg.n_head_kv) {
             return Err(bad(
                 &format!("{arch_name}.attention.head_count"),
                 "embedding length, head count and KV head count do not divide",
@@ -267,25 +268,64 @@ impl Qwen2 {
         self.output.as_ref().unwrap_or(&self.embed).out_rows() as usize
     }
 
-    /// Bytes of every weight array held (matrices with their scales and biases,
-    /// norms, attention biases): what one decode step streams from memory.
-    pub fn weight_bytes(&self) -> u64 {
-        let v = |a: &Array| a.nbytes() as u64;
-        let mut n =
-            self.embed.nbytes() + self.output.as_ref().map_or(0, Matrix::nbytes) + v(&self.norm);
-        for l in &self.layers {
-            n += v(&l.attn_norm) + v(&l.ffn_norm);
-            n += [&l.bq, &l.bk, &l.bv]
-                .iter()
-                .flat_map(|b| b.iter())
-                .map(v)
-                .sum::<u64>();
-            n += [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
-                .iter()
-                .map(|m| m.nbytes())
-                .sum::<u64>();
+    /// Every array held, under the GGUF tensor name it was read from, with its
+    /// bytes (matrices with their scales and biases) and one row's bytes.
+    pub fn held_tensors(&self) -> Vec<HeldTensor> {
+        let m = |name: String, x: &Matrix| HeldTensor {
+            name,
+            bytes: x.nbytes(),
+            row_bytes: x.row_bytes(),
+        };
+        let v = |name: String, a: &Array| HeldTensor {
+            name,
+            bytes: a.nbytes() as u64,
+            row_bytes: a.nbytes() as u64,
+        };
+        let mut held = vec![m("token_embd.weight".into(), &self.embed)];
+        if let Some(o) = &self.output {
+            held.push(m("output.weight".into(), o));
         }
-        n
+        held.push(v("output_norm.weight".into(), &self.norm));
+        for (i, l) in self.layers.iter().enumerate() {
+            let t = |s: &str| format!("blk.{i}.{s}");
+            held.push(v(t("attn_norm.weight"), &l.attn_norm));
+            held.push(v(t("ffn_norm.weight"), &l.ffn_norm));
+            for (s, b) in [
+                ("attn_q.bias", &l.bq),
+                ("attn_k.bias", &l.bk),
+                ("attn_v.bias", &l.bv),
+            ] {
+                if let Some(b) = b {
+                    held.push(v(t(s), b));
+                }
+            }
+            for (s, x) in [
+                ("attn_q.weight", &l.wq),
+                ("attn_k.weight", &l.wk),
+                ("attn_v.weight", &l.wv),
+                ("attn_output.weight", &l.wo),
+                ("ffn_gate.weight", &l.gate),
+                ("ffn_up.weight", &l.up),
+                ("ffn_down.weight", &l.down),
+            ] {
+                held.push(m(t(s), x));
+            }
+        }
+        held
+    }
+
+    /// Bytes of every weight array held (matrices with their scales and biases,
+    /// norms, attention biases): what the model occupies, not what a step reads
+    /// ([`Qwen2::streamed_bytes`]).
+    pub fn weight_bytes(&self) -> u64 {
+        self.held_tensors().iter().map(|t| t.bytes).sum()
+    }
+
+    /// Bytes one batch-1 decode step streams from the arrays held, by the rule every
+    /// engine's rows use ([`decode_step_bytes`]): an untied embedding is a gather
+    /// of one row, a tied one is read whole as the output head.
+    pub fn streamed_bytes(&self) -> u64 {
+        decode_step_bytes(&self.held_tensors(), self.output.is_none(), None).0
     }
 
     /// Runs `tokens` (consecutive positions from `cache.len()`) through the model,

@@ -34,6 +34,18 @@ impl MlxQuant {
         }
     }
 
+    /// The arm of an MLX engine kind (llama.cpp's kind, which MLX does not run,
+    /// maps to the default 4-bit arm: [`crate::measure::engine::Model::load`] only
+    /// asks for MLX kinds).
+    pub fn of(kind: crate::measure::engine::EngineKind) -> MlxQuant {
+        use crate::measure::engine::EngineKind;
+        match kind {
+            EngineKind::Mlx8bit => MlxQuant::Q8,
+            EngineKind::MlxF16 => MlxQuant::F16,
+            EngineKind::Mlx4bit | EngineKind::Llama => MlxQuant::Q4,
+        }
+    }
+
     /// Parses `f16`, `8bit`/`q8`, `4bit`/`q4` (with or without the `mlx-` prefix).
     pub fn from_name(s: &str) -> Option<MlxQuant> {
         match s.trim().trim_start_matches("mlx-") {
@@ -299,6 +311,15 @@ impl Matrix {
         }
     }
 
+    /// Bytes of one output row of the arrays held (its weights and its groups'
+    /// scales and biases): what gathering one row (an embedding lookup) reads.
+    pub fn row_bytes(&self) -> u64 {
+        match self.out_rows() {
+            0 => 0,
+            rows => self.nbytes() / rows as u64,
+        }
+    }
+
     /// Bytes of the arrays held (weights + scales + biases).
     pub fn nbytes(&self) -> u64 {
         match self {
@@ -428,7 +449,7 @@ pub fn to_f32(ty: u32, raw: &[u8], out: &mut [f32]) -> Result<(), String> {
         return Err(format!("ggml type {ty} has no to_float"));
     };
     let blck = traits.blck_size.max(1) as usize;
-    if out.len() % blck != 0 || raw.len() != out.len() / blck * traits.type_size {
+    if !out.len().is_multiple_of(blck) || raw.len() != out.len() / blck * traits.type_size {
         return Err(format!(
             "{} bytes for {} values of ggml type {ty} (block {blck}, {} bytes a block)",
             raw.len(),
