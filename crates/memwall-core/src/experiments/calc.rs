@@ -275,6 +275,91 @@ pub fn calc(model: &CalcModel, roof: &Roof, p: &CalcParams) -> CalcReport {
     }
 }
 
+/// One split mode's decode ceiling over several GPUs, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultiGpuRow {
+    /// The split mode (`none`: card 0 alone).
+    pub mode: roofline::multi_gpu::SplitMode,
+    /// The ceiling and its parts (`None`: a part is missing).
+    pub ceiling: Option<roofline::multi_gpu::MultiGpuCeiling>,
+    /// Why `ceiling` is `None`.
+    pub missing_reason: Option<String>,
+}
+
+/// The calculator over several GPUs: the decode ceiling of each split mode from the
+/// cards' bandwidths and the link between them ([`roofline::multi_gpu`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultiGpuCalc {
+    /// Each card's bandwidth and where it comes from, in device order.
+    pub cards: Vec<Sourced<Gbps>>,
+    /// The peer link (small-copy latency, bulk bandwidth) and its source; `None`: not
+    /// measured or given.
+    pub link: Option<Sourced<roofline::multi_gpu::PeerLink>>,
+    /// The tensor split (empty: equal shares).
+    pub tensor_split: roofline::multi_gpu::TensorSplit,
+    /// Exchanges per layer under row split.
+    pub exchanges_per_layer: u32,
+    /// `none`, `layer`, `row`.
+    pub rows: Vec<MultiGpuRow>,
+}
+
+/// Decode ceilings at `p`'s depth and batch for `none` (card 0), `layer` and `row`
+/// over `cards` joined by `link`. A model without a shape (bare parameter count) has
+/// no per-layer bytes: every row says so.
+pub fn calc_multi_gpu(
+    model: &CalcModel,
+    p: &CalcParams,
+    cards: Vec<Sourced<Gbps>>,
+    link: Option<Sourced<roofline::multi_gpu::PeerLink>>,
+    tensor_split: roofline::multi_gpu::TensorSplit,
+    exchanges_per_layer: u32,
+) -> MultiGpuCalc {
+    use roofline::multi_gpu::{MultiGpuParts, SplitMode, decode_ceiling};
+    let parts = MultiGpuParts {
+        cards: cards.iter().map(|c| c.value).collect(),
+        link: link.as_ref().map(|l| l.value),
+        exchanges_per_layer,
+    };
+    let rows = [SplitMode::None, SplitMode::Layer, SplitMode::Row]
+        .into_iter()
+        .map(|mode| {
+            let got = match &model.facts {
+                None => Err(
+                    "needs the model's layers: give --model FILE, --preset NAME or a shape".into(),
+                ),
+                Some(f) => {
+                    let split = if mode == SplitMode::None {
+                        roofline::multi_gpu::TensorSplit::default()
+                    } else {
+                        tensor_split.clone()
+                    };
+                    decode_ceiling(f, p.depth, p.batch.max(1), p.cache, mode, &split, &parts)
+                        .map_err(|e| e.to_string())
+                }
+            };
+            match got {
+                Ok(c) => MultiGpuRow {
+                    mode,
+                    ceiling: Some(c),
+                    missing_reason: None,
+                },
+                Err(why) => MultiGpuRow {
+                    mode,
+                    ceiling: None,
+                    missing_reason: Some(why),
+                },
+            }
+        })
+        .collect();
+    MultiGpuCalc {
+        cards,
+        link,
+        tensor_split,
+        exchanges_per_layer,
+        rows,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,6 +522,93 @@ mod tests {
             calc(&m, &roof(4400.0), &CalcParams::default()).decode_b1_floor_tps,
             None
         );
+    }
+
+    #[test]
+    fn two_cards_by_layer_and_by_rows() {
+        use crate::experiments::calc::MultiGpuRow;
+        use crate::roofline::multi_gpu::{PeerLink, SplitMode, TensorSplit};
+        let f = preset("qwen2.5-14b")
+            .unwrap()
+            .shape
+            .facts(&Recipe::parse("F16").unwrap(), "14B")
+            .unwrap();
+        assert_eq!((f.n_layer, f.n_embd, f.tied_embeddings), (48, 5120, false));
+        let m = CalcModel::from_facts(f.clone(), WeightBasis::Recipe, "14B");
+        fn given<T>(value: T) -> Sourced<T> {
+            Sourced {
+                value,
+                source: "given".into(),
+            }
+        }
+        let cards = vec![given(Gbps(3000.0)), given(Gbps(3000.0))];
+        let link = PeerLink {
+            latency_s: 10e-6,
+            bandwidth: Gbps(40.0),
+        };
+        let r = calc_multi_gpu(
+            &m,
+            &CalcParams::default(),
+            cards.clone(),
+            Some(given(link)),
+            TensorSplit::default(),
+            1,
+        );
+        let ceiling = |r: &MultiGpuRow| r.ceiling.as_ref().unwrap().ceiling_tps;
+        // Closed forms at depth 0 on two equal cards of B = 3000 GB/s, W the bytes the
+        // cards read (streamed less the CPU's embedding row), t = 10 µs + 5120 × 4 B ÷ 40 GB/s:
+        // none = B ÷ W; layer = 1 ÷ (W ÷ B + t) (Σ of the halves is W ÷ B, one hand-over);
+        // row = 1 ÷ (max share ÷ B + 48 layers × t).
+        let w = (f.streamed_bytes.0 - f.token_embd_row_bytes.0) as f64;
+        let t = 10e-6 + 5120.0 * 4.0 / 40e9;
+        assert_eq!(r.rows[0].mode, SplitMode::None);
+        assert!((ceiling(&r.rows[0]) - 3000e9 / w).abs() < 1e-9 * 3000e9 / w);
+        let layer = 1.0 / (w / 3000e9 + t);
+        assert!(
+            (ceiling(&r.rows[1]) - layer).abs() < 1e-6 * layer,
+            "{:?}",
+            r.rows[1]
+        );
+        let c = r.rows[2].ceiling.as_ref().unwrap();
+        let max_share = c.card_bytes.iter().map(|b| b.0).max().unwrap() as f64;
+        let row = 1.0 / (max_share / 3000e9 + 48.0 * t);
+        assert!((c.ceiling_tps - row).abs() < 1e-9 * row, "{c:?}");
+        // Rows beat layers by nearly the card count when the exchanges are small.
+        assert!(c.ceiling_tps > 1.7 * ceiling(&r.rows[1]));
+        // Without a measured link, only `none` has a ceiling, and the others say why.
+        let r = calc_multi_gpu(
+            &m,
+            &CalcParams::default(),
+            cards,
+            None,
+            TensorSplit::default(),
+            1,
+        );
+        assert!(r.rows[0].ceiling.is_some());
+        for row in &r.rows[1..] {
+            assert!(
+                row.missing_reason
+                    .as_ref()
+                    .unwrap()
+                    .contains("no peer-copy time")
+            );
+        }
+        // A bare parameter count has no layers to place.
+        let bare = CalcModel::from_params(14e9, 14e9, 16.0);
+        let r = calc_multi_gpu(
+            &bare,
+            &CalcParams::default(),
+            vec![],
+            None,
+            TensorSplit::default(),
+            1,
+        );
+        assert!(r.rows.iter().all(|x| {
+            x.missing_reason
+                .as_ref()
+                .unwrap()
+                .contains("needs the model's layers")
+        }));
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! tests drive [`generate`] with a scripted fake engine.
 
 pub use crate::measure::engine::ChatMessage;
-use crate::measure::engine::{Engine, EngineError, TokenId, argmax};
+use crate::measure::engine::{Engine, EngineError, TokenId, Utf8Stream, Vocab, argmax};
 use crate::probe::model::{CacheType, ModelFacts};
 use crate::roofline;
 use crate::units::Gbps;
@@ -46,6 +46,8 @@ pub enum ChatError {
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
+
+impl crate::experiments::SliceError for ChatError {}
 
 /// Checks a turn's messages: at least one, none over [`MAX_MESSAGE_BYTES`].
 ///
@@ -172,51 +174,6 @@ pub enum ChatEvent {
     },
 }
 
-/// Turns a stream of token bytes (tokens may split UTF-8 characters) into complete
-/// UTF-8 text; invalid bytes become U+FFFD.
-#[derive(Debug, Default)]
-pub struct Utf8Stream {
-    pending: Vec<u8>,
-}
-
-impl Utf8Stream {
-    /// Adds `bytes`; returns the text that is now complete.
-    pub fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let ok = e.valid_up_to();
-                    out.push_str(std::str::from_utf8(&self.pending[..ok]).expect("valid prefix"));
-                    match e.error_len() {
-                        // An incomplete character at the end: wait for more bytes.
-                        None => {
-                            self.pending.drain(..ok);
-                            return out;
-                        }
-                        Some(n) => {
-                            out.push('\u{FFFD}');
-                            self.pending.drain(..ok + n);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    /// Whatever is left at the end (an incomplete character becomes U+FFFD).
-    pub fn finish(&mut self) -> String {
-        let s = String::from_utf8_lossy(&self.pending).into_owned();
-        self.pending.clear();
-        s
-    }
-}
-
 /// The decode ceiling for chatting with `facts` at `context` tokens of KV cache:
 /// `bandwidth ÷ (weights streamed + KV read at that depth)` ([`roofline`]).
 /// `None` when the bandwidth is unknown (never measured).
@@ -224,6 +181,20 @@ pub fn chat_ceiling_tps(facts: &ModelFacts, bandwidth: Option<Gbps>, context: u6
     let bw = bandwidth.filter(|b| b.0.is_finite() && b.0 > 0.0)?;
     let bytes = roofline::bytes_per_step(facts, context, 1, CacheType::F16);
     Some(roofline::decode_ceiling_tps(bw, bytes))
+}
+
+/// The tokens a chat turn feeds the model for `messages`: the one prompt path every
+/// command takes ([`crate::measure::prompt::ChatFormat::chat`]: the GGUF's own template, exactly one BOS,
+/// special tokens parsed in the template's text only), so a chat turn runs the prompt
+/// `memwall serve`, `memwall spec` and the task evaluations run for the same messages.
+///
+/// # Errors
+/// Template or tokenizer errors.
+pub fn prompt_tokens<V: Vocab + ?Sized>(
+    v: &V,
+    messages: &[ChatMessage],
+) -> Result<Vec<TokenId>, EngineError> {
+    Ok(v.chat_format()?.chat(v, messages)?.tokens)
 }
 
 /// Runs one chat turn: template → tokenize → prefill → greedy decode, calling
@@ -244,8 +215,7 @@ pub fn generate<E: Engine + ?Sized>(
     cancel: &AtomicBool,
     mut on_event: impl FnMut(ChatEvent),
 ) -> Result<ChatStats, EngineError> {
-    let prompt = engine.apply_chat_template(messages)?;
-    let tokens = engine.tokenize(&prompt, true)?;
+    let tokens = prompt_tokens(&*engine, messages)?;
     if tokens.is_empty() {
         return Err(EngineError::Tokenize(
             "the templated prompt is empty".into(),
@@ -357,8 +327,7 @@ pub use session::{ChatSession, ChatTurn, chat_job};
 mod session {
     use super::*;
     use crate::experiments::{JobError, blocking};
-    use crate::measure::engine::EngineConfig;
-    use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
+    use crate::measure::engine::{BoxedEngine, EngineConfig, EngineKind};
     use crate::measure::guard::Guard;
     use crate::store::Store;
     use std::path::{Path, PathBuf};
@@ -370,7 +339,7 @@ mod session {
     pub struct ChatSession {
         path: PathBuf,
         facts: ModelFacts,
-        engine: LlamaEngine,
+        engine: BoxedEngine,
     }
 
     impl ChatSession {
@@ -383,9 +352,10 @@ mod session {
             let cfg = EngineConfig {
                 n_ctx: CHAT_N_CTX,
                 n_batch: 512,
+                n_gpu_layers: 0,
                 ..EngineConfig::default()
             };
-            let engine = LlamaModelHandle::load(path, 0)?.engine(&cfg)?;
+            let engine = crate::measure::engine::open(EngineKind::Llama, path, &cfg)?;
             Ok(ChatSession {
                 path: path.to_path_buf(),
                 facts,
@@ -545,7 +515,7 @@ mod session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::engine::{BatchItem, EngineInfo};
+    use crate::measure::engine::{BatchItem, EngineInfo, Vocab};
 
     /// A scripted engine: after a forward pass whose last item is at position p, the
     /// argmax is `script[p + 1 - prompt_len]` (or EOG past the end). Token t's bytes
@@ -595,6 +565,9 @@ mod tests {
         }
         fn kv_clear(&mut self) {}
         fn synchronize(&mut self) {}
+    }
+
+    impl Vocab for Fake {
         fn tokenize(&self, text: &str, _: bool) -> Result<Vec<TokenId>, EngineError> {
             Ok(text.bytes().map(|_| 1).collect())
         }
@@ -607,8 +580,17 @@ mod tests {
         fn bos(&self) -> Option<TokenId> {
             None
         }
-        fn apply_chat_template(&self, m: &[ChatMessage]) -> Result<String, EngineError> {
-            Ok(format!("<u>{}</u><a>", m[0].content))
+        fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
+            unreachable!("chat prompts go through prompt_vocab")
+        }
+        fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
+            Ok(text.bytes().map(|_| 1).collect())
+        }
+        fn prompt_vocab(&self) -> Result<crate::measure::prompt::PromptVocab, EngineError> {
+            Ok(crate::measure::prompt::PromptVocab {
+                template: Some("<u>{{ messages[0].content }}</u><a>".into()),
+                ..Default::default()
+            })
         }
     }
 
@@ -824,15 +806,5 @@ mod tests {
         assert_eq!(s.decode_tps, None);
         assert_eq!(s.pct_of_ceiling, None);
         assert_eq!(s.ttft_ms, None);
-    }
-
-    #[test]
-    fn utf8_stream_holds_split_characters() {
-        let mut u = Utf8Stream::default();
-        assert_eq!(u.push(b"a\xE2\x82"), "a");
-        assert_eq!(u.push(b"\xAC b"), "\u{20AC} b");
-        assert_eq!(u.push(b"\xFFx"), "\u{FFFD}x");
-        assert_eq!(u.push(b"\xC3"), "");
-        assert_eq!(u.finish(), "\u{FFFD}");
     }
 }

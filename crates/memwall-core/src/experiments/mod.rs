@@ -17,6 +17,7 @@
 //!   verifier (`tools/verify/verify.py`).
 //! - [`live`]: the sampler beside runs (energy per token), `memwall sample`, the
 //!   tray's live lines.
+//! - [`progress`]: what a bench run reports while it runs (shared by the slices).
 //! - [`predict`]: scored predictions; [`calc`]: the calculator; [`chat`]: a chat
 //!   session with live TTFT and decode rate.
 //!
@@ -33,6 +34,7 @@ pub mod live;
 pub mod loadtest;
 pub mod mlx_tg;
 pub mod predict;
+pub mod progress;
 pub mod report;
 pub mod roof;
 pub mod serve;
@@ -40,15 +42,13 @@ pub mod speculative;
 
 use crate::measure::{peak, stream};
 use crate::store::StoreError;
-use bench::BenchError;
 
-/// Errors of a job.
+/// Errors of a job: what jobs share (the guard, the store, the instruments of
+/// [`crate::measure`], results files), and a slice's own error as
+/// [`JobError::Slice`], so this module names no slice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JobError {
-    /// The benchmark failed.
-    #[error(transparent)]
-    Bench(#[from] BenchError),
     /// The guard refused to start (battery, memory).
     #[error(transparent)]
     Guard(#[from] crate::measure::guard::GuardError),
@@ -64,18 +64,10 @@ pub enum JobError {
     /// A compute peak failed (or was physically impossible).
     #[error(transparent)]
     Peak(#[from] peak::PeakError),
-    /// A chat turn failed.
+    /// A slice's own error ([`SliceError`]): a benchmark, a chat turn, the server,
+    /// a speculative job, a load test, the KV verification.
     #[error(transparent)]
-    Chat(#[from] chat::ChatError),
-    /// The server failed.
-    #[error(transparent)]
-    Serve(#[from] serve::ServeError),
-    /// A speculative-decoding job failed.
-    #[error(transparent)]
-    Spec(#[from] speculative::SpecError),
-    /// A load test failed.
-    #[error(transparent)]
-    Loadtest(#[from] loadtest::LoadtestError),
+    Slice(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// Writing results failed.
     #[error("writing results to {path}: {msg}")]
     Results {
@@ -92,6 +84,16 @@ pub enum JobError {
     /// A background task died.
     #[error("background task failed: {0}")]
     Join(String),
+}
+
+/// A slice's error type, which `?` turns into [`JobError::Slice`] (its message and
+/// source unchanged). Each slice implements it for its own error.
+pub trait SliceError: std::error::Error + Send + Sync + 'static {}
+
+impl<E: SliceError> From<E> for JobError {
+    fn from(e: E) -> JobError {
+        JobError::Slice(Box::new(e))
+    }
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(

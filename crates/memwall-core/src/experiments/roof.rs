@@ -604,7 +604,7 @@ mod tests {
         let res = stream::run(&cfg).unwrap();
         let run = crate::testing::new_run("stream");
         store
-            .insert_stream_run(&run, &[res.clone()], &[])
+            .insert_stream_run(&run, std::slice::from_ref(&res), &[])
             .await
             .unwrap();
         res

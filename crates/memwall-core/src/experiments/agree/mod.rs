@@ -205,18 +205,17 @@ pub fn agree_job(
     limit: usize,
     progress: impl FnMut(&AgreeRow),
 ) -> Result<Vec<AgreeRow>, EngineError> {
-    use crate::measure::engine::EngineConfig;
-    use crate::measure::engine::llama::LlamaModelHandle;
-    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
+    use crate::measure::engine::{EngineConfig, EngineKind, open};
     let prompts = PromptSet::builtin().map_err(|e| EngineError::Setup(e.to_string()))?;
     let cfg = EngineConfig {
         n_ctx: 2048,
         n_batch: 512,
         n_gpu_layers: 0,
+        repack: false,
         ..Default::default()
     };
-    let mut llama = LlamaModelHandle::load_no_repack(model)?.engine(&cfg)?;
-    let mut mlx = MlxEngine::load(model, MlxQuant::F16, cfg.n_ctx, cfg.n_batch)?;
+    let mut llama = open(EngineKind::Llama, model, &cfg)?;
+    let mut mlx = open(EngineKind::MlxF16, model, &cfg)?;
     run(&mut llama, &mut mlx, &prompts, limit, N_GEN, progress)
 }
 

@@ -1,7 +1,7 @@
 //! The bench job: measure (or reuse) the roof, run the plan, store every row in one
 //! transaction, write `results/<run>/`.
 
-use crate::experiments::bench::{BenchError, BenchPlan, Progress};
+use crate::experiments::bench::{BenchError, BenchPlan, Progress, ValidPlan};
 use crate::experiments::evidence::analyses::{Analyses, EvidenceChart};
 use crate::experiments::roof::{RoofSource, machine_roof_at};
 use crate::experiments::{JobError, blocking};
@@ -47,6 +47,10 @@ pub struct BenchOutcome {
     pub files: Vec<PathBuf>,
     /// Each row's energy and thermals from the live sampler (empty without it).
     pub energy: Vec<crate::experiments::live::RowEnergy>,
+    /// `test: what` for each row whose timed repetitions shared the CPUs with other
+    /// processes (also in that row's warnings).
+    #[serde(default)]
+    pub contended: Vec<String>,
 }
 
 /// Measures the roof, runs the plan, stores all rows in one transaction and writes
@@ -61,15 +65,15 @@ pub struct BenchOutcome {
 /// [`BenchError::Plan`] naming each engine's memory.
 #[cfg(feature = "llama")]
 pub fn on_cuda(plan: &BenchPlan) -> Result<bool, BenchError> {
-    use crate::experiments::bench::BenchEngine;
+    use crate::measure::engine::EngineKind;
     let llama_cuda =
         || plan.n_gpu_layers > 0 && crate::measure::engine::llama::backends().contains("CUDA");
-    let where_: Vec<(BenchEngine, bool)> = plan
+    let where_: Vec<(EngineKind, bool)> = plan
         .engine_list()
         .into_iter()
         .map(|e| {
             let gpu = match e {
-                BenchEngine::Llama => llama_cuda(),
+                EngineKind::Llama => llama_cuda(),
                 _ => mlx_on_cuda(),
             };
             (e, gpu)
@@ -114,18 +118,16 @@ fn mlx_on_cuda() -> bool {
 #[cfg(feature = "llama")]
 pub async fn bench_job(
     store: &Store,
-    plan: BenchPlan,
+    plan: ValidPlan,
     opts: BenchJobOptions,
     progress: impl FnMut(Progress) + Send + 'static,
     cancel: Arc<AtomicBool>,
 ) -> Result<BenchOutcome, JobError> {
-    plan.validate()?;
     let host = hw::host_info();
     // Refuse battery and models that cannot fit before STREAM runs or anything is stored.
     let mut guard = crate::measure::guard::Guard::begin(plan.guard_options())?;
-    for (mi, path) in plan.models.iter().enumerate() {
-        let facts = crate::probe::model::ModelFacts::open(path).map_err(BenchError::from)?;
-        guard.check_fit(&[(&facts, plan.max_ctx(mi))], plan.type_k)?;
+    for mi in 0..plan.models.len() {
+        guard.check_fit(&[(plan.facts(mi), plan.max_ctx(mi))], plan.type_k)?;
     }
     let counts: Vec<usize> = plan.n_threads.iter().map(|&t| t as usize).collect();
     // Weights on an NVIDIA GPU stream from its memory: the roof is that device's
@@ -142,6 +144,10 @@ pub async fn bench_job(
     let sampler = opts
         .sampler
         .then(crate::experiments::live::job::RunSampler::start);
+    if let Some(s) = &sampler {
+        // A few seconds with nothing running: the power the tests' is compared with.
+        s.idle_baseline().await;
+    }
     let mut progress: Box<dyn FnMut(Progress) + Send> = match &sampler {
         Some(s) => Box::new(s.wrap(progress)),
         None => Box::new(progress),
@@ -158,6 +164,13 @@ pub async fn bench_job(
     })
     .await??;
     let mut records = records;
+    // The sampler stops before the rows are stored: a row whose repetitions shared
+    // the CPUs with other processes is stored with that warning.
+    let sampled = sampler.map(|s| s.stop());
+    let contended = match &sampled {
+        Some((rec, names)) => crate::experiments::live::flag_contended(rec, &mut records, names),
+        None => Vec::new(),
+    };
     let run = NewRun {
         kind: "bench".into(),
         started_at: started,
@@ -172,9 +185,9 @@ pub async fn bench_job(
     store
         .insert_bench_rows_tx(&mut tx, run_id, &mut records)
         .await?;
-    let (recording, energy) = match sampler {
-        Some(s) => {
-            let (rec, e) = s.finish(&records);
+    let (recording, energy) = match sampled {
+        Some((rec, names)) => {
+            let e = crate::experiments::live::row_energies(&rec, &records, &names);
             (Some(rec), e)
         }
         None => (None, vec![]),
@@ -190,7 +203,7 @@ pub async fn bench_job(
                 run.started_at.replace([':', '-'], "")
             ));
             let analyses = analyses_of(store, &records, &roof).await?;
-            let mut files = write_results(&dir, &records, &analyses)?;
+            let mut files = write_results(&dir, &records, &energy, &analyses)?;
             if let Some(rec) = recording.as_ref().filter(|r| !r.samples.is_empty()) {
                 let stem = dir.join("sampler");
                 let f = crate::experiments::live::chart::series(&stem, rec).map_err(|e| {
@@ -213,6 +226,7 @@ pub async fn bench_job(
         results_dir: dir,
         files,
         energy,
+        contended,
     })
 }
 
@@ -240,16 +254,17 @@ async fn analyses_of(
     Ok(Analyses::for_rows(rows, &at))
 }
 
-/// Writes `rows` to `dir` as `bench.csv`, `bench.json`, `bench.md` and the charts that
-/// apply to them (`analyses.charts`: decode vs depth, the depth decomposition,
-/// batching and its roofline, threads), PNG + SVG each; every file is written
-/// atomically.
+/// Writes `rows` (with their `energy`) to `dir` as `bench.csv`, `bench.json`,
+/// `bench.md` and the charts that apply to them (`analyses.charts`: decode vs depth,
+/// the depth decomposition, batching and its roofline, threads), PNG + SVG each;
+/// every file is written atomically.
 ///
 /// # Errors
 /// [`JobError::Results`] naming the file.
 pub fn write_results(
     dir: &Path,
     rows: &[BenchRecord],
+    energy: &[crate::experiments::live::RowEnergy],
     analyses: &Analyses,
 ) -> Result<Vec<PathBuf>, JobError> {
     use crate::experiments::evidence::chart as ev;
@@ -261,8 +276,10 @@ pub fn write_results(
     let mut files = Vec::new();
     for f in [Format::Csv, Format::Json, Format::Md] {
         let p = dir.join(format!("bench.{}", f.extension()));
-        crate::util::write_atomic(&p, f.exporter().render(rows).as_bytes())
-            .map_err(|e| err(&p, e.to_string()))?;
+        let text = f
+            .exporter()
+            .render_rows(&crate::experiments::live::export_rows(rows, energy));
+        crate::util::write_atomic(&p, text.as_bytes()).map_err(|e| err(&p, e.to_string()))?;
         files.push(p);
     }
     let none = || JobError::Results {
@@ -307,18 +324,18 @@ mod tests {
     #[cfg(feature = "llama")]
     #[test]
     fn engines_without_cuda_take_the_machine_roof() {
-        use crate::experiments::bench::BenchEngine;
+        use crate::measure::engine::EngineKind;
         if crate::measure::engine::llama::backends().contains("CUDA") {
             eprintln!(
                 "SKIPPED engines_without_cuda_take_the_machine_roof: llama.cpp has CUDA here"
             );
             return;
         }
-        let mut engines = vec![BenchEngine::Llama];
+        let mut engines = vec![EngineKind::Llama];
         if cfg!(feature = "mlx") {
-            engines.extend([BenchEngine::Mlx4bit, BenchEngine::Mlx8bit]);
+            engines.extend([EngineKind::Mlx4bit, EngineKind::Mlx8bit]);
         }
-        for ngl in [0, 999] {
+        for ngl in [0, crate::measure::engine::ALL_LAYERS] {
             let plan = BenchPlan {
                 engines: engines.clone(),
                 n_gpu_layers: ngl,
@@ -341,7 +358,7 @@ mod tests {
         let rows = [row(0, 1, 2), row(512, 1, 2), row(0, 4, 2), row(0, 1, 1)];
         let analyses = Analyses::for_rows(&rows, &|t| Some(20.0 * t as f64));
         let d = tempfile::tempdir().unwrap();
-        let files = write_results(d.path(), &rows, &analyses).unwrap();
+        let files = write_results(d.path(), &rows, &[], &analyses).unwrap();
         let names: Vec<String> = files
             .iter()
             .map(|f| {
@@ -371,7 +388,7 @@ mod tests {
             n_gen: 0,
             ..BenchRecord::example()
         }];
-        let files = write_results(d.path(), &pp, &Analyses::for_rows(&pp, &|_| None)).unwrap();
+        let files = write_results(d.path(), &pp, &[], &Analyses::for_rows(&pp, &|_| None)).unwrap();
         assert_eq!(files.len(), 3);
     }
 }

@@ -1,5 +1,5 @@
 //! The benchmark harness: a validated plan, expanded into test instances, run with
-//! llama-bench's semantics, guarded, and turned into [`BenchRecord`]s.
+//! llama-bench's semantics, guarded, and turned into [`BenchRecord`](crate::store::record::BenchRecord)s.
 //!
 //! Semantics (llama.cpp `tools/llama-bench/llama-bench.cpp`):
 //! - **pp*N***: one prefill of N synthetic tokens (first is BOS when the model adds
@@ -14,71 +14,20 @@
 //! - Tokens are generated before timing; sampling is not done (the forward pass
 //!   costs the same whatever the token), so timing excludes tokenization and sampling.
 
+use crate::measure::engine::EngineKind;
 use crate::probe::hw::{self, HostInfo};
 use crate::probe::model::{CacheType, ModelFacts};
 use crate::roofline::{MachineRoof, Workload};
-use crate::store::record::BenchRecord;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// An engine a bench runs on. MLX holds the GGUF's weights (dequantized by
-/// llama.cpp's `to_float`) as f16 or requantized by MLX (affine, group 64).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BenchEngine {
-    /// llama.cpp on the GGUF as it is.
-    #[default]
-    Llama,
-    /// MLX at 4 bits (`mlx`, `mlx-4bit`).
-    Mlx4bit,
-    /// MLX at 8 bits (`mlx-8bit`).
-    Mlx8bit,
-    /// MLX at f16 (`mlx-f16`).
-    MlxF16,
-}
+/// The engine a bench runs on: `--engine`'s choice, owned by the engine seam
+/// ([`crate::measure::engine::EngineKind`]).
+pub use crate::measure::engine::EngineKind as BenchEngine;
 
-impl BenchEngine {
-    /// `llama`, `mlx-4bit`, `mlx-8bit`, `mlx-f16`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BenchEngine::Llama => "llama",
-            BenchEngine::Mlx4bit => "mlx-4bit",
-            BenchEngine::Mlx8bit => "mlx-8bit",
-            BenchEngine::MlxF16 => "mlx-f16",
-        }
-    }
-
-    /// How this engine holds a GGUF's weights (the memory guard sizes a model by it).
-    pub fn held_as(self) -> crate::probe::model::HeldAs {
-        use crate::probe::model::HeldAs;
-        match self {
-            BenchEngine::Llama => HeldAs::File,
-            BenchEngine::Mlx4bit => HeldAs::Affine(4),
-            BenchEngine::Mlx8bit => HeldAs::Affine(8),
-            BenchEngine::MlxF16 => HeldAs::F16,
-        }
-    }
-
-    /// Parses `llama` (or `llama.cpp`), `mlx` (= `mlx-4bit`), `mlx-4bit`, `mlx-8bit`, `mlx-f16`.
-    ///
-    /// # Errors
-    /// [`BenchError::Plan`] naming the value and the accepted ones.
-    pub fn parse(s: &str) -> Result<BenchEngine, BenchError> {
-        Ok(match s.trim() {
-            "llama" | "llama.cpp" => BenchEngine::Llama,
-            "mlx" | "mlx-4bit" => BenchEngine::Mlx4bit,
-            "mlx-8bit" => BenchEngine::Mlx8bit,
-            "mlx-f16" => BenchEngine::MlxF16,
-            other => {
-                return Err(BenchError::Plan(format!(
-                    "--engine {other:?}: use llama, mlx (= mlx-4bit), mlx-8bit or mlx-f16"
-                )));
-            }
-        })
-    }
-}
-
-/// A validated benchmark plan (the "HiArgs": core never sees raw CLI flags).
+/// A benchmark plan as asked for (from the CLI's flags or the app's request):
+/// [`BenchPlan::validate`] turns it into a [`ValidPlan`], the only plan the
+/// harness runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchPlan {
     /// Models to run, in order.
@@ -114,10 +63,15 @@ pub struct BenchPlan {
     /// Engines to run every instance on, in order (`--engine llama,mlx`); empty means
     /// llama.cpp alone.
     #[serde(default)]
-    pub engines: Vec<BenchEngine>,
+    pub engines: Vec<EngineKind>,
     /// Start even when the models' fit in memory cannot be checked or fails (`--skip-capacity-check`).
     #[serde(default)]
     pub skip_capacity_check: bool,
+    /// Several GPUs: llama.cpp's split mode and tensor split (`--split-mode`,
+    /// `--tensor-split`; llama-bench's `-sm`, `-ts`), passed to llama.cpp and recorded
+    /// in every row's `split_mode` and `tensor_split` key columns.
+    #[serde(default)]
+    pub split: crate::roofline::multi_gpu::GpuSplit,
 }
 
 /// Errors of the harness.
@@ -144,11 +98,13 @@ pub enum BenchError {
     Cancelled,
 }
 
+impl crate::experiments::SliceError for BenchError {}
+
 impl BenchPlan {
     /// llama-bench's defaults (`cmd_params_defaults` in llama.cpp's
     /// `tools/llama-bench/llama-bench.cpp`): `-p 512 -n 128 -d 0 -b 2048 -ub 512
-    /// -ctk f16 -ctv f16 -fa auto -r 5`, all layers offloaded (llama-bench's `-ngl -1`;
-    /// memwall's field is unsigned, so 999), one sequence per tg test, and memwall's
+    /// -ctk f16 -ctv f16 -fa auto -r 5`, all layers offloaded (llama-bench's `-ngl -1`,
+    /// [`crate::measure::engine::ALL_LAYERS`]), one sequence per tg test, and memwall's
     /// token seed 42. `models` and `n_threads` are empty: the caller names them
     /// (llama-bench's thread default is the physical core count). The CLI's flag
     /// defaults and the app's requests start from this one plan.
@@ -162,7 +118,7 @@ impl BenchPlan {
             n_threads: Vec::new(),
             n_batch: 2048,
             n_ubatch: 512,
-            n_gpu_layers: 999,
+            n_gpu_layers: crate::measure::engine::ALL_LAYERS,
             type_k: CacheType::F16,
             type_v: CacheType::F16,
             flash_attn: None,
@@ -171,13 +127,14 @@ impl BenchPlan {
             allow_battery: false,
             engines: Vec::new(),
             skip_capacity_check: false,
+            split: Default::default(),
         }
     }
 
     /// The engines to run ([`BenchPlan::engines`], llama.cpp when empty).
-    pub fn engine_list(&self) -> Vec<BenchEngine> {
+    pub fn engine_list(&self) -> Vec<EngineKind> {
         if self.engines.is_empty() {
-            vec![BenchEngine::Llama]
+            vec![EngineKind::Llama]
         } else {
             self.engines.clone()
         }
@@ -201,12 +158,14 @@ impl BenchPlan {
             .unwrap_or(0)
     }
 
-    /// Checks the plan.
+    /// Checks the plan and reads every model's GGUF header (milliseconds, before
+    /// anything is measured, so a truncated or malformed model fails fast): the
+    /// one place a plan is checked.
     ///
     /// # Errors
     /// [`BenchError::Plan`] naming the bad field; [`BenchError::Model`] when a model
-    /// fails the GGUF checks (read here, before anything is measured).
-    pub fn validate(&self) -> Result<(), BenchError> {
+    /// fails the GGUF checks.
+    pub fn validate(self) -> Result<ValidPlan, BenchError> {
         let bad = |m: &str| Err(BenchError::Plan(m.to_string()));
         if self.models.is_empty() {
             return bad(
@@ -234,6 +193,15 @@ impl BenchPlan {
         if self.n_batch == 0 || self.n_ubatch == 0 {
             return bad("--n-batch and --n-ubatch must be positive");
         }
+        self.split
+            .validate()
+            .map_err(|e| BenchError::Plan(e.to_string()))?;
+        if !self.split.is_default() && self.engine_list().iter().any(|e| e.name() != "llama") {
+            return bad(
+                "--split-mode and --tensor-split are llama.cpp's settings: run the MLX engines without them (--engine llama)",
+            );
+        }
+        let mut facts = Vec::with_capacity(self.models.len());
         for m in &self.models {
             if !m.is_file() {
                 return Err(BenchError::Plan(format!(
@@ -241,11 +209,9 @@ impl BenchPlan {
                     m.display()
                 )));
             }
-            // The header is read here, before STREAM is measured or a run stored, so
-            // a truncated or malformed model fails fast (milliseconds).
-            crate::probe::model::ModelFacts::open(m)?;
+            facts.push(ModelFacts::open(m)?);
         }
-        Ok(())
+        Ok(ValidPlan { plan: self, facts })
     }
 
     /// Expands the plan into instances, llama-bench's order: per model, per thread
@@ -281,6 +247,35 @@ impl BenchPlan {
             }
         }
         out
+    }
+}
+
+/// A plan that passed [`BenchPlan::validate`], with each model's GGUF facts read
+/// there: what the bench job and [`run_plan`] take, so nothing downstream checks
+/// the plan or parses a header again. Its fields are read through `Deref` and
+/// cannot be changed (go back with [`ValidPlan::into_plan`] and validate again).
+#[derive(Debug, Clone)]
+pub struct ValidPlan {
+    plan: BenchPlan,
+    facts: Vec<ModelFacts>,
+}
+
+impl ValidPlan {
+    /// The facts of model `model` (index into `models`), read when validated.
+    pub fn facts(&self, model: usize) -> &ModelFacts {
+        &self.facts[model]
+    }
+
+    /// The plan as asked for.
+    pub fn into_plan(self) -> BenchPlan {
+        self.plan
+    }
+}
+
+impl std::ops::Deref for ValidPlan {
+    type Target = BenchPlan;
+    fn deref(&self) -> &BenchPlan {
+        &self.plan
     }
 }
 
@@ -331,40 +326,6 @@ impl Instance {
     }
 }
 
-/// What the harness reports while it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Progress {
-    /// A model is being loaded.
-    Loading {
-        /// Path of the GGUF file being loaded.
-        model: String,
-    },
-    /// A test started.
-    TestStarted {
-        /// Index in the plan.
-        index: usize,
-        /// Instances in the whole plan.
-        total: usize,
-        /// The test's label as tables show it, e.g. `pp512` or `tg128 @ d512`.
-        label: String,
-    },
-    /// One repetition done (`rep` is 0 for the warm-up).
-    Repetition {
-        /// Instance index.
-        index: usize,
-        /// Repetition number, 1-based; 0 = warm-up.
-        rep: u32,
-        /// Of how many.
-        reps: u32,
-    },
-    /// A test finished with its record.
-    TestDone {
-        /// The row as stored, with its store id.
-        record: Box<BenchRecord>,
-    },
-}
-
 /// Per-model facts the harness computes once.
 #[derive(Debug, Clone)]
 pub struct ModelRun {
@@ -376,8 +337,8 @@ pub struct ModelRun {
 
 /// Everything besides the engine that a run needs.
 pub struct RunContext<'a> {
-    /// The validated plan being run.
-    pub plan: &'a BenchPlan,
+    /// The plan being run.
+    pub plan: &'a ValidPlan,
     /// The machine the run is on (CPU, RAM, OS).
     pub host: &'a HostInfo,
     /// Bandwidth and peaks.
@@ -408,8 +369,25 @@ pub fn check_capacity(
     )?)
 }
 
+/// Checks a plan's GPU split against the GPUs llama.cpp sees (a tensor split naming more
+/// GPUs, `row` without a GPU), before anything is measured; llama.cpp's default split
+/// passes without a look.
+///
+/// # Errors
+/// [`BenchError::Plan`] naming the flag and the fix.
+#[cfg(feature = "llama")]
+pub fn check_split_devices(split: &crate::roofline::multi_gpu::GpuSplit) -> Result<(), BenchError> {
+    if split.is_default() {
+        return Ok(());
+    }
+    split
+        .check_devices(crate::measure::engine::llama::gpu_count())
+        .map_err(|e| BenchError::Plan(e.to_string()))
+}
+
 pub mod job;
 pub mod record;
+pub use super::progress::Progress;
 pub use record::{Measured, make_record};
 #[cfg(feature = "llama")]
 mod run;
@@ -474,6 +452,62 @@ mod tests {
                 .to_string()
                 .contains("model file a.gguf does not exist")
         );
+    }
+
+    /// A plan validates into a `ValidPlan` holding each model's facts, read once from
+    /// its header (here a GGUF written by memwall's synthesizer, two layers); a
+    /// malformed header is refused there, naming the file.
+    #[test]
+    fn validation_reads_each_header_once_into_the_valid_plan() {
+        use crate::probe::shape::{Arch, ModelShape, Recipe};
+        let shape = ModelShape {
+            arch: Arch::Qwen2,
+            n_layer: 2,
+            n_embd: 64,
+            n_head: 2,
+            n_head_kv: 1,
+            head_dim: None,
+            n_ff: 128,
+            n_vocab: 300,
+            tied_embeddings: true,
+            n_expert: 0,
+            n_expert_used: 0,
+            n_ff_exp: 0,
+            sliding_window: None,
+            n_ctx_train: 256,
+            lexicographic_order: false,
+        };
+        let d = tempfile::tempdir().unwrap();
+        let good = d.path().join("tiny.gguf");
+        let made = crate::probe::synth::write(
+            &shape,
+            &Recipe::parse("F16").unwrap(),
+            "tiny",
+            3,
+            &good,
+            |_, _| {},
+        )
+        .unwrap();
+        let p = BenchPlan {
+            models: vec![good.clone()],
+            ..plan()
+        };
+        let v = p.clone().validate().unwrap();
+        assert_eq!(v.facts(0).n_layer, 2);
+        assert_eq!(v.facts(0).tensor_bytes, made.tensor_bytes);
+        assert_eq!(*v, p, "the plan reads through unchanged");
+        assert_eq!(v.into_plan(), p);
+        let bad = d.path().join("truncated.gguf");
+        let bytes = std::fs::read(&good).unwrap();
+        std::fs::write(&bad, &bytes[..bytes.len() / 3]).unwrap();
+        let e = BenchPlan {
+            models: vec![bad],
+            ..plan()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("truncated.gguf"), "{e}");
     }
 
     #[test]
@@ -644,7 +678,10 @@ mod tests {
         let r = roof(None);
         let cancel = std::sync::atomic::AtomicBool::new(false);
         let cx = RunContext {
-            plan: &plan,
+            plan: &ValidPlan {
+                plan: plan.clone(),
+                facts: vec![],
+            },
             host: &host,
             roof: &r,
             run_id: 1,
@@ -788,7 +825,10 @@ mod tests {
         };
         let rec = |roof: &MachineRoof, inst: &Instance| {
             let cx = RunContext {
-                plan: &plan,
+                plan: &ValidPlan {
+                    plan: plan.clone(),
+                    facts: vec![],
+                },
                 host: &host,
                 roof,
                 run_id: 0,

@@ -205,7 +205,11 @@ pub fn make_record(
         n_ubatch: plan.n_ubatch as i64,
         n_threads: inst.n_threads as i64,
         n_gpu_layers: plan.n_gpu_layers as i64,
-        llama: record::LlamaDefaults::default(),
+        llama: record::LlamaDefaults {
+            split_mode: plan.split.mode.name().into(),
+            tensor_split: plan.split.tensor_split.llama_bench_text(),
+            ..record::LlamaDefaults::default()
+        },
         type_k: plan.type_k.name().into(),
         type_v: plan.type_v.name().into(),
         flash_attn: record::flash_attn_value(plan.flash_attn),

@@ -73,7 +73,9 @@ where
         .x_label_style(("sans-serif", 10))
         .y_desc("bytes per token (log)")
         .draw()?;
-    let series: [(&str, RGBColor, fn(&KvVerify) -> Option<f64>); 3] = [
+    // A series: its label, colour, and the value it plots from a row.
+    type Series<'a> = (&'a str, RGBColor, fn(&KvVerify) -> Option<f64>);
+    let series: [Series; 3] = [
         ("predicted (formula)", PALETTE[0], |r| {
             Some(r.predicted_bytes_per_token)
         }),

@@ -136,7 +136,7 @@ fn ols(xs: &[f64], ys: &[f64]) -> Option<(f64, f64, f64)> {
     let mx = xs.iter().sum::<f64>() / n;
     let my = ys.iter().sum::<f64>() / n;
     let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
-    if !(sxx > 0.0) {
+    if sxx.is_nan() || sxx <= 0.0 {
         return None;
     }
     let b = xs

@@ -26,6 +26,26 @@ pub mod threads;
 
 pub use store::store_kv_run;
 
+/// Errors of the KV verification ([`kv_verify_job`], [`run_kv_verify`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvidenceError {
+    /// An option is out of range; the message names the flag.
+    #[error("invalid benchmark plan: {0}")]
+    Plan(String),
+    /// The guard refused: battery power, or the model does not fit in memory.
+    #[error(transparent)]
+    Guard(#[from] crate::measure::guard::GuardError),
+    /// The model file could not be read.
+    #[error(transparent)]
+    Model(#[from] crate::probe::gguf::GgufError),
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] crate::measure::engine::EngineError),
+}
+
+impl crate::experiments::SliceError for EvidenceError {}
+
 /// What `memwall kv verify` (and any other adapter) asks of [`kv_verify_job`].
 #[derive(Debug, Clone)]
 pub struct KvVerifyOptions {
@@ -69,18 +89,19 @@ pub async fn kv_verify_job(
     opts: KvVerifyOptions,
     mut progress: impl FnMut(&str) + Send + 'static,
 ) -> Result<KvVerifyOutcome, crate::experiments::JobError> {
-    use crate::experiments::bench::BenchError;
     if opts.n < 16 {
-        return Err(BenchError::Plan(format!("-n {}: must be at least 16 tokens", opts.n)).into());
+        return Err(
+            EvidenceError::Plan(format!("-n {}: must be at least 16 tokens", opts.n)).into(),
+        );
     }
     if opts.models.is_empty() || opts.caches.is_empty() {
-        return Err(BenchError::Plan(
+        return Err(EvidenceError::Plan(
             "kv verify needs at least one model and one cache type".into(),
         )
         .into());
     }
     let started_at = crate::util::now_rfc3339();
-    let mut guard = crate::measure::guard::Guard::begin(opts.guard.clone())?;
+    let mut guard = crate::measure::guard::Guard::begin(opts.guard)?;
     let (models, caches, n, threads) = (opts.models, opts.caches, opts.n, opts.threads);
     let (rows, guard) = crate::experiments::blocking(move || {
         let rows = run_kv_verify(&models, &caches, n, threads, &mut guard, &mut |m| {
@@ -120,14 +141,12 @@ pub fn run_kv_verify(
     threads: u32,
     guard: &mut crate::measure::guard::Guard,
     progress: &mut dyn FnMut(&str),
-) -> Result<Vec<kv::KvVerify>, crate::experiments::bench::BenchError> {
-    use crate::measure::engine::EngineConfig;
-    use crate::measure::engine::llama::LlamaModelHandle;
+) -> Result<Vec<kv::KvVerify>, EvidenceError> {
+    use crate::measure::engine::{Engine, EngineConfig, EngineKind, Model};
     let mut out = Vec::new();
     for path in models {
         let facts = crate::probe::model::ModelFacts::open(path)?;
         guard.check_fit(&[(&facts, 2 * n + 64)], crate::probe::model::CacheType::F16)?;
-        let handle = LlamaModelHandle::load(path, 0)?;
         let cfg = |c, n_ctx: u64| EngineConfig {
             n_ctx: n_ctx as u32,
             n_batch: n_ctx as u32,
@@ -139,17 +158,20 @@ pub fn run_kv_verify(
             type_k: c,
             type_v: c,
             flash_attn: None,
+            repack: true,
+            split: Default::default(),
         };
+        let warm = cfg(crate::probe::model::CacheType::F16, 64);
+        let mut model = Model::load(EngineKind::Llama, path, &warm)?;
         // Page the memory-mapped weights in first, so RSS growth is not weight paging.
         {
-            use crate::measure::engine::Engine;
-            let mut w = handle.engine(&cfg(crate::probe::model::CacheType::F16, 64))?;
+            let mut w = model.take_engine(&warm)?;
             w.prefill(&[1, 2, 3, 4, 5, 6, 7, 8], 0, 0, true)?;
         }
         for &c in caches {
             progress(&format!("{} ({})", facts.label(), c.name()));
-            let rss = kv::rss_growth_per_token(|| handle.engine(&cfg(c, n)), n)?;
-            let mut e = handle.engine(&cfg(c, 2 * n + 64))?;
+            let rss = kv::rss_growth_per_token(|| model.take_engine(&cfg(c, n)), n)?;
+            let mut e = model.take_engine(&cfg(c, 2 * n + 64))?;
             out.push(kv::verify(&mut e, &facts, c, n, rss)?);
         }
     }

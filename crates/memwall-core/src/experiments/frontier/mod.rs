@@ -456,10 +456,16 @@ fn arms_of(
             },
         };
         let facts = crate::probe::model::ModelFacts::open(&arm.path)?;
-        // An MLX arm streams every array it holds per decoded token (as its bench
-        // rows count it).
+        // An MLX arm streams what its arrays give by the rule of every engine's
+        // rows (measured when the arm was made); a llama.cpp arm, its GGUF's facts.
         let streamed_bytes = match arm.mlx_engine() {
-            Some(_) => arm.file_bytes,
+            Some(_) => arm.streamed_bytes.ok_or_else(|| {
+                crate::experiments::frontier::quant::QuantError::Sidecar {
+                    path: arm.sidecar_path().display().to_string(),
+                    problem: "an MLX arm without streamed_bytes (made before they were kept)"
+                        .into(),
+                }
+            })?,
             None => facts.streamed_bytes.0,
         };
         arms.push(ArmInfo {
@@ -483,6 +489,7 @@ fn source_arm(s: &Source) -> Arm {
         path: s.path.clone(),
         sha256: s.sha256.clone(),
         file_bytes: s.facts.file_bytes.0,
+        streamed_bytes: None,
         bits_per_weight: b,
         source_path: s.path.clone(),
         source_sha256: s.sha256.clone(),

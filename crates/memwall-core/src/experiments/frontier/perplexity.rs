@@ -4,8 +4,7 @@
 //! comparison. Nothing is stored: a stored perplexity is a frontier cell.
 
 use super::FrontierError;
-use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
-use crate::measure::engine::{Engine, EngineConfig};
+use crate::measure::engine::{self, ALL_LAYERS, BoxedEngine, EngineConfig, EngineKind, Vocab};
 use crate::measure::evals::ppl::{self, PplConfig, PplResult};
 use crate::measure::guard::{Guard, GuardOptions, GuardReport};
 use crate::probe::model::{CacheType, ModelFacts};
@@ -93,18 +92,16 @@ pub fn perplexity_job(
         n_ubatch: cfg.n_ctx.min(512),
         n_threads: req.n_threads,
         n_threads_batch: req.n_threads,
-        n_gpu_layers: 999,
+        n_gpu_layers: ALL_LAYERS,
         n_seq_max: 1,
         ..Default::default()
     };
-    let h = LlamaModelHandle::load(&req.model, 999)?;
-    let mut e = h.engine(&ecfg)?;
+    let mut e = engine::open(EngineKind::Llama, &req.model, &ecfg)?;
     let tokens = e.tokenize(&text, true)?;
     let cancel = AtomicBool::new(false);
     let result = match &req.reference {
         Some(r) => {
-            let rh = LlamaModelHandle::load(r, 999)?;
-            let mut re = rh.engine(&ecfg)?;
+            let mut re = engine::open(EngineKind::Llama, r, &ecfg)?;
             ppl::perplexity(
                 &mut e,
                 Some(&mut re),
@@ -115,7 +112,7 @@ pub fn perplexity_job(
                 on_window,
             )?
         }
-        None => ppl::perplexity::<LlamaEngine, LlamaEngine>(
+        None => ppl::perplexity::<BoxedEngine, BoxedEngine>(
             &mut e,
             None,
             &tokens,

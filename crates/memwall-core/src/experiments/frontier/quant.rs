@@ -23,6 +23,7 @@
 //! own. Their sidecar records the bytes of the arrays MLX holds (measured by
 //! loading the source into MLX once), and their cells are measured on MLX.
 
+use crate::measure::engine::{Engine, EngineError, EngineKind};
 use crate::probe::model::ModelFacts;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -85,12 +86,11 @@ impl QuantType {
         }
     }
 
-    /// The bench engine of an MLX arm (`None` for llama.cpp's types).
-    pub fn mlx_engine(self) -> Option<crate::experiments::bench::BenchEngine> {
-        use crate::experiments::bench::BenchEngine;
+    /// The engine kind of an MLX arm (`None` for llama.cpp's types).
+    pub fn mlx_engine(self) -> Option<EngineKind> {
         match self {
-            QuantType::Mlx8bit => Some(BenchEngine::Mlx8bit),
-            QuantType::Mlx4bit => Some(BenchEngine::Mlx4bit),
+            QuantType::Mlx8bit => Some(EngineKind::Mlx8bit),
+            QuantType::Mlx4bit => Some(EngineKind::Mlx4bit),
             _ => None,
         }
     }
@@ -231,6 +231,13 @@ pub struct Arm {
     /// Size of the arm's file, bytes; for an MLX arm, the bytes of the arrays MLX
     /// holds (weights, scales and biases).
     pub file_bytes: u64,
+    /// An MLX arm: the bytes one decode step streams from the arrays MLX holds
+    /// ([`crate::probe::model::decode_step_bytes`], the rule llama.cpp's rows use:
+    /// an untied embedding is a one-row gather). `None` for a llama.cpp arm, whose
+    /// GGUF's facts say it, and in a sidecar written before this field (such an MLX
+    /// arm is measured again).
+    #[serde(default)]
+    pub streamed_bytes: Option<u64>,
     /// Bits per weight: tensor bytes × 8 ÷ parameters.
     pub bits_per_weight: f64,
     /// The source file.
@@ -257,9 +264,14 @@ impl Arm {
         QuantType::parse(&self.quant).ok()
     }
 
-    /// The bench engine of an MLX arm; `None` for a llama.cpp arm.
-    pub fn mlx_engine(&self) -> Option<crate::experiments::bench::BenchEngine> {
+    /// The engine kind of an MLX arm; `None` for a llama.cpp arm.
+    pub fn mlx_engine(&self) -> Option<EngineKind> {
         self.quant_type().and_then(QuantType::mlx_engine)
+    }
+
+    /// The engine the arm runs on: its MLX kind, else llama.cpp.
+    pub fn engine_kind(&self) -> EngineKind {
+        self.mlx_engine().unwrap_or(EngineKind::Llama)
     }
 
     /// The sidecar of a cached arm: `<source stem>.<TYPE>.<key>.json` in
@@ -393,6 +405,7 @@ impl Source {
                 path: self.path.clone(),
                 sha256: self.sha256.clone(),
                 file_bytes: self.facts.file_bytes.0,
+                streamed_bytes: None,
                 bits_per_weight: b,
                 source_path: self.path.clone(),
                 source_sha256: self.sha256.clone(),
@@ -411,8 +424,12 @@ impl Source {
         }
         let arm = read_sidecar(&sidecar)?;
         if ty.mlx_engine().is_some() {
-            // No file of its own: the source is its file.
-            return Ok((arm.source_sha256 == self.sha256 && self.path.is_file()).then_some(arm));
+            // No file of its own: the source is its file. A sidecar without the
+            // streamed bytes (written before they were kept) is measured again.
+            return Ok((arm.source_sha256 == self.sha256
+                && self.path.is_file()
+                && arm.streamed_bytes.is_some())
+            .then_some(arm));
         }
         if !arm.path.is_file() || std::fs::metadata(&arm.path)?.len() != arm.file_bytes {
             return Ok(None);
@@ -451,6 +468,7 @@ impl Source {
             path: dest.clone(),
             sha256: crate::util::sha256_file(tmp.path())?,
             file_bytes: facts.file_bytes.0,
+            streamed_bytes: None,
             bits_per_weight: bpw(&facts),
             source_path: self.path.clone(),
             source_sha256: self.sha256.clone(),
@@ -473,29 +491,35 @@ impl Source {
 impl Source {
     /// An MLX arm: loads the source into MLX at the arm's precision once to measure
     /// the bytes of the arrays it holds, and writes the sidecar.
-    #[cfg(feature = "mlx")]
     fn mlx_arm(&self, ty: QuantType) -> Result<Arm, QuantError> {
-        use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
-        let quant = match ty {
-            QuantType::Mlx8bit => MlxQuant::Q8,
-            _ => MlxQuant::Q4,
-        };
+        let kind = ty.mlx_engine().ok_or(QuantError::NoMlx(ty.name().into()))?;
         let t0 = std::time::Instant::now();
-        let e = MlxEngine::load(&self.path, quant, 1, 1)?;
-        let held = e.weight_bytes();
+        let cfg = crate::measure::engine::EngineConfig {
+            n_ctx: 1,
+            n_batch: 1,
+            ..Default::default()
+        };
+        let e = crate::measure::engine::open(kind, &self.path, &cfg)?;
+        let held = e
+            .held_model()
+            .ok_or(QuantError::Engine(EngineError::Unsupported(
+                "the held arrays' bytes (an MLX arm on an engine that runs the file as it is)",
+            )))?;
+        let engine_build = e.info().build;
         let quantize_ns = t0.elapsed().as_nanos() as u64;
         drop(e);
         let arm_bpw = if self.facts.n_params == 0 {
             f64::NAN
         } else {
-            held as f64 * 8.0 / self.facts.n_params as f64
+            held.weight_bytes as f64 * 8.0 / self.facts.n_params as f64
         };
         let arm = Arm {
             key: arm_key(&self.sha256, ty),
             quant: ty.name().into(),
             path: self.path.clone(),
             sha256: self.sha256.clone(),
-            file_bytes: held,
+            file_bytes: held.weight_bytes,
+            streamed_bytes: Some(held.streamed_bytes),
             bits_per_weight: arm_bpw,
             source_path: self.path.clone(),
             source_sha256: self.sha256.clone(),
@@ -504,16 +528,11 @@ impl Source {
             relation: Relation::of(arm_bpw, bpw(&self.facts), false),
             made_at: crate::util::now_rfc3339(),
             quantize_ns,
-            engine_build: crate::measure::engine::mlx::engine_build(),
+            engine_build,
         };
         let json = serde_json::to_vec_pretty(&arm).expect("arm serializes");
         crate::util::write_atomic(&arm.sidecar_path(), &json)?;
         Ok(arm)
-    }
-
-    #[cfg(not(feature = "mlx"))]
-    fn mlx_arm(&self, ty: QuantType) -> Result<Arm, QuantError> {
-        Err(QuantError::NoMlx(ty.name().into()))
     }
 }
 
@@ -605,10 +624,7 @@ mod tests {
             assert_eq!(QuantType::parse(&t.name().to_uppercase()).unwrap(), t);
             assert_eq!(t.ftype(), None);
         }
-        assert_eq!(
-            QuantType::Mlx8bit.mlx_engine(),
-            Some(crate::experiments::bench::BenchEngine::Mlx8bit)
-        );
+        assert_eq!(QuantType::Mlx8bit.mlx_engine(), Some(EngineKind::Mlx8bit));
         assert_eq!(QuantType::Q8_0.mlx_engine(), None);
         assert!(
             QuantType::parse("Q9")

@@ -1,4 +1,5 @@
-//! Running the grid on the llama.cpp engine.
+//! Running the grid: each arm's cells on the arm's engine (llama.cpp, or MLX for an
+//! MLX arm), opened through the engine seam.
 
 use super::{
     ArmInfo, Arms, CellContext, FrontierError, FrontierOutcome, FrontierPlan, FrontierProgress,
@@ -6,8 +7,9 @@ use super::{
     store::store_cell,
 };
 use crate::experiments::bench::{BenchError, BenchPlan, Progress, RunContext};
-use crate::measure::engine::llama::{LlamaEngine, LlamaModelHandle};
-use crate::measure::engine::{BoxedEngine, Engine, EngineConfig, TokenId};
+use crate::measure::engine::{
+    ALL_LAYERS, BoxedEngine, EngineConfig, EngineKind, Model, TokenId, Vocab,
+};
 use crate::measure::evals::EvalError;
 use crate::measure::evals::ppl::{PplConfig, perplexity};
 use crate::measure::evals::tasks::{self, TaskConfig, TaskItem, TaskKind};
@@ -137,7 +139,7 @@ fn run_blocking(
     let mut state = State::default();
     let (mut measured, mut skipped) = (0, 0);
     for (ai, arm) in arms.iter().enumerate() {
-        let mut handle: Option<LlamaModelHandle> = None;
+        let mut handle: Option<Model> = None;
         for (mi, (m, name, cfg)) in cell_configs(plan, &source, arm)?.into_iter().enumerate() {
             if cancel.load(Ordering::Relaxed) {
                 return Err(FrontierError::Cancelled);
@@ -220,10 +222,7 @@ fn guard_cell(
 ) -> Result<crate::measure::guard::Guard, FrontierError> {
     let mut guard = crate::measure::guard::Guard::begin(plan.guard)?;
     // An MLX arm of a file holds its own arrays (8-bit of a 4-bit file is larger).
-    let held = arm
-        .arm
-        .mlx_engine()
-        .map_or(crate::probe::model::HeldAs::File, |e| e.held_as());
+    let held = arm.arm.engine_kind().held_as();
     let facts = crate::probe::model::ModelFacts::open_held(&arm.arm.path, held)?;
     let n_ctx = match m {
         Measure::Speed => (plan.n_prompt + plan.n_gen) as u64,
@@ -244,54 +243,22 @@ fn guard_cell(
 struct State {
     tokens: HashMap<String, (Vec<TokenId>, String)>,
     items: HashMap<TaskKind, Vec<TaskItem>>,
-    reference: Option<LlamaModelHandle>,
+    reference: Option<Model>,
 }
 
-/// The engine of one cell of `arm`: llama.cpp on the arm's file (the model loaded
-/// once per arm into `h`), or for an MLX arm the source loaded into MLX at the
-/// arm's precision with `cfg`'s context and batch.
+/// The engine of one cell of `arm`, from the arm's model opened once per arm into
+/// `h` (llama.cpp on the arm's file, a context per cell; an MLX arm's source loaded
+/// into MLX at the arm's precision with `cfg`'s context and batch).
 fn cell_engine(
-    h: &mut Option<LlamaModelHandle>,
+    h: &mut Option<Model>,
     arm: &ArmInfo,
     cfg: &EngineConfig,
 ) -> Result<BoxedEngine, FrontierError> {
-    if let Some(which) = arm.arm.mlx_engine() {
-        return mlx_engine(arm, which, cfg);
-    }
-    if h.is_none() {
-        *h = Some(LlamaModelHandle::load(&arm.arm.path, 999)?);
-    }
-    Ok(Box::new(h.as_ref().expect("just set").engine(cfg)?))
-}
-
-#[cfg(feature = "mlx")]
-fn mlx_engine(
-    arm: &ArmInfo,
-    which: crate::experiments::bench::BenchEngine,
-    cfg: &EngineConfig,
-) -> Result<BoxedEngine, FrontierError> {
-    use crate::experiments::bench::BenchEngine;
-    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
-    let quant = match which {
-        BenchEngine::Mlx8bit => MlxQuant::Q8,
-        BenchEngine::MlxF16 => MlxQuant::F16,
-        _ => MlxQuant::Q4,
+    let model = match h {
+        Some(m) => m,
+        None => h.insert(Model::load(arm.arm.engine_kind(), &arm.arm.path, cfg)?),
     };
-    Ok(Box::new(MlxEngine::load(
-        &arm.arm.path,
-        quant,
-        cfg.n_ctx,
-        cfg.n_batch,
-    )?))
-}
-
-#[cfg(not(feature = "mlx"))]
-fn mlx_engine(
-    arm: &ArmInfo,
-    _which: crate::experiments::bench::BenchEngine,
-    _cfg: &EngineConfig,
-) -> Result<BoxedEngine, FrontierError> {
-    Err(crate::experiments::frontier::quant::QuantError::NoMlx(arm.arm.quant.clone()).into())
+    Ok(model.take_engine(cfg)?)
 }
 
 fn summary_of(c: &NewCell) -> String {
@@ -346,7 +313,9 @@ fn measure_speed(
         skip_capacity_check: plan.guard.skip_capacity_check,
         engines: arm.arm.mlx_engine().into_iter().collect(),
         ..BenchPlan::llama_bench_defaults()
-    };
+    }
+    .validate()
+    .map_err(bench_err)?;
     let rcx = RunContext {
         plan: &bp,
         host,
@@ -373,7 +342,10 @@ fn measure_speed(
     });
     drop(observe);
     let sampled = sampler.map(|s| s.stop());
-    let recs = recs.map_err(bench_err)?;
+    let mut recs = recs.map_err(bench_err)?;
+    if let Some((rec, phases)) = &sampled {
+        crate::experiments::live::flag_contended(rec, &mut recs, phases);
+    }
     let pp = recs.iter().find(|r| r.n_prompt > 0);
     let tg = recs.iter().find(|r| r.is_decode());
     let (Some(pp), Some(tg)) = (pp, tg) else {
@@ -410,7 +382,7 @@ fn ppl_engine_cfg(plan: &FrontierPlan, c: &PplConfig) -> EngineConfig {
         n_ubatch: c.n_ctx.min(512),
         n_threads: plan.n_threads,
         n_threads_batch: plan.n_threads,
-        n_gpu_layers: 999,
+        n_gpu_layers: ALL_LAYERS,
         n_seq_max: 1,
         ..Default::default()
     }
@@ -455,13 +427,16 @@ fn measure_ppl(
         })
     };
     let res = if with_ref {
-        if state.reference.is_none() {
-            state.reference = Some(LlamaModelHandle::load(&source.path, 999)?);
-        }
-        let mut r = state.reference.as_ref().expect("set").engine(&ecfg)?;
+        let reference = match &mut state.reference {
+            Some(m) => m,
+            None => state
+                .reference
+                .insert(Model::load(EngineKind::Llama, &source.path, &ecfg)?),
+        };
+        let mut r = reference.take_engine(&ecfg)?;
         perplexity(&mut e, Some(&mut r), tokens, sha, c, cancel, &mut step)
     } else {
-        perplexity::<BoxedEngine, LlamaEngine>(&mut e, None, tokens, sha, c, cancel, &mut step)
+        perplexity::<BoxedEngine, BoxedEngine>(&mut e, None, tokens, sha, c, cancel, &mut step)
     }
     .map_err(eval_err)?;
     let mut cell = new_cell(serde_json::to_value(&res).expect("serialize"));
@@ -480,11 +455,9 @@ fn measure_task(
     cancel: &AtomicBool,
     progress: &mut dyn FnMut(FrontierProgress),
 ) -> Result<NewCell, FrontierError> {
-    if !state.items.contains_key(&k) {
+    if let std::collections::hash_map::Entry::Vacant(e) = state.items.entry(k) {
         let path = Datasets::builtin()?.get(k.name())?.require()?;
-        state
-            .items
-            .insert(k, tasks::load(k, &path).map_err(eval_err)?);
+        e.insert(tasks::load(k, &path).map_err(eval_err)?);
     }
     let items = &state.items[&k];
     let ecfg = EngineConfig {
@@ -493,7 +466,7 @@ fn measure_task(
         n_ubatch: 512,
         n_threads: plan.n_threads,
         n_threads_batch: plan.n_threads,
-        n_gpu_layers: 999,
+        n_gpu_layers: ALL_LAYERS,
         n_seq_max: 1,
         ..Default::default()
     };

@@ -300,6 +300,7 @@ mod tests {
                 path: format!("{quant}.gguf").into(),
                 sha256: format!("sha-{quant}"),
                 file_bytes: streamed_bytes,
+                streamed_bytes: None,
                 bits_per_weight: 4.0,
                 source_path: "src.gguf".into(),
                 source_sha256: "source-sha".into(),
@@ -367,14 +368,26 @@ mod tests {
                 cpu_energy_j: Some(e),
                 ..Sample::default()
             };
+            // The tg phase 1–7 s: three timed repetitions of 2 s (1–3, 3–5, 5–7 s),
+            // a read at each edge, `j` joules in each.
             let rec = Recording {
                 hz: 10.0,
-                samples: vec![at(1_000_000_000, 0.0), at(3_000_000_000, j)],
+                samples: (0..4u64)
+                    .map(|i| at((1 + 2 * i) * 1_000_000_000, j * i as f64))
+                    .collect(),
                 phases: vec![Phase {
                     name: phase_name(1, "tg128"),
                     start_ns: 1_000_000_000,
-                    end_ns: 3_000_000_000,
+                    end_ns: 7_000_000_000,
                 }],
+                intervals: (0..3u64)
+                    .map(|i| crate::measure::sampler::session::Interval {
+                        phase: phase_name(1, "tg128"),
+                        rep: i as u32 + 1,
+                        start_ns: (1 + 2 * i) * 1_000_000_000,
+                        end_ns: (3 + 2 * i) * 1_000_000_000,
+                    })
+                    .collect(),
                 counters: vec![Counter::available("cpu_package_energy", "fixture")],
             };
             (rec, vec![phase_name(0, "pp512"), phase_name(1, "tg128")])
@@ -413,10 +426,10 @@ mod tests {
             arm("Q4_K_M", 450_000_000),
             arm("Q2_K", 300_000_000),
         ];
-        // Q8_0: 100 J over the 2 s phase = 50 W; × 6 s timed = 300 J; 3 × 128 tokens
-        // → 300 / 384 = 0.78125 J/token, 1.28 tokens/J, 3600 / 0.78125 = 4608 tokens/Wh.
-        // Q4_K_M: 60 J / 2 s = 30 W; × 6 s = 180 J; 180 / 384 = 0.46875 J/token,
-        // 2.1333… tokens/J, 7680 tokens/Wh. Q2_K: measured without the sampler.
+        // Q8_0: 100 J in each 2 s repetition = 50 W; 3 × 100 = 300 J over 3 × 128
+        // tokens → 300 / 384 = 0.78125 J/token, 1.28 tokens/J, 3600 / 0.78125 = 4608
+        // tokens/Wh. Q4_K_M: 60 J per repetition = 30 W; 180 J; 180 / 384 = 0.46875
+        // J/token, 2.1333… tokens/J, 7680 tokens/Wh. Q2_K: measured without the sampler.
         store_cell(&cx, &arms[0], cell(Some(100.0))).await.unwrap();
         store_cell(&cx, &arms[1], cell(Some(60.0))).await.unwrap();
         store_cell(&cx, &arms[2], cell(None)).await.unwrap();
@@ -449,7 +462,7 @@ mod tests {
                 .bind(run)
                 .fetch_one(store.pool())
         };
-        assert_eq!(series(e[0].run_id).await.unwrap(), 2);
+        assert_eq!(series(e[0].run_id).await.unwrap(), 4);
         assert_eq!(series(e[2].run_id).await.unwrap(), 0);
 
         // The table: J/token and tokens/Wh beside tok/s; — and the reason once.

@@ -190,10 +190,10 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
                 let e = r.energy.as_ref();
                 cols.push(or_dash(e.and_then(|e| e.j_per_token), 4));
                 cols.push(or_dash(e.and_then(|e| e.tokens_per_wh), 0));
-                if let Some(why) = e.and_then(|e| e.reason.clone()) {
-                    if !reasons.contains(&why) {
-                        reasons.push(why);
-                    }
+                if let Some(why) = e.and_then(|e| e.reason.clone())
+                    && !reasons.contains(&why)
+                {
+                    reasons.push(why);
                 }
                 cols.push(format!("{:.1} ± {:.1}", s.pp_tps, s.pp_std));
                 cols.push(pct(s.pp_achieved.unwrap_or(f64::NAN)));

@@ -54,52 +54,103 @@ pub fn phase_name(index: usize, label: &str) -> String {
 }
 
 /// Each row's energy from `rec`, the rows paired in order with the phases they
-/// ran in. A row whose phase is missing (no mark) gets none.
+/// ran in: integrated over the phase's timed intervals (one per repetition), divided
+/// by the row's tokens. A row whose phase is missing (no mark) gets none.
 pub fn row_energies(rec: &Recording, rows: &[BenchRecord], phases: &[String]) -> Vec<RowEnergy> {
     rows.iter()
         .zip(phases)
         .filter_map(|(r, name)| {
-            let p = rec.phase(name)?;
-            let timed_ns: u64 = r.samples_ns.iter().sum();
+            rec.phase(name)?;
             let tokens = tokens_per_rep(r) * r.samples_ns.len() as u64;
             Some(RowEnergy {
                 row_id: r.id,
                 run_id: r.run_id,
                 phase: name.clone(),
-                energy: rec.summary(p, timed_ns, tokens),
+                energy: rec.energy(name, tokens),
                 implied_bandwidth_gbps: r.implied_bandwidth_gbps,
             })
         })
         .collect()
 }
 
+/// `rows` paired with their energy (by row id) for the exporters: a row without an
+/// energy row is exported with [`crate::present::export::NO_RECORDING`].
+pub fn export_rows<'a>(
+    rows: &'a [BenchRecord],
+    energy: &'a [RowEnergy],
+) -> Vec<crate::present::export::Row<'a>> {
+    rows.iter()
+        .map(|record| crate::present::export::Row {
+            record,
+            energy: energy
+                .iter()
+                .find(|e| e.row_id == record.id)
+                .map(|e| &e.energy),
+        })
+        .collect()
+}
+
+/// Adds a [`Warning::Contended`](crate::measure::warning::Warning::Contended) to
+/// each row (paired in order with its phase, as in [`row_energies`]) whose timed
+/// repetitions shared the CPUs with other processes; returns `test: what` for each
+/// row flagged, for printing at the end of the run.
+pub fn flag_contended(rec: &Recording, rows: &mut [BenchRecord], phases: &[String]) -> Vec<String> {
+    let mut flagged = Vec::new();
+    for (r, name) in rows.iter_mut().zip(phases) {
+        let Some(what) = rec.energy(name, 0).contended() else {
+            continue;
+        };
+        let w = crate::measure::warning::Warning::Contended { what: what.clone() }.to_string();
+        if !r.warnings.contains(&w) {
+            r.warnings.push(w);
+        }
+        flagged.push(format!("{}: {what}", r.test_label()));
+    }
+    flagged
+}
+
 /// The energy table printed under a bench run: one line per row with its test,
-/// tok/s, mean power, J/token, tokens per Wh, peak temperature, throttling, live
-/// and implied bandwidth; `—` for what was not measured, and the reasons once below.
+/// tok/s, the timed time and the reads inside it, mean power, J/token (total and
+/// above the idle baseline), tokens per Wh, what the energy covers, other processes'
+/// CPU use, peak temperature, throttling, live and implied bandwidth; `—` for what
+/// was not measured, and the reasons once below, with the idle baseline.
 pub fn table(rows: &[BenchRecord], energy: &[RowEnergy]) -> String {
     use crate::units::or_dash;
     let mut s = String::from(
-        "| test | tok/s | mean W | J/token | tokens/Wh | peak °C | throttled | live GB/s | implied GB/s | energy from |\n\
-         |---|---:|---:|---:|---:|---:|---|---:|---:|---|\n",
+        "| test | tok/s | timed s | reads | mean W | J/token | J/token above idle | tokens/Wh | energy scope | others' CPU (cores) | peak °C | throttled | live GB/s | implied GB/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|\n",
     );
     let mut reasons: Vec<String> = Vec::new();
+    let mut idle: Option<(f64, String)> = None;
     for e in energy {
         let Some(r) = rows.iter().find(|r| r.id == e.row_id) else {
             continue;
         };
         let x = &e.energy;
-        if let Some(why) = &x.reason {
-            if !reasons.contains(why) {
-                reasons.push(why.clone());
-            }
+        if let Some(why) = &x.reason
+            && !reasons.contains(why)
+        {
+            reasons.push(why.clone());
+        }
+        if let (None, Some(w)) = (&idle, x.idle_power_w) {
+            idle = Some((w, x.energy_scope.clone()));
         }
         s.push_str(&format!(
-            "| {} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.test_label(),
             r.avg_ts,
+            x.timed_ns as f64 / 1e9,
+            x.samples,
             or_dash(x.mean_power_w, 1),
             or_dash(x.j_per_token, 4),
+            or_dash(x.j_per_token_above_idle, 4),
             or_dash(x.tokens_per_wh, 0),
+            if x.energy_scope.is_empty() {
+                "—"
+            } else {
+                &x.energy_scope
+            },
+            or_dash(x.other_cpu_cores, 2),
             or_dash(x.peak_temp_c, 1),
             match x.throttled {
                 Some(true) => "yes",
@@ -108,12 +159,14 @@ pub fn table(rows: &[BenchRecord], energy: &[RowEnergy]) -> String {
             },
             or_dash(x.live_dram_gbps, 1),
             or_dash(e.implied_bandwidth_gbps, 1),
-            if x.energy_source.is_empty() {
-                "—"
-            } else {
-                &x.energy_source
-            },
         ));
+    }
+    match idle {
+        Some((w, scope)) => s.push_str(&format!(
+            "\nidle baseline (before the first test): {w:.1} W ({scope})"
+        )),
+        None if !energy.is_empty() => s.push_str("\nidle baseline: —"),
+        None => {}
     }
     for why in reasons {
         s.push_str(&format!("\nenergy —: {why}"));
@@ -153,8 +206,10 @@ mod tests {
 
     #[test]
     fn a_rows_energy_uses_its_timed_reps_and_tokens() {
-        // tg128, 2 sequences, 3 reps of 2 s each: 768 tokens in 6 s. The phase's
-        // counters: 0 → 100 J over 2 s = 50 W; 50 W × 6 s = 300 J; 300 / 768 J/token.
+        // tg128, 2 sequences, 3 reps of 2 s each (timed 1–3, 4–6, 7–9 s): 768 tokens
+        // in 6 s. Inside each repetition the counter rises 100 J in 2 s (50 W); between
+        // them 200 J per second of untimed depth prefill, which must not count:
+        // 3 × 100 J = 300 J, 300 / 768 J/token, 50 W.
         let r = BenchRecord {
             n_prompt: 0,
             n_gen: 128,
@@ -169,20 +224,37 @@ mod tests {
             cpu_energy_j: Some(j),
             ..Sample::default()
         };
+        let joules = [
+            0.0, 200.0, 250.0, 300.0, 500.0, 550.0, 600.0, 800.0, 850.0, 900.0, 1100.0,
+        ];
         let rec = Recording {
-            hz: 10.0,
-            samples: vec![s(1_000_000_000, 0.0), s(3_000_000_000, 100.0)],
+            hz: 1.0,
+            samples: joules
+                .iter()
+                .enumerate()
+                .map(|(i, &j)| s(i as u64 * 1_000_000_000, j))
+                .collect(),
             phases: vec![Phase {
                 name: phase_name(0, "tg128"),
-                start_ns: 1_000_000_000,
-                end_ns: 3_000_000_000,
+                start_ns: 0,
+                end_ns: 10_000_000_000,
             }],
+            intervals: (0..3)
+                .map(|i| crate::measure::sampler::session::Interval {
+                    phase: phase_name(0, "tg128"),
+                    rep: i + 1,
+                    start_ns: (1 + 3 * i as u64) * 1_000_000_000,
+                    end_ns: (3 + 3 * i as u64) * 1_000_000_000,
+                })
+                .collect(),
             counters: vec![Counter::available("cpu_package_energy", "fixture")],
         };
         let e = row_energies(&rec, &[r], &["#0 tg128".into()]);
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].energy.mean_power_w, Some(50.0));
         assert_eq!(e[0].energy.energy_j, Some(300.0));
+        assert_eq!(e[0].energy.timed_ns, 6_000_000_000);
+        assert_eq!(e[0].energy.tokens, 768);
         assert!((e[0].energy.j_per_token.unwrap() - 300.0 / 768.0).abs() < 1e-12);
         assert_eq!(e[0].implied_bandwidth_gbps, Some(30.0));
         // pp512: n_prompt tokens per rep.
@@ -215,6 +287,7 @@ mod tests {
             throttled: None,
             live_dram_gbps: None,
             gpu_mem_util_pct: None,
+            ..EnergySummary::default()
         };
         let e = RowEnergy {
             row_id: 7,
@@ -223,11 +296,15 @@ mod tests {
             energy: none.clone(),
             implied_bandwidth_gbps: Some(24.5),
         };
-        let t = table(&[r.clone()], &[e.clone(), RowEnergy { row_id: 8, ..e }]);
+        let t = table(
+            std::slice::from_ref(&r),
+            &[e.clone(), RowEnergy { row_id: 8, ..e }],
+        );
         assert!(
-            t.contains("| tg128 | 61.25 | — | — | — | — | — | — | 24.5 | — |"),
+            t.contains("| tg128 | 61.25 | 0.00 | 30 | — | — | — | — | — | — | — | — | — | 24.5 |"),
             "{t}"
         );
+        assert!(t.contains("idle baseline: —"), "{t}");
         assert_eq!(t.matches("RAPL not readable here").count(), 1);
         let line = sample_line(&Sample {
             t_ns: 1_500_000_000,

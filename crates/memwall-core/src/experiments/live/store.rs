@@ -3,8 +3,9 @@
 //! bench row). Written inside the run's own transaction, so a run is stored with
 //! its series or not at all.
 
-use super::{Counter, EnergySummary, Phase, Recording, RowEnergy, Sample};
-use crate::store::{Store, StoreError};
+use super::{Counter, Phase, Recording, RowEnergy, Sample};
+use crate::measure::sampler::session::Interval;
+use crate::store::{Store, StoreError, energy};
 use sqlx::{Row, Sqlite, Transaction};
 
 /// Inserts `rec` and `energies` for run `run_id` inside `tx`.
@@ -42,13 +43,26 @@ pub async fn insert_tx(
         .await
         .map_err(e)?;
     }
+    for i in &rec.intervals {
+        sqlx::query(
+            "INSERT INTO sampler_intervals (run_id, phase, rep, start_ns, end_ns) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(run_id)
+        .bind(&i.phase)
+        .bind(i.rep as i64)
+        .bind(i.start_ns as i64)
+        .bind(i.end_ns as i64)
+        .execute(&mut **tx)
+        .await
+        .map_err(e)?;
+    }
     let u = |x: Option<u64>| x.map(|v| v as i64);
     for s in &rec.samples {
         sqlx::query(
             "INSERT INTO sampler_series (run_id, hz, t_ns, cpu_energy_j, dram_energy_j, gpu_energy_j, cpu_power_w, dram_power_w, gpu_power_w,
              cpu_temp_c, gpu_temp_c, cpu_mhz, gpu_sm_mhz, gpu_mem_mhz, gpu_mem_util_pct, dram_gbps, mem_used_bytes, mem_total_bytes,
-             swap_used_bytes, swap_in_pages, swap_out_pages, thermal_state)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             swap_used_bytes, swap_in_pages, swap_out_pages, thermal_state, cpu_busy_s, cpu_steal_s, own_cpu_s, gpu_other_util_pct)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(run_id)
         .bind(rec.hz)
@@ -72,35 +86,29 @@ pub async fn insert_tx(
         .bind(u(s.swap_in_pages))
         .bind(u(s.swap_out_pages))
         .bind(&s.thermal_state)
+        .bind(s.cpu_busy_s)
+        .bind(s.cpu_steal_s)
+        .bind(s.own_cpu_s)
+        .bind(s.gpu_other_util_pct)
         .execute(&mut **tx)
         .await
         .map_err(e)?;
     }
+    let sql = format!(
+        "INSERT INTO row_energy (row_id, run_id, phase, implied_bandwidth_gbps, {}) VALUES (?, ?, ?, ?, {})",
+        energy::column_list(),
+        energy::placeholders()
+    );
     for r in energies {
-        let x = &r.energy;
-        sqlx::query(
-            "INSERT INTO row_energy (row_id, run_id, phase, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh, energy_source,
-             reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct, implied_bandwidth_gbps)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(r.row_id)
-        .bind(run_id)
-        .bind(&r.phase)
-        .bind(x.samples as i64)
-        .bind(x.mean_power_w)
-        .bind(x.energy_j)
-        .bind(x.j_per_token)
-        .bind(x.tokens_per_wh)
-        .bind(&x.energy_source)
-        .bind(&x.reason)
-        .bind(x.peak_temp_c)
-        .bind(x.throttled)
-        .bind(x.live_dram_gbps)
-        .bind(x.gpu_mem_util_pct)
-        .bind(r.implied_bandwidth_gbps)
-        .execute(&mut **tx)
-        .await
-        .map_err(e)?;
+        let q = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(r.row_id)
+            .bind(run_id)
+            .bind(&r.phase)
+            .bind(r.implied_bandwidth_gbps);
+        energy::bind(q, &r.energy)
+            .execute(&mut **tx)
+            .await
+            .map_err(e)?;
     }
     Ok(())
 }
@@ -143,6 +151,21 @@ pub async fn recording(store: &Store, run_id: i64) -> Result<Option<Recording>, 
         end_ns: r.get::<i64, _>("end_ns") as u64,
     })
     .collect();
+    let intervals = sqlx::query(
+        "SELECT phase, rep, start_ns, end_ns FROM sampler_intervals WHERE run_id = ? ORDER BY id",
+    )
+    .bind(run_id)
+    .fetch_all(store.pool())
+    .await
+    .map_err(e)?
+    .into_iter()
+    .map(|r| Interval {
+        phase: r.get("phase"),
+        rep: r.get::<i64, _>("rep") as u32,
+        start_ns: r.get::<i64, _>("start_ns") as u64,
+        end_ns: r.get::<i64, _>("end_ns") as u64,
+    })
+    .collect();
     let rows = sqlx::query("SELECT * FROM sampler_series WHERE run_id = ? ORDER BY t_ns, id")
         .bind(run_id)
         .fetch_all(store.pool())
@@ -173,12 +196,17 @@ pub async fn recording(store: &Store, run_id: i64) -> Result<Option<Recording>, 
             swap_in_pages: u(r, "swap_in_pages"),
             swap_out_pages: u(r, "swap_out_pages"),
             thermal_state: r.get("thermal_state"),
+            cpu_busy_s: r.get("cpu_busy_s"),
+            cpu_steal_s: r.get("cpu_steal_s"),
+            own_cpu_s: r.get("own_cpu_s"),
+            gpu_other_util_pct: r.try_get("gpu_other_util_pct").ok().flatten(),
         })
         .collect();
     Ok(Some(Recording {
         hz,
         samples,
         phases,
+        intervals,
         counters,
     }))
 }
@@ -188,19 +216,7 @@ fn row_energy_of(r: &sqlx::sqlite::SqliteRow) -> RowEnergy {
         row_id: r.get("row_id"),
         run_id: r.get("run_id"),
         phase: r.get("phase"),
-        energy: EnergySummary {
-            samples: r.get::<i64, _>("samples") as u64,
-            mean_power_w: r.get("mean_power_w"),
-            energy_j: r.get("energy_j"),
-            j_per_token: r.get("j_per_token"),
-            tokens_per_wh: r.get("tokens_per_wh"),
-            energy_source: r.get("energy_source"),
-            reason: r.get("reason"),
-            peak_temp_c: r.get("peak_temp_c"),
-            throttled: r.get("throttled"),
-            live_dram_gbps: r.get("live_dram_gbps"),
-            gpu_mem_util_pct: r.get("gpu_mem_util_pct"),
-        },
+        energy: energy::read(r, ""),
         implied_bandwidth_gbps: r.get("implied_bandwidth_gbps"),
     }
 }
@@ -234,6 +250,22 @@ pub async fn all_row_energy(store: &Store) -> Result<Vec<RowEnergy>, StoreError>
         .iter()
         .map(row_energy_of)
         .collect())
+}
+
+/// `rows` rendered in `format` with each row's stored energy (the energy columns
+/// follow the record's; a row stored without a recording says so).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn render_with_energy(
+    store: &Store,
+    rows: &[crate::store::record::BenchRecord],
+    format: crate::present::export::Format,
+) -> Result<String, StoreError> {
+    let energy = all_row_energy(store).await?;
+    Ok(format
+        .exporter()
+        .render_rows(&super::export_rows(rows, &energy)))
 }
 
 /// The energy row of run `run_id`'s decode row (`n_prompt` = 0, `n_gen` > 0; the
@@ -293,6 +325,9 @@ mod tests {
                     cpu_energy_j: Some(0.0),
                     cpu_mhz: Some(2600.0),
                     mem_used_bytes: Some(5 << 30),
+                    cpu_busy_s: Some(0.0),
+                    cpu_steal_s: Some(0.0),
+                    own_cpu_s: Some(0.0),
                     ..Sample::default()
                 },
                 Sample {
@@ -301,11 +336,20 @@ mod tests {
                     cpu_power_w: Some(35.0),
                     swap_out_pages: Some(2),
                     thermal_state: Some("nominal".into()),
+                    cpu_busy_s: Some(0.2),
+                    cpu_steal_s: Some(0.0),
+                    own_cpu_s: Some(0.15),
                     ..Sample::default()
                 },
             ],
             phases: vec![Phase {
                 name: "#0 tg128".into(),
+                start_ns: 0,
+                end_ns: 100_000_000,
+            }],
+            intervals: vec![Interval {
+                phase: "#0 tg128".into(),
+                rep: 1,
                 start_ns: 0,
                 end_ns: 100_000_000,
             }],
@@ -329,9 +373,12 @@ mod tests {
         assert_eq!(back, rec);
         let e = row_energy(&store, run_id).await.unwrap();
         assert_eq!(e, energy);
-        // 3.5 J in 0.1 s = 35 W; energy over the row's own timed reps.
+        // 3.5 J in 0.1 s = 35 W over the one timed interval; 2 reps × 128 tokens.
         assert!((e[0].energy.mean_power_w.unwrap() - 35.0).abs() < 1e-9);
+        assert!((e[0].energy.j_per_token.unwrap() - 3.5 / 256.0).abs() < 1e-12);
         assert_eq!(e[0].energy.live_dram_gbps, None);
+        // (0.2 − 0.15) s of others' CPU in 0.1 s.
+        assert!((e[0].energy.other_cpu_cores.unwrap() - 0.5).abs() < 1e-9);
         assert!(recording(&store, run_id + 1).await.unwrap().is_none());
     }
 }

@@ -64,12 +64,20 @@ pub struct LoadOutcome {
     pub report: String,
 }
 
-/// The model file for the bandwidth columns: `--model-file`, else a catalogue model
-/// (fetched) whose name or file name is a model id the server lists; with the reason
-/// when none.
+/// The model file (for the tokenizer and, with a named KV type, the bandwidth
+/// columns): `--model-file`; else the file a memwall serve names in its facts, when
+/// it is on this machine; else a fetched catalogue model whose name, file name or
+/// file stem is a model id the server lists (memwall serve lists the file stem); with
+/// the reason when none.
 fn model_file(plan: &LoadPlan, info: &ServerInfo) -> Result<PathBuf, String> {
     if let Some(p) = &plan.model_file {
         return Ok(p.clone());
+    }
+    if let Some(f) = &info.facts {
+        let p = PathBuf::from(&f.model_file);
+        if p.is_file() {
+            return Ok(p);
+        }
     }
     let cat = Catalog::builtin()
         .map_err(|e| format!("no --model-file, and the catalogue did not load: {e}"))?;
@@ -78,8 +86,18 @@ fn model_file(plan: &LoadPlan, info: &ServerInfo) -> Result<PathBuf, String> {
             .file_name()
             .and_then(|f| f.to_str())
             .unwrap_or(id);
-        for name in [id.as_str(), base, base.trim_end_matches(".gguf")] {
+        let stem = base.trim_end_matches(".gguf");
+        for name in [id.as_str(), base, stem] {
             if let Ok(e) = cat.get(name) {
+                let p = e.path();
+                if p.exists() {
+                    return Ok(p);
+                }
+            }
+        }
+        for e in &cat.models {
+            let file_stem = e.file.trim_end_matches(".gguf");
+            if e.file == base || file_stem.eq_ignore_ascii_case(stem) {
                 let p = e.path();
                 if p.exists() {
                     return Ok(p);
@@ -91,6 +109,59 @@ fn model_file(plan: &LoadPlan, info: &ServerInfo) -> Result<PathBuf, String> {
         "no --model-file, and the server's model ids {:?} name no fetched catalogue model",
         info.model_ids
     ))
+}
+
+/// The roof the server runs under: the one `memwall serve` publishes, else the one
+/// the user named (`--roof GBPS`, or `--roof cpu`: this host's latest STREAM triad),
+/// else why it is unknown. Never the client machine's STREAM by default: the server
+/// may read its weights from a GPU or another machine.
+///
+/// # Errors
+/// The store's.
+async fn server_roof(
+    store: &Store,
+    plan: &LoadPlan,
+    info: &ServerInfo,
+    hostname: &str,
+) -> Result<Result<metrics::ServerRoof, String>, JobError> {
+    use super::plan::RoofChoice;
+    if let Some(f) = &info.facts {
+        return Ok(match (&f.roof, &f.roof_missing) {
+            (Some(r), _) => Ok(metrics::ServerRoof {
+                gbps: r.gbps,
+                source: format!(
+                    "memwall serve's own: {} STREAM {} #{} ({} threads) on {}, measured {}",
+                    r.device, r.kernel, r.stream_id, r.threads, r.hostname, r.measured_at
+                ),
+            }),
+            (None, why) => Err(format!(
+                "memwall serve publishes no roof: {}",
+                why.as_deref().unwrap_or("no reason given")
+            )),
+        });
+    }
+    Ok(match plan.roof {
+        RoofChoice::Gbps(g) => Ok(metrics::ServerRoof {
+            gbps: g,
+            source: format!("--roof {g} GB/s (declared by the user)"),
+        }),
+        RoofChoice::ThisCpu => match store.latest_triad(hostname, None).await? {
+            Some(s) => Ok(metrics::ServerRoof {
+                gbps: s.best_gbps,
+                source: format!(
+                    "--roof cpu: this host's STREAM triad #{} ({} threads) on {}, measured {}",
+                    s.id, s.threads, s.hostname, s.measured_at
+                ),
+            }),
+            None => Err(format!(
+                "--roof cpu: no STREAM triad stored for host {hostname} (run `memwall stream`)"
+            )),
+        },
+        RoofChoice::Unknown => Err(format!(
+            "the server's roof is unknown: {} is not memwall serve (no /memwall/facts); pass --roof GB/s (the STREAM triad of the memory its weights stream from) or --roof cpu (it runs on this machine's CPU)",
+            plan.target.base()
+        )),
+    })
 }
 
 /// Runs a load test and stores it as one `loadtest` run.
@@ -133,11 +204,16 @@ pub async fn loadtest_job(
         Err(why) => (None, None, why),
     };
     let host = hw::host_info();
-    let stream = store.latest_triad(&host.hostname, None).await?;
-    let stream_missing = format!(
-        "no STREAM triad stored for host {} (run `memwall stream`)",
-        host.hostname
-    );
+    let roof = server_roof(store, &plan, &info, &host.hostname).await?;
+    let served = info.facts.clone();
+    let bytes_missing = match (&served, &facts, plan.cache_type) {
+        (Some(_), _, _) | (None, Some(_), Some(_)) => String::new(),
+        (None, None, _) => model_missing.clone(),
+        (None, Some(_), None) => format!(
+            "the server's KV-cache type is unknown ({} publishes no /memwall/facts): pass --cache-type (llama-server's -ctk; f16 unless it was started with another)",
+            plan.target.base()
+        ),
+    };
     let counter = token_counter(file.as_deref());
     let n_prompts = (plan.num_requests + plan.warmup).max(1);
     let w = plan.workload.clone();
@@ -155,6 +231,10 @@ pub async fn loadtest_job(
     let sampler = plan
         .sampler
         .then(|| SamplerSession::start(MachineSampler::detect(), DEFAULT_HZ));
+    if let Some(s) = &sampler {
+        // The machine (and a server on it) idle before the first level.
+        crate::experiments::live::job::idle_baseline(&s.marker()).await;
+    }
     let mut phases = Vec::new();
     let mut points = Vec::new();
     for (index, &load) in plan.loads.iter().enumerate() {
@@ -187,6 +267,8 @@ pub async fn loadtest_job(
                 &|done, total| prog2(LoadProgress::Request { done, total }),
             );
             if let Some(m) = &marker {
+                // The warm-up is inside the phase, not inside its timed interval.
+                m.span(&phase, 0, r.span);
                 m.end_phase();
             }
             r
@@ -196,13 +278,16 @@ pub async fn loadtest_job(
             .as_ref()
             .map(|c| c.as_ref() as metrics::TokenCounter);
         let mut p = metrics::summarize(load, lr.samples, lr.duration_s, &plan.slo, cref)?;
+        let bytes = match (&served, &facts, plan.cache_type) {
+            (Some(f), _, _) => Ok(metrics::BytesFrom::Served(f)),
+            (None, Some(m), Some(kv)) => Ok(metrics::BytesFrom::File(m, kv)),
+            _ => Err(bytes_missing.as_str()),
+        };
         metrics::add_bandwidth(
             &mut p,
-            facts.as_ref(),
-            &model_missing,
+            bytes,
             (w.input_tokens + w.shared_prefix_tokens) as u64,
-            stream.as_ref().map(|s| s.best_gbps),
-            &stream_missing,
+            roof.as_ref().map_err(String::as_str),
         );
         points.push(p);
     }
@@ -271,13 +356,12 @@ fn level_phase(index: usize, load: &Load) -> String {
     crate::experiments::live::phase_name(index, &load.label())
 }
 
-/// A level's energy from its phase of `rec`: the phase's mean power over the
-/// level's measured span (`duration_s`), divided among its output tokens. `None`
-/// when the phase was not recorded.
+/// A level's energy from its phase of `rec`: integrated over the level's measured
+/// span (its timed interval: the warm-up before it is left out), divided among its
+/// output tokens. `None` when the phase was not recorded.
 fn level_energy(rec: &Recording, phase: &str, p: &LoadPoint) -> Option<EnergySummary> {
-    let ph = rec.phase(phase)?;
-    let timed_ns = (p.duration_s * 1e9).round() as u64;
-    Some(rec.summary(ph, timed_ns, p.total_output_tokens))
+    rec.phase(phase)?;
+    Some(rec.energy(phase, p.total_output_tokens))
 }
 
 type Counter = Box<dyn Fn(&str) -> Option<u64> + Sync + Send>;
@@ -307,8 +391,126 @@ pub async fn history_job(store: &Store, run_id: Option<i64>) -> Result<Vec<Store
 #[cfg(test)]
 mod tests {
     use super::super::fake::{self, Fake};
-    use super::super::plan::{Endpoint, Load, Slo, Target, Workload};
+    use super::super::plan::{Endpoint, Load, RoofChoice, Slo, Target, Workload};
     use super::*;
+
+    fn foreign_plan(url: String) -> LoadPlan {
+        LoadPlan {
+            target: Target {
+                url,
+                model: None,
+                api_key: None,
+                endpoint: Endpoint::Completions,
+                timeout_s: 10.0,
+            },
+            workload: Workload {
+                input_tokens: 4,
+                output_tokens: 8,
+                shared_prefix_tokens: 0,
+                ignore_eos: true,
+                seed: 1,
+            },
+            loads: vec![Load::Closed { concurrency: 2 }],
+            num_requests: 4,
+            duration_s: None,
+            warmup: 0,
+            slo: Slo::default(),
+            model_file: None,
+            roof: RoofChoice::Unknown,
+            cache_type: None,
+            sampler: false,
+        }
+    }
+
+    /// A server that is not memwall serve publishes no roof: its bandwidth share is
+    /// `—` with the reason until the user names the roof (and, for the bytes, the model
+    /// file and KV type); the client's own STREAM is never used unasked.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_foreign_servers_share_needs_the_roof_the_user_names() {
+        let url = fake::start(Fake {
+            ttft_ms: 5,
+            gap_ms: 2,
+            ..Fake::default()
+        });
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("m.db")).await.unwrap();
+        let run = |plan: LoadPlan| {
+            let store = &store;
+            async move {
+                loadtest_job(store, plan, "t", None, Arc::new(|_| {}))
+                    .await
+                    .unwrap()
+                    .points
+                    .remove(0)
+                    .bandwidth
+            }
+        };
+        // Nothing named: every bandwidth column `—`, each with its reason.
+        let b = run(foreign_plan(url.clone())).await;
+        assert_eq!(
+            (
+                b.bytes_per_token,
+                b.stream_gbps,
+                b.pct_of_stream,
+                b.roof_source
+            ),
+            (None, None, None, None)
+        );
+        let note = b.note.unwrap();
+        assert!(note.contains("the server's roof is unknown"), "{note}");
+        assert!(
+            note.contains("is not memwall serve (no /memwall/facts)"),
+            "{note}"
+        );
+        // --roof cpu on a host with no stored STREAM: `—` naming the missing run.
+        let mut p = foreign_plan(url.clone());
+        p.roof = RoofChoice::ThisCpu;
+        let note = run(p).await.note.unwrap();
+        assert!(
+            note.contains("--roof cpu: no STREAM triad stored"),
+            "{note}"
+        );
+        // The model file without its KV type: bytes `—` (no assumed F16).
+        let f = d.path().join("m.gguf");
+        std::fs::write(&f, crate::probe::model::one_layer_test_file()).unwrap();
+        let mut p = foreign_plan(url.clone());
+        p.model_file = Some(f.clone());
+        p.roof = RoofChoice::Gbps(50.0);
+        let b = run(p).await;
+        assert_eq!((b.bytes_per_token, b.pct_of_stream), (None, None));
+        assert_eq!(b.stream_gbps, Some(50.0));
+        assert!(b.note.unwrap().contains("pass --cache-type"));
+        // Everything named: bytes at the named KV type, share of the named roof.
+        let mut p = foreign_plan(url);
+        p.model_file = Some(f.clone());
+        p.roof = RoofChoice::Gbps(50.0);
+        p.cache_type = Some(crate::probe::model::CacheType::Q8_0);
+        let out = loadtest_job(&store, p, "t", None, Arc::new(|_| {}))
+            .await
+            .unwrap();
+        let pt = &out.points[0];
+        let b = &pt.bandwidth;
+        let m = ModelFacts::open(&f).unwrap();
+        let n = pt.n_completed as f64;
+        let prompt = pt.total_input_tokens.map_or(4.0, |t| t as f64 / n);
+        let depth = (prompt + pt.total_output_tokens as f64 / n / 2.0).round() as u64;
+        let want =
+            crate::roofline::bytes_per_step(&m, depth, 1, crate::probe::model::CacheType::Q8_0).0
+                as f64;
+        assert_eq!(b.bytes_per_token, Some(want));
+        let implied = pt.output_throughput_tps * want / 1e9;
+        assert_eq!(b.implied_gbps, Some(implied));
+        assert_eq!(b.pct_of_stream, Some(100.0 * implied / 50.0));
+        assert_eq!(b.kv_type.as_deref(), Some("q8_0"));
+        assert_eq!(
+            b.roof_source.as_deref(),
+            Some("--roof 50 GB/s (declared by the user)")
+        );
+        assert_eq!(b.note, None);
+        // Stored and read back with the roof's source and the KV type.
+        let stored = history_job(&store, Some(out.run_id)).await.unwrap();
+        assert_eq!(&stored[0].point.bandwidth, b);
+    }
 
     /// With the sampler on, each level is a phase of the run's stored recording and
     /// gets an energy summary: measured figures that agree with each other (energy =
@@ -347,6 +549,8 @@ mod tests {
             warmup: 0,
             slo: Slo::default(),
             model_file: None,
+            roof: Default::default(),
+            cache_type: None,
             sampler: true,
         };
         let out = loadtest_job(&store, plan, "t", None, Arc::new(|_| {}))
@@ -357,7 +561,21 @@ mod tests {
             .unwrap()
             .expect("the recording is stored with the run");
         let names: Vec<&str> = rec.phases.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["#0 concurrency 1", "#1 concurrency 2"]);
+        assert_eq!(names, ["idle", "#0 concurrency 1", "#1 concurrency 2"]);
+        assert_eq!(rec.windows("idle").len(), 1, "the idle baseline's interval");
+        // Each level's timed interval is its measured span (after its warm-up),
+        // inside its phase, as long as the level's duration.
+        for (p, ph) in out.points.iter().zip(&rec.phases[1..]) {
+            let w = rec.windows(&ph.name);
+            assert_eq!(w.len(), 1, "{ph:?}");
+            assert!(w[0].0 >= ph.start_ns && w[0].1 <= ph.end_ns, "{w:?} {ph:?}");
+            let secs = (w[0].1 - w[0].0) as f64 / 1e9;
+            assert!(
+                (secs - p.duration_s).abs() < 1e-6,
+                "{secs} vs {}",
+                p.duration_s
+            );
+        }
         for p in &out.points {
             let e = p.energy.as_ref().expect("a summary per level");
             match e.mean_power_w {
@@ -396,6 +614,7 @@ mod tests {
             throttled: None,
             live_dram_gbps: None,
             gpu_mem_util_pct: None,
+            ..EnergySummary::default()
         };
         let p = metrics::summarize(
             Load::Closed { concurrency: 2 },
@@ -469,6 +688,8 @@ mod tests {
             warmup: 1,
             slo: Slo::parse("ttft:1000").unwrap(),
             model_file: None,
+            roof: Default::default(),
+            cache_type: None,
             sampler: false,
         };
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -492,7 +713,7 @@ mod tests {
             );
             let note = p.bandwidth.note.as_deref().unwrap();
             assert!(
-                note.contains("no --model-file") && note.contains("no STREAM triad stored"),
+                note.contains("no --model-file") && note.contains("the server's roof is unknown"),
                 "{note}"
             );
             assert_eq!(
@@ -560,6 +781,8 @@ mod tests {
             warmup: 0,
             slo: Slo::default(),
             model_file: None,
+            roof: Default::default(),
+            cache_type: None,
             sampler: false,
         };
         let e = loadtest_job(&store, plan, "x", None, Arc::new(|_| {}))
@@ -573,7 +796,8 @@ mod tests {
         assert!(store.runs().await.unwrap().is_empty());
     }
 
-    /// llama.cpp's own server: `$LLAMA_SERVER`, else the llama-tools folder.
+    /// llama.cpp's own server: `$LLAMA_SERVER`, else the llama-tools folder; `None`
+    /// after a loud skip (a failure under `MEMWALL_REQUIRE_LLAMA_TOOLS=1`).
     fn llama_server() -> Option<PathBuf> {
         let p = std::env::var_os("LLAMA_SERVER")
             .map(PathBuf::from)
@@ -588,9 +812,10 @@ mod tests {
         if p.is_file() {
             return Some(p);
         }
-        eprintln!(
-            "\n!!!!!!!! SKIP: llama-server not found at {} (set LLAMA_SERVER, or build it from the llama.cpp sources memwall links) !!!!!!!!\n",
-            p.display()
+        crate::testing::skip_or_fail(
+            crate::testing::Requirement::LlamaTools,
+            &format!("llama-server at {}", p.display()),
+            "run scripts/build-llama-tools.sh (or set LLAMA_SERVER)",
         );
         None
     }
@@ -659,6 +884,10 @@ mod tests {
             warmup: 1,
             slo: Slo::default(),
             model_file: Some(model),
+            // llama-server runs its default F16 cache; its roof is not named: the
+            // share must stay `—` (this host's STREAM is not assumed to be its roof).
+            roof: Default::default(),
+            cache_type: Some(crate::probe::model::CacheType::F16),
             sampler: true,
         };
         let out = if up {
@@ -681,6 +910,14 @@ mod tests {
             let b = &p.bandwidth;
             let implied = p.output_throughput_tps * b.bytes_per_token.unwrap() / 1e9;
             assert!((b.implied_gbps.unwrap() - implied).abs() < 1e-9);
+            assert_eq!(b.kv_type.as_deref(), Some("f16"));
+            assert_eq!((b.stream_gbps, b.pct_of_stream), (None, None));
+            assert!(
+                b.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("the server's roof is unknown")),
+                "{b:?}"
+            );
             assert!(p.ttft.median_ms.unwrap() > 0.0 && p.ttft.median_ms <= p.e2el.median_ms);
         }
         assert!(

@@ -13,11 +13,13 @@
 //! rank `p/100 · (n − 1)`), as vLLM reports them.
 //!
 //! The bandwidth columns: output-token throughput × bytes one token's decode reads
-//! alone (weights + its KV at the mean depth: [`roofline::bytes_per_step`] at
-//! batch 1) is the bandwidth the server would need if it read the weights once per token.
-//! A server cannot read faster than this machine's STREAM triad, so an implied
-//! bandwidth above it proves that batching shares each weight read among several
-//! sequences (the batching proof).
+//! alone (weights + its KV at the mean depth, at the server's KV-cache type:
+//! [`roofline::bytes_per_step`] at batch 1) is the bandwidth the server would need if
+//! it read the weights once per token. A server cannot read faster than the memory
+//! its weights stream from, so an implied bandwidth above that roof shows batching
+//! shares each weight read among several sequences. The roof must be the server's:
+//! `memwall serve` publishes its own (`/memwall/facts`); another server's is the one
+//! the user names (`--roof`), else the share is `—`.
 
 use super::LoadtestError;
 use super::plan::{Load, Slo};
@@ -97,12 +99,56 @@ pub struct Bandwidth {
     pub bytes_per_token: Option<f64>,
     /// Output-token throughput × bytes per token, GB/s (1e9 B/s).
     pub implied_gbps: Option<f64>,
-    /// This host's latest stored STREAM triad (best), GB/s.
+    /// The server's roof: the STREAM triad (best) of the memory its weights stream
+    /// from, GB/s (published by memwall serve, or named with `--roof`).
     pub stream_gbps: Option<f64>,
-    /// Implied ÷ STREAM, percent; above 100 proves weight reads are shared (batching).
+    /// Implied ÷ the server's roof, percent; above 100 shows weight reads are shared
+    /// (batching).
     pub pct_of_stream: Option<f64>,
     /// Why a column is `—`, when one is.
     pub note: Option<String>,
+    /// Where the roof came from (`memwall serve: cpu STREAM triad #3 …`, `--roof 4300
+    /// GB/s (declared)`).
+    #[serde(default)]
+    pub roof_source: Option<String>,
+    /// The KV-cache type the bytes per token assume, the server's own (`f16`, …).
+    #[serde(default)]
+    pub kv_type: Option<String>,
+}
+
+/// A server's roof and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerRoof {
+    /// GB/s.
+    pub gbps: f64,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// What a token's decode reads, from the server's published facts or from the model
+/// file at the KV-cache type the user named.
+#[derive(Debug, Clone, Copy)]
+pub enum BytesFrom<'a> {
+    /// memwall serve's `/memwall/facts`.
+    Served(&'a crate::experiments::serve::facts::ServedFacts),
+    /// The model file's facts at a named KV-cache type.
+    File(&'a ModelFacts, CacheType),
+}
+
+impl BytesFrom<'_> {
+    fn at(&self, depth: u64) -> f64 {
+        match self {
+            BytesFrom::Served(f) => f.bytes_per_token(depth),
+            BytesFrom::File(m, kv) => roofline::bytes_per_step(m, depth, 1, *kv).0 as f64,
+        }
+    }
+
+    fn kv_type(&self) -> String {
+        match self {
+            BytesFrom::Served(f) => f.kv_type.clone(),
+            BytesFrom::File(_, kv) => kv.name().to_string(),
+        }
+    }
 }
 
 /// One load level's result: the row `memwall loadtest` prints and stores.
@@ -293,43 +339,48 @@ pub fn summarize(
     })
 }
 
-/// Fills `p.bandwidth`: bytes per token from the model's facts at the point's mean
-/// depth (mean prompt tokens + half the mean output; the prompt is the requested
-/// `fallback_prompt_tokens` when the server sent no usage), F16 KV cache (llama.cpp's
-/// default), and STREAM from `stream_gbps` (`None`: `—` with `stream_missing`).
+/// Fills `p.bandwidth`: bytes per token at the point's mean depth (mean prompt
+/// tokens + half the mean output; the prompt is the requested
+/// `fallback_prompt_tokens` when the server sent no usage) from `bytes` (the server's
+/// facts, or the model file at a named KV type), and the share of the server's
+/// `roof`. Each `Err` is the reason its columns are `—`.
 pub fn add_bandwidth(
     p: &mut LoadPoint,
-    facts: Option<&ModelFacts>,
-    model_missing: &str,
+    bytes: Result<BytesFrom<'_>, &str>,
     fallback_prompt_tokens: u64,
-    stream_gbps: Option<f64>,
-    stream_missing: &str,
+    roof: Result<&ServerRoof, &str>,
 ) {
     let mut notes = Vec::new();
-    let bytes = match facts {
-        Some(f) => {
+    let (per_token, kv_type) = match bytes {
+        Ok(b) => {
             let n = p.n_completed.max(1) as f64;
             let prompt = p
                 .total_input_tokens
                 .map_or(fallback_prompt_tokens as f64, |t| t as f64 / n);
             let depth = (prompt + p.total_output_tokens as f64 / n / 2.0).round() as u64;
-            Some(roofline::bytes_per_step(f, depth, 1, CacheType::F16).0 as f64)
+            (Some(b.at(depth)), Some(b.kv_type()))
         }
-        None => {
-            notes.push(model_missing.to_string());
-            None
+        Err(why) => {
+            notes.push(why.to_string());
+            (None, None)
         }
     };
-    let implied = bytes.map(|b| p.output_throughput_tps * b / 1e9);
-    if stream_gbps.is_none() {
-        notes.push(stream_missing.to_string());
-    }
+    let implied = per_token.map(|b| p.output_throughput_tps * b / 1e9);
+    let (gbps, source) = match roof {
+        Ok(r) => (Some(r.gbps), Some(r.source.clone())),
+        Err(why) => {
+            notes.push(why.to_string());
+            (None, None)
+        }
+    };
     p.bandwidth = Bandwidth {
-        bytes_per_token: bytes,
+        bytes_per_token: per_token,
         implied_gbps: implied,
-        stream_gbps,
-        pct_of_stream: implied.zip(stream_gbps).map(|(i, s)| 100.0 * i / s),
+        stream_gbps: gbps,
+        pct_of_stream: implied.zip(gbps).map(|(i, s)| 100.0 * i / s),
         note: (!notes.is_empty()).then(|| notes.join("; ")),
+        roof_source: source,
+        kv_type,
     };
 }
 

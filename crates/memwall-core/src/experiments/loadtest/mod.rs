@@ -84,3 +84,5 @@ pub enum LoadtestError {
     #[error("background task failed: {0}")]
     Join(String),
 }
+
+impl crate::experiments::SliceError for LoadtestError {}

@@ -200,10 +200,50 @@ pub struct LoadPlan {
     pub slo: Slo,
     /// The model file the server runs, for the bandwidth columns.
     pub model_file: Option<PathBuf>,
+    /// The roof of a server that does not publish its own (`--roof`): memwall serve
+    /// publishes it at `/memwall/facts`; any other server gets a bandwidth share only
+    /// when the user names it.
+    #[serde(default)]
+    pub roof: RoofChoice,
+    /// The KV-cache type of a server that does not publish its own (`--cache-type`).
+    #[serde(default)]
+    pub cache_type: Option<crate::probe::model::CacheType>,
     /// Run the live sampler beside the levels (each level's mean power, energy and
     /// J per output token, and the run's time series).
     #[serde(default)]
     pub sampler: bool,
+}
+
+/// The roof the user names for a server that does not publish one (`--roof`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoofChoice {
+    /// Not named: a foreign server's share is `—`.
+    #[default]
+    Unknown,
+    /// `--roof GBPS`: the bandwidth of the memory the server's weights stream from.
+    Gbps(f64),
+    /// `--roof cpu`: the server reads its weights from this machine's DRAM; its roof
+    /// is this host's latest stored STREAM triad.
+    ThisCpu,
+}
+
+impl RoofChoice {
+    /// Parses `cpu` or a positive number of GB/s.
+    ///
+    /// # Errors
+    /// [`LoadtestError::Options`] naming the value.
+    pub fn parse(s: &str) -> Result<RoofChoice, LoadtestError> {
+        if s.trim().eq_ignore_ascii_case("cpu") {
+            return Ok(RoofChoice::ThisCpu);
+        }
+        match s.trim().parse::<f64>() {
+            Ok(g) if g.is_finite() && g > 0.0 => Ok(RoofChoice::Gbps(g)),
+            _ => Err(LoadtestError::Options(format!(
+                "--roof {s:?}: give the GB/s of the memory the server's weights stream from (its STREAM triad, e.g. 4300 for an H200), or `cpu` when the server runs on this machine's CPU"
+            ))),
+        }
+    }
 }
 
 /// Most in-flight requests (threads) a level may have.

@@ -39,15 +39,19 @@ pub fn definitions() -> String {
         ),
         (
             "B/token",
-            "bytes one token's decode reads alone: weights + its KV (F16) at the mean depth",
+            "bytes one token's decode reads alone: weights + its KV at the mean depth, at the server's KV-cache type (memwall serve publishes it; --cache-type for another server)",
         ),
         (
             "implied GB/s",
             "out tok/s × B/token: the bandwidth needed if every token read the weights once",
         ),
         (
-            "% STREAM",
-            "implied ÷ this host's latest stored STREAM triad; > 100 % proves weight reads are shared (batching)",
+            "roof GB/s",
+            "the server's roof: the STREAM triad of the memory its weights stream from, as memwall serve publishes it (/memwall/facts) or as --roof names it; never the client's by default",
+        ),
+        (
+            "% roof",
+            "implied ÷ the server's roof; above 100 % the server read each weight once for several tokens (batching)",
         ),
     ];
     let mut s = String::from("| metric | definition |\n| --- | --- |\n");
@@ -111,7 +115,7 @@ pub fn header(prov: &LoadProvenance) -> String {
 /// and the bandwidth columns; notes below for `—` and the token source.
 pub fn table(points: &[LoadPoint]) -> String {
     let mut s = String::from(
-        "| load | done/sent | 429 | fail | req/s | out tok/s | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2EL p50 | goodput | cached | B/token | implied GB/s | STREAM GB/s | % STREAM |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| load | done/sent | 429 | fail | req/s | out tok/s | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2EL p50 | goodput | cached | B/token | implied GB/s | roof GB/s | % roof |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let mut notes: Vec<String> = Vec::new();
     for p in points {
@@ -146,6 +150,12 @@ pub fn table(points: &[LoadPoint]) -> String {
             n.push_str(&format!(
                 "; 429s carried Retry-After up to {r} s (honoured before the client's next request)"
             ));
+        }
+        if let Some(src) = &b.roof_source {
+            n.push_str(&format!("; roof: {src}"));
+        }
+        if let Some(kv) = &b.kv_type {
+            n.push_str(&format!("; KV cache {kv}"));
         }
         if let Some(note) = &b.note {
             n.push_str(&format!("; bandwidth —: {note}"));

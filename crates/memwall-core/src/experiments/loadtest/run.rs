@@ -74,6 +74,9 @@ pub struct ServerInfo {
     pub system_fingerprint: Option<String>,
     /// `model` of the streamed chunks (what actually answered).
     pub reported_model: Option<String>,
+    /// What a `memwall serve` publishes about itself at `/memwall/facts` (`None`:
+    /// another server, or one that answered no such endpoint).
+    pub facts: Option<crate::experiments::serve::facts::ServedFacts>,
 }
 
 fn agent(timeout_s: f64) -> ureq::Agent {
@@ -176,8 +179,33 @@ pub fn probe_server(t: &Target) -> Result<ServerInfo, LoadtestError> {
     Ok(ServerInfo {
         model_ids: ids,
         server_header,
+        facts: served_facts(t),
         ..ServerInfo::default()
     })
+}
+
+/// The server's `/memwall/facts`, when it is a `memwall serve` that publishes them;
+/// `None` for any other answer (another server's 404, HTML, other JSON).
+pub fn served_facts(t: &Target) -> Option<crate::experiments::serve::facts::ServedFacts> {
+    let url = format!(
+        "{}{}",
+        t.base(),
+        crate::experiments::serve::facts::FACTS_PATH
+    );
+    let resp = with_auth(agent(t.timeout_s.min(30.0)).get(&url), &t.api_key)
+        .call()
+        .ok()?;
+    if resp.status().as_u16() != 200 {
+        return None;
+    }
+    let body = resp
+        .into_body()
+        .with_config()
+        .limit(1 << 20)
+        .read_to_string()
+        .ok()?;
+    let f: crate::experiments::serve::facts::ServedFacts = serde_json::from_str(&body).ok()?;
+    (f.server == "memwall serve").then_some(f)
 }
 
 fn snippet(s: &str) -> String {
@@ -397,6 +425,9 @@ pub struct LevelRun {
     pub samples: Vec<RequestSample>,
     /// Wall time from the level's start to its last request's end, s.
     pub duration_s: f64,
+    /// The measured span itself (after the warm-up, to the last request's end): the
+    /// sampler's timed interval for the level.
+    pub span: crate::measure::sampler::session::TimedSpan,
 }
 
 /// Runs one load level: `plan.warmup` requests first (not returned), then up to
@@ -450,6 +481,7 @@ pub fn run_level(
     });
     let n = plan.num_requests;
     let deadline = plan.duration_s.map(Duration::from_secs_f64);
+    crate::util::epoch();
     let start = Instant::now();
     let out: Mutex<Vec<RequestSample>> = Mutex::new(Vec::with_capacity(n));
     let finished = AtomicUsize::new(0);
@@ -506,12 +538,14 @@ pub fn run_level(
             });
         }
     }
-    let duration_s = start.elapsed().as_secs_f64();
+    let end = Instant::now();
+    let duration_s = end.duration_since(start).as_secs_f64();
     let mut samples = out.into_inner().unwrap_or_else(|p| p.into_inner());
     samples.sort_by_key(|s| s.index);
     LevelRun {
         samples,
         duration_s,
+        span: crate::measure::sampler::session::TimedSpan::between(start, end),
     }
 }
 
@@ -548,6 +582,8 @@ mod tests {
             warmup: 0,
             slo: Slo::default(),
             model_file: None,
+            roof: Default::default(),
+            cache_type: None,
             sampler: false,
         }
     }
@@ -638,7 +674,7 @@ mod tests {
             // 2 clients × 2 rounds of ≥ 180 ms: duration ≥ 360 ms, each round late by
             // at most the slack.
             let d = pt.duration_s * 1e3;
-            assert!(d >= 359.0 && d <= 360.0 + 2.0 * SLACK_MS, "{d}");
+            assert!((359.0..=360.0 + 2.0 * SLACK_MS).contains(&d), "{d}");
             assert_eq!(info.server_header.as_deref(), Some("fake"));
             assert_eq!(info.reported_model.as_deref(), Some("fake-model"));
             if endpoint == Endpoint::Chat {

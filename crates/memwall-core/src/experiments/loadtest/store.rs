@@ -6,8 +6,8 @@
 use super::metrics::{Bandwidth, Dist, LoadPoint, TokenSource};
 use super::plan::{Endpoint, Load, Slo, Workload};
 use super::run::RequestSample;
-use crate::measure::sampler::session::{EnergySummary, Recording};
-use crate::store::{NewRun, Store, StoreError};
+use crate::measure::sampler::session::Recording;
+use crate::store::{NewRun, Store, StoreError, energy};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
@@ -84,7 +84,7 @@ pub async fn insert_loadtest_run(
         .flat_map(|d| STATS.iter().map(move |s| format!("{d}_{s}")))
         .collect();
     let cols = format!(
-        "run_id, url, endpoint, request_model, mode, concurrency, rate_rps, burstiness, input_tokens, output_tokens, shared_prefix_tokens, ignore_eos, seed, slo, server_model, server_header, system_fingerprint, model_file, build_commit, measured_at, hostname, n_sent, n_completed, n_rejected, n_failed, retry_after_max_s, duration_s, total_input_tokens, total_output_tokens, token_source, request_throughput_rps, output_throughput_tps, {}, goodput_rps, mean_cached_tokens, bytes_per_token, implied_gbps, stream_gbps, pct_of_stream, bandwidth_note, first_error, samples_json",
+        "run_id, url, endpoint, request_model, mode, concurrency, rate_rps, burstiness, input_tokens, output_tokens, shared_prefix_tokens, ignore_eos, seed, slo, server_model, server_header, system_fingerprint, model_file, build_commit, measured_at, hostname, n_sent, n_completed, n_rejected, n_failed, retry_after_max_s, duration_s, total_input_tokens, total_output_tokens, token_source, request_throughput_rps, output_throughput_tps, {}, goodput_rps, mean_cached_tokens, bytes_per_token, implied_gbps, stream_gbps, pct_of_stream, bandwidth_note, roof_source, kv_type, first_error, samples_json",
         dist_cols.join(", ")
     );
     let n = cols.split(',').count();
@@ -154,6 +154,8 @@ pub async fn insert_loadtest_run(
             .bind(b.stream_gbps)
             .bind(b.pct_of_stream)
             .bind(&b.note)
+            .bind(&b.roof_source)
+            .bind(&b.kv_type)
             .bind(&p.first_error)
             .bind(serde_json::to_string(&p.samples).expect("samples serialize"))
             .execute(&mut *tx)
@@ -162,27 +164,18 @@ pub async fn insert_loadtest_run(
         if let Some(x) = &p.energy {
             // The level's phase in the recording, as the job named it.
             let phase = crate::experiments::live::phase_name(index, &p.load.label());
-            sqlx::query(
-                "INSERT INTO loadtest_energy (point_id, run_id, phase, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh,
-                 energy_source, reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct)
-                 VALUES (last_insert_rowid(), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(run_id)
-            .bind(phase)
-            .bind(x.samples as i64)
-            .bind(x.mean_power_w)
-            .bind(x.energy_j)
-            .bind(x.j_per_token)
-            .bind(x.tokens_per_wh)
-            .bind(&x.energy_source)
-            .bind(&x.reason)
-            .bind(x.peak_temp_c)
-            .bind(x.throttled)
-            .bind(x.live_dram_gbps)
-            .bind(x.gpu_mem_util_pct)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store.sql(e))?;
+            let sql = format!(
+                "INSERT INTO loadtest_energy (point_id, run_id, phase, {}) VALUES (last_insert_rowid(), ?, ?, {})",
+                energy::column_list(),
+                energy::placeholders()
+            );
+            let q = sqlx::query(sqlx::AssertSqlSafe(sql))
+                .bind(run_id)
+                .bind(phase);
+            energy::bind(q, x)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store.sql(e))?;
         }
     }
     tx.commit().await.map_err(|e| store.sql(e))?;
@@ -195,19 +188,17 @@ pub async fn insert_loadtest_run(
 /// [`StoreError::Sql`]; [`StoreError::Decode`] for a row whose JSON or enum columns
 /// do not parse.
 pub async fn points(store: &Store, run_id: Option<i64>) -> Result<Vec<StoredPoint>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT p.*, e.samples AS e_samples, e.mean_power_w AS e_mean_power_w, e.energy_j AS e_energy_j,
-         e.j_per_token AS e_j_per_token, e.tokens_per_wh AS e_tokens_per_wh, e.energy_source AS e_energy_source,
-         e.reason AS e_reason, e.peak_temp_c AS e_peak_temp_c, e.throttled AS e_throttled,
-         e.live_dram_gbps AS e_live_dram_gbps, e.gpu_mem_util_pct AS e_gpu_mem_util_pct
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT p.*, {}
          FROM loadtest_points p LEFT JOIN loadtest_energy e ON e.point_id = p.id
          WHERE (? IS NULL OR p.run_id = ?) ORDER BY p.id",
-    )
-            .bind(run_id)
-            .bind(run_id)
-            .fetch_all(store.pool())
-            .await
-            .map_err(|e| store.sql(e))?;
+        energy::aliased("e")
+    )))
+    .bind(run_id)
+    .bind(run_id)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| store.sql(e))?;
     rows.iter().map(|r| decode(store, r)).collect()
 }
 
@@ -295,21 +286,13 @@ fn decode(store: &Store, r: &sqlx::sqlite::SqliteRow) -> Result<StoredPoint, Sto
                 stream_gbps: f("stream_gbps"),
                 pct_of_stream: f("pct_of_stream"),
                 note: r.get("bandwidth_note"),
+                roof_source: r.get("roof_source"),
+                kv_type: r.get("kv_type"),
             },
             first_error: r.get("first_error"),
-            energy: r.get::<Option<i64>, _>("e_samples").map(|n| EnergySummary {
-                samples: n as u64,
-                mean_power_w: f("e_mean_power_w"),
-                energy_j: f("e_energy_j"),
-                j_per_token: f("e_j_per_token"),
-                tokens_per_wh: f("e_tokens_per_wh"),
-                energy_source: r.get("e_energy_source"),
-                reason: r.get("e_reason"),
-                peak_temp_c: f("e_peak_temp_c"),
-                throttled: r.get("e_throttled"),
-                live_dram_gbps: f("e_live_dram_gbps"),
-                gpu_mem_util_pct: f("e_gpu_mem_util_pct"),
-            }),
+            energy: r
+                .get::<Option<i64>, _>("e_samples")
+                .map(|_| energy::read(r, "e_")),
             samples,
         },
     })

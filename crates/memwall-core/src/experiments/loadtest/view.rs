@@ -106,7 +106,7 @@ pub struct LoadView {
 /// The view of one run's stored points.
 ///
 /// # Errors
-/// [`JobError::Loadtest`] when the run has no points; chart errors.
+/// [`JobError::Slice`] (a `LoadtestError`) when the run has no points; chart errors.
 pub fn view_of(stored: &[StoredPoint], report: Option<String>) -> Result<LoadView, JobError> {
     let first = stored
         .first()

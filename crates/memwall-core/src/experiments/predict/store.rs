@@ -124,14 +124,17 @@ pub async fn list_sheets(store: &Store) -> Result<Vec<(i64, String, String)>, Pr
         .collect())
 }
 
-/// Stores `card` as the scorecard of its (sheet, run); re-scoring replaces it.
+/// Stores `card` as the scorecard of its (sheet, run); re-scoring replaces its time and
+/// card in place, keeping the row's `row_key` (its identity in a shared store, which
+/// keeps the card it was first pushed with: rows there are only added).
 ///
 /// # Errors
 /// [`StoreError::Sql`].
 pub async fn insert_score(store: &Store, card: &Scorecard) -> Result<(), StoreError> {
     let json = serde_json::to_string(card).expect("scorecard serializes");
     sqlx::query(
-        "INSERT OR REPLACE INTO prediction_scores (sheet_id, run_id, scored_at, result_json) VALUES (?, ?, ?, ?)",
+        "INSERT INTO prediction_scores (sheet_id, run_id, scored_at, result_json) VALUES (?, ?, ?, ?)
+         ON CONFLICT (sheet_id, run_id) DO UPDATE SET scored_at = excluded.scored_at, result_json = excluded.result_json",
     )
     .bind(card.sheet_id)
     .bind(card.run_id)

@@ -61,13 +61,15 @@ fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
 
 /// The file a report of a PostgreSQL store reads from, inside its output folder: a
 /// copy of the whole shared store with its ids kept ([`crate::store::shared::snapshot`]),
-/// so the report's footnotes name the shared store's rows and the verifier (which
-/// reads SQLite) checks the same rows. Replaced by each report.
+/// so the report's footnotes name the shared store's rows. The verifier checks the
+/// database itself (through `psql`), not this copy. Replaced by each report.
 pub const SHARED_SNAPSHOT: &str = "shared-store.db";
 
 /// [`report_job`] on the store `db` names: a SQLite file, or a PostgreSQL URL
 /// (`postgres://…`), which is first copied into [`SHARED_SNAPSHOT`] in the output
-/// folder. `--rerun` needs a SQLite store (re-running writes runs).
+/// folder; `verify` then checks the report against the PostgreSQL database itself
+/// (the verifier reads it through `psql`). `--rerun` needs a SQLite store (re-running
+/// writes runs).
 ///
 /// # Errors
 /// As [`report_job`]; [`ReportError::Store`] when the shared store cannot be read.
@@ -104,7 +106,7 @@ pub async fn report_job_at(
         copied.sheets_copied
     ));
     let label = format!("{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)");
-    report_job_labeled(&store, &label, opts, progress).await
+    report_job_labeled(&store, &label, Path::new(&text), opts, progress).await
 }
 
 /// The report job: optionally re-runs a manifest ([`super::manifest`]), reads every
@@ -121,13 +123,15 @@ pub async fn report_job(
     progress: impl FnMut(&str) + Send,
 ) -> Result<ReportOutcome, ReportError> {
     let label = store.path().display().to_string();
-    report_job_labeled(store, &label, opts, progress).await
+    report_job_labeled(store, &label, store.path(), opts, progress).await
 }
 
-/// [`report_job`] naming the store `label` in the report.
+/// [`report_job`] naming the store `label` in the report; the verifier reads
+/// `verify_db` (the SQLite file, or the PostgreSQL URL the snapshot was taken from).
 async fn report_job_labeled(
     store: &Store,
     label: &str,
+    verify_db: &Path,
     opts: ReportOptions,
     mut progress: impl FnMut(&str) + Send,
 ) -> Result<ReportOutcome, ReportError> {
@@ -187,7 +191,7 @@ async fn report_job_labeled(
     }
     let verify = if opts.verify {
         progress("running the independent verifier");
-        Some(verify_job(store.path(), &dir).await?)
+        Some(verify_job(verify_db, &dir).await?)
     } else {
         None
     };
@@ -201,7 +205,8 @@ async fn report_job_labeled(
 }
 
 /// Runs the independent verifier (`python3 verify.py --db DB --report DIR`) on a
-/// written report folder; returns its output when every check passed.
+/// written report folder; returns its output when every check passed. `db` is a
+/// SQLite file or a `postgres://` URL (read through `psql`).
 ///
 /// # Errors
 /// [`ReportError::Verify`] with the verifier's output when a check failed, or when
@@ -571,13 +576,13 @@ mod tests {
         )
         .await
         .unwrap();
-        assert!(lines.iter().any(|l| l.contains("16 runs")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("18 runs")), "{lines:?}");
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains(&format!("Generated from the store `{url} (read through its copy {SHARED_SNAPSHOT}, ids kept)`")), "{md}");
-        // Two machines, eight runs each, one roofline each.
+        // Two machines, nine runs each, one roofline each.
         for l in labels {
             assert!(
-                md.contains(&format!("Host `{l}`: 8 runs.")),
+                md.contains(&format!("Host `{l}`: 9 runs.")),
                 "{l} not in\n{md}"
             );
             assert!(
@@ -627,8 +632,14 @@ mod tests {
             let line = format!("| {l} | triad | 2 | {:.2} | — |", h.triad_gbps);
             assert!(md.contains(&line), "{line} not in\n{md}");
         }
-        // The independent verifier grouped the same way from the raw rows.
+        // The independent verifier grouped the same way from the raw rows, read from
+        // the PostgreSQL database itself (through psql), not from the snapshot.
         let v = r.verify.unwrap();
+        assert!(
+            v.contains(&format!("store: {url}")),
+            "{}",
+            v.lines().next().unwrap_or("")
+        );
         for check in [
             "hosts: a bench row's machine is its run's machine",
             "hosts: each printed host is its row's machine (hostname, CPU, cores, GPUs)",

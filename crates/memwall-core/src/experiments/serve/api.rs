@@ -12,6 +12,8 @@
 use super::scheduler::{Event, Finish, FinishReason, Timings};
 use crate::measure::engine::ChatMessage;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Cow;
 
 /// `stream_options`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -130,7 +132,7 @@ pub struct ApiError {
     /// OpenAI `code`.
     pub code: Option<&'static str>,
     /// The field at fault.
-    pub param: Option<&'static str>,
+    pub param: Option<Cow<'static, str>>,
 }
 
 impl ApiError {
@@ -141,7 +143,18 @@ impl ApiError {
             message: message.into(),
             kind: "invalid_request_error",
             code: None,
-            param,
+            param: param.map(Cow::Borrowed),
+        }
+    }
+
+    /// 400 `invalid_request_error` naming a field known only at run time.
+    pub fn bad_field(message: impl Into<String>, param: String) -> ApiError {
+        ApiError {
+            status: 400,
+            message: message.into(),
+            kind: "invalid_request_error",
+            code: None,
+            param: Some(Cow::Owned(param)),
         }
     }
 
@@ -163,7 +176,7 @@ impl ApiError {
             error: Inner {
                 message: &self.message,
                 kind: self.kind,
-                param: self.param,
+                param: self.param.as_deref(),
                 code: self.code,
             },
         })
@@ -225,7 +238,7 @@ impl Common {
             ),
             kind: "invalid_request_error",
             code: Some("context_length_exceeded"),
-            param: Some("messages"),
+            param: Some(Cow::Borrowed("messages")),
         };
         match want {
             Some(m) if prompt_tokens + m as usize > ctx => Err(too_long(m as usize)),
@@ -244,10 +257,12 @@ impl Common {
 }
 
 impl ChatRequest {
-    /// The messages as the template sees them (text parts joined).
+    /// The messages as the template sees them (text parts joined; `developer` as
+    /// `system`).
     ///
     /// # Errors
-    /// [`ApiError`] 400 for no messages or a non-text part.
+    /// [`ApiError`] 400 for no messages, a non-text part or a role other than
+    /// system, developer, user, assistant and tool.
     pub fn chat_messages(&self) -> Result<Vec<ChatMessage>, ApiError> {
         if self.messages.is_empty() {
             return Err(ApiError::bad(
@@ -278,13 +293,606 @@ impl ChatRequest {
                         s
                     }
                 };
-                Ok(ChatMessage {
-                    role: m.role.clone(),
-                    content,
-                })
+                let role = match m.role.as_str() {
+                    "system" | "user" | "assistant" | "tool" => m.role.clone(),
+                    // OpenAI's newer name for the system message; chat templates
+                    // know `system` only (Qwen2.5's drops any other role).
+                    "developer" => "system".into(),
+                    r => {
+                        return Err(ApiError::bad_field(
+                            format!("messages[{i}].role {r:?}: memwall serve takes the roles system, developer (as system), user, assistant and tool; a message of another role would not reach the model"),
+                            format!("messages[{i}].role"),
+                        ));
+                    }
+                };
+                Ok(ChatMessage { role, content })
             })
             .collect()
     }
+}
+
+/// What memwall serve does with a request field it knows.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// Read by the typed request and honoured (`temperature`, `n` and `stop` are
+    /// checked there: [`Common::resolve_max_tokens`]).
+    Served,
+    /// Changes nothing memwall serve sends back (greedy decoding, one stateless
+    /// server): accepted when its value is well-formed.
+    NoEffect {
+        /// A well-formed value.
+        ok: fn(&Value) -> bool,
+        /// What a well-formed value is.
+        form: &'static str,
+    },
+    /// Would change what the client gets, and memwall serve does not implement it:
+    /// accepted only at a value that asks for nothing.
+    Unsupported {
+        /// A value that asks for nothing.
+        neutral: fn(&Value) -> bool,
+        /// What is not implemented.
+        what: &'static str,
+        /// The values accepted.
+        fix: &'static str,
+    },
+}
+
+/// Which endpoint a field belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum On {
+    Both,
+    Chat,
+    Completion,
+}
+
+fn null(v: &Value) -> bool {
+    v.is_null()
+}
+fn null_or_false(v: &Value) -> bool {
+    v.is_null() || v == &Value::Bool(false)
+}
+fn null_or_true(v: &Value) -> bool {
+    v.is_null() || v == &Value::Bool(true)
+}
+fn null_or_bool(v: &Value) -> bool {
+    v.is_null() || v.is_boolean()
+}
+fn null_or_string(v: &Value) -> bool {
+    v.is_null() || v.is_string()
+}
+fn null_or_object(v: &Value) -> bool {
+    v.is_null() || v.is_object()
+}
+fn null_or_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::String(s) => s.is_empty(),
+        _ => false,
+    }
+}
+fn null_or_num(v: &Value, want: f64) -> bool {
+    v.is_null() || v.as_f64() == Some(want)
+}
+fn null_or_zero(v: &Value) -> bool {
+    null_or_num(v, 0.0)
+}
+fn null_or_one(v: &Value) -> bool {
+    null_or_num(v, 1.0)
+}
+fn null_or_unit(v: &Value) -> bool {
+    v.is_null() || v.as_f64().is_some_and(|x| (0.0..=1.0).contains(&x))
+}
+fn null_or_int(v: &Value) -> bool {
+    v.is_null() || v.is_i64() || v.is_u64()
+}
+fn null_or_count(v: &Value) -> bool {
+    v.is_null() || v.is_u64()
+}
+fn no_tool_choice(v: &Value) -> bool {
+    v.is_null() || v == "none" || v == "auto"
+}
+fn text_format(v: &Value) -> bool {
+    v.is_null() || v.get("type").is_some_and(|t| t == "text")
+}
+fn text_only(v: &Value) -> bool {
+    v.is_null() || v.as_array().is_some_and(|a| a.iter().all(|m| m == "text"))
+}
+
+const FIELDS: &[(&str, On, Rule)] = &[
+    ("model", On::Both, Rule::Served),
+    ("messages", On::Chat, Rule::Served),
+    ("prompt", On::Completion, Rule::Served),
+    ("max_tokens", On::Both, Rule::Served),
+    ("max_completion_tokens", On::Both, Rule::Served),
+    ("stream", On::Both, Rule::Served),
+    ("stream_options", On::Both, Rule::Served),
+    ("temperature", On::Both, Rule::Served),
+    ("n", On::Both, Rule::Served),
+    ("stop", On::Both, Rule::Served),
+    ("ignore_eos", On::Both, Rule::Served),
+    // Greedy decoding takes the most likely token: it is inside any nucleus, any top
+    // k ≥ 1 and above any min-p share, and no random number is drawn.
+    (
+        "top_p",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_unit,
+            form: "a number from 0 to 1 (the greedy token is always inside the nucleus)",
+        },
+    ),
+    (
+        "top_k",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_count,
+            form: "a whole number ≥ 0 (the greedy token is always among the top k)",
+        },
+    ),
+    (
+        "min_p",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_unit,
+            form: "a number from 0 to 1 (the greedy token always passes min-p)",
+        },
+    ),
+    (
+        "seed",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_int,
+            form: "an integer (greedy decoding draws no random numbers)",
+        },
+    ),
+    (
+        "user",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_string,
+            form: "a string",
+        },
+    ),
+    (
+        "safety_identifier",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_string,
+            form: "a string",
+        },
+    ),
+    (
+        "prompt_cache_key",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_string,
+            form: "a string (memwall serve reuses any cached prefix by itself)",
+        },
+    ),
+    (
+        "service_tier",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_string,
+            form: "a string",
+        },
+    ),
+    (
+        "metadata",
+        On::Both,
+        Rule::NoEffect {
+            ok: null_or_object,
+            form: "an object",
+        },
+    ),
+    (
+        "parallel_tool_calls",
+        On::Chat,
+        Rule::NoEffect {
+            ok: null_or_bool,
+            form: "true or false (no tools are served)",
+        },
+    ),
+    (
+        "cache_prompt",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_true,
+            what: "turning prefix reuse off (a cached prefix is always reused)",
+            fix: "true",
+        },
+    ),
+    (
+        "presence_penalty",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_zero,
+            what: "presence penalties (tokens are taken greedily from the model's own logits)",
+            fix: "0",
+        },
+    ),
+    (
+        "frequency_penalty",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_zero,
+            what: "frequency penalties (tokens are taken greedily from the model's own logits)",
+            fix: "0",
+        },
+    ),
+    (
+        "repeat_penalty",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_one,
+            what: "repetition penalties",
+            fix: "1",
+        },
+    ),
+    (
+        "repetition_penalty",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_one,
+            what: "repetition penalties",
+            fix: "1",
+        },
+    ),
+    (
+        "logit_bias",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_empty,
+            what: "logit biases",
+            fix: "{}",
+        },
+    ),
+    (
+        "store",
+        On::Both,
+        Rule::Unsupported {
+            neutral: null_or_false,
+            what: "stored completions",
+            fix: "false",
+        },
+    ),
+    (
+        "logprobs",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null_or_false,
+            what: "log probabilities",
+            fix: "false",
+        },
+    ),
+    (
+        "top_logprobs",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null_or_zero,
+            what: "log probabilities",
+            fix: "0",
+        },
+    ),
+    (
+        "logprobs",
+        On::Completion,
+        Rule::Unsupported {
+            neutral: null,
+            what: "log probabilities",
+            fix: "null",
+        },
+    ),
+    (
+        "echo",
+        On::Completion,
+        Rule::Unsupported {
+            neutral: null_or_false,
+            what: "echoing the prompt",
+            fix: "false",
+        },
+    ),
+    (
+        "best_of",
+        On::Completion,
+        Rule::Unsupported {
+            neutral: null_or_one,
+            what: "several candidates per request",
+            fix: "1",
+        },
+    ),
+    (
+        "suffix",
+        On::Completion,
+        Rule::Unsupported {
+            neutral: null_or_empty,
+            what: "suffixes (fill-in-the-middle)",
+            fix: "null",
+        },
+    ),
+    (
+        "response_format",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: text_format,
+            what: "structured output (JSON mode, JSON schemas): the reply is free text",
+            fix: "{\"type\": \"text\"}",
+        },
+    ),
+    (
+        "tools",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null_or_empty,
+            what: "tools (the chat template is not given them and no tool calls are parsed)",
+            fix: "[]",
+        },
+    ),
+    (
+        "tool_choice",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: no_tool_choice,
+            what: "tool calls",
+            fix: "\"none\" or \"auto\"",
+        },
+    ),
+    (
+        "functions",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null_or_empty,
+            what: "functions (the chat template is not given them and no calls are parsed)",
+            fix: "[]",
+        },
+    ),
+    (
+        "function_call",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: no_tool_choice,
+            what: "function calls",
+            fix: "\"none\" or \"auto\"",
+        },
+    ),
+    (
+        "modalities",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: text_only,
+            what: "output other than text",
+            fix: "[\"text\"]",
+        },
+    ),
+    (
+        "audio",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null,
+            what: "audio output",
+            fix: "null",
+        },
+    ),
+    (
+        "prediction",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null,
+            what: "predicted outputs",
+            fix: "null",
+        },
+    ),
+    (
+        "reasoning_effort",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null,
+            what: "reasoning effort (the chat template is not given it)",
+            fix: "null",
+        },
+    ),
+    (
+        "verbosity",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null,
+            what: "verbosity (the chat template is not given it)",
+            fix: "null",
+        },
+    ),
+    (
+        "web_search_options",
+        On::Chat,
+        Rule::Unsupported {
+            neutral: null,
+            what: "web search",
+            fix: "null",
+        },
+    ),
+];
+
+/// Fields of one chat message.
+const MESSAGE_FIELDS: &[(&str, Rule)] = &[
+    ("role", Rule::Served),
+    ("content", Rule::Served),
+    (
+        "tool_call_id",
+        Rule::NoEffect {
+            ok: null_or_string,
+            form: "a string",
+        },
+    ),
+    (
+        "annotations",
+        Rule::NoEffect {
+            ok: null_or_empty,
+            form: "null or [] (a reply's own field, sent back)",
+        },
+    ),
+    (
+        "name",
+        Rule::Unsupported {
+            neutral: null,
+            what: "participant names (the chat template is not given them)",
+            fix: "null",
+        },
+    ),
+    (
+        "tool_calls",
+        Rule::Unsupported {
+            neutral: null_or_empty,
+            what: "tool calls (the chat template is not given them)",
+            fix: "[]",
+        },
+    ),
+    (
+        "function_call",
+        Rule::Unsupported {
+            neutral: null,
+            what: "function calls (the chat template is not given them)",
+            fix: "null",
+        },
+    ),
+    (
+        "refusal",
+        Rule::Unsupported {
+            neutral: null,
+            what: "refusals (the chat template is given `content` only)",
+            fix: "null",
+        },
+    ),
+    (
+        "reasoning_content",
+        Rule::Unsupported {
+            neutral: null_or_empty,
+            what: "reasoning text (the chat template is given `content` only)",
+            fix: "null",
+        },
+    ),
+    (
+        "audio",
+        Rule::Unsupported {
+            neutral: null,
+            what: "audio",
+            fix: "null",
+        },
+    ),
+];
+
+/// Fields of `stream_options`.
+const STREAM_OPTION_FIELDS: &[(&str, Rule)] = &[
+    ("include_usage", Rule::Served),
+    (
+        "include_obfuscation",
+        Rule::NoEffect {
+            ok: null_or_bool,
+            form: "true or false (chunks carry no obfuscation padding)",
+        },
+    ),
+    // vLLM's extension (GuideLLM sends it): usage in every chunk. memwall serve
+    // sends usage in the usage chunk only (`include_usage`); a client sees which.
+    (
+        "continuous_usage_stats",
+        Rule::NoEffect {
+            ok: null_or_bool,
+            form: "true or false (usage comes in the usage chunk only, with include_usage)",
+        },
+    ),
+];
+
+fn check_rule(name: &str, rule: Rule, v: &Value) -> Result<(), ApiError> {
+    match rule {
+        Rule::Served => Ok(()),
+        Rule::NoEffect { ok, form } => {
+            if ok(v) {
+                Ok(())
+            } else {
+                Err(ApiError::bad_field(
+                    format!("{name}: {v} is not valid; send {form}"),
+                    name.to_string(),
+                ))
+            }
+        }
+        Rule::Unsupported { neutral, what, fix } => {
+            if neutral(v) {
+                Ok(())
+            } else {
+                Err(ApiError::bad_field(
+                    format!(
+                        "{name}: memwall serve does not implement {what}; leave `{name}` out or send {fix}"
+                    ),
+                    name.to_string(),
+                ))
+            }
+        }
+    }
+}
+
+fn unknown(name: &str) -> ApiError {
+    ApiError::bad_field(
+        format!(
+            "Unrecognized request argument supplied: {name} (memwall serve refuses what it does not implement rather than ignore it; the fields it takes are listed in docs/serving.md)"
+        ),
+        name.to_string(),
+    )
+}
+
+/// Checks every field of a request body against what memwall serve implements: a
+/// field it serves is read by the typed request; a field that changes nothing it
+/// sends back (greedy decoding: `top_p`, `top_k`, `min_p`, `seed`; `user`,
+/// `metadata`, …) is accepted when well-formed; a field that would change what the
+/// client gets and is not implemented (`response_format`, `logprobs`, `tools`,
+/// penalties, `logit_bias`, …) is accepted only at a value that asks for nothing;
+/// any other field is refused, as OpenAI's API refuses it. The same for each chat
+/// message's fields and for `stream_options`.
+///
+/// # Errors
+/// [`ApiError`] 400 naming the field (`param`).
+pub fn check_fields(body: &Value, ep: Endpoint) -> Result<(), ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::bad(
+            "the request body must be a JSON object",
+            None,
+        ));
+    };
+    for (k, v) in obj {
+        let rule = FIELDS.iter().find(|(n, on, _)| {
+            n == k
+                && match on {
+                    On::Both => true,
+                    On::Chat => ep == Endpoint::Chat,
+                    On::Completion => ep == Endpoint::Completion,
+                }
+        });
+        match rule {
+            Some((name, _, rule)) => check_rule(name, *rule, v)?,
+            None => return Err(unknown(k)),
+        }
+    }
+    if let Some(so) = obj.get("stream_options").and_then(Value::as_object) {
+        for (k, v) in so {
+            match STREAM_OPTION_FIELDS.iter().find(|(n, _)| n == k) {
+                Some((_, rule)) => check_rule(&format!("stream_options.{k}"), *rule, v)?,
+                None => return Err(unknown(&format!("stream_options.{k}"))),
+            }
+        }
+    }
+    if ep == Endpoint::Chat
+        && let Some(ms) = obj.get("messages").and_then(Value::as_array)
+    {
+        for (i, m) in ms.iter().enumerate() {
+            let Some(m) = m.as_object() else { continue };
+            for (k, v) in m {
+                let name = format!("messages[{i}].{k}");
+                match MESSAGE_FIELDS.iter().find(|(n, _)| n == k) {
+                    Some((_, rule)) => check_rule(&name, *rule, v)?,
+                    None => return Err(unknown(&name)),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `usage.prompt_tokens_details`.
@@ -698,6 +1306,160 @@ mod tests {
             e.body(),
             r#"{"error":{"message":"bad","type":"invalid_request_error","param":"messages","code":null}}"#
         );
+    }
+
+    fn chat_with(extra: &str) -> Value {
+        serde_json::from_str(&format!(
+            r#"{{"messages":[{{"role":"user","content":"hi"}}]{extra}}}"#
+        ))
+        .unwrap()
+    }
+
+    fn refused(v: &Value, ep: Endpoint) -> ApiError {
+        let e = check_fields(v, ep).expect_err("refused");
+        assert_eq!(e.status, 400, "{e:?}");
+        assert_eq!(e.kind, "invalid_request_error");
+        e
+    }
+
+    #[test]
+    fn fields_that_would_change_the_reply_are_refused_by_name() {
+        // (field, a value asking for something, a value asking for nothing)
+        let cases = [
+            (
+                "response_format",
+                r#"{"type":"json_object"}"#,
+                r#"{"type":"text"}"#,
+            ),
+            ("logprobs", "true", "false"),
+            ("top_logprobs", "3", "0"),
+            (
+                "tools",
+                r#"[{"type":"function","function":{"name":"f"}}]"#,
+                "[]",
+            ),
+            ("tool_choice", r#""required""#, r#""none""#),
+            ("functions", r#"[{"name":"f"}]"#, "[]"),
+            ("function_call", r#"{"name":"f"}"#, r#""auto""#),
+            ("presence_penalty", "0.5", "0"),
+            ("frequency_penalty", "-1", "0.0"),
+            ("repeat_penalty", "1.1", "1"),
+            ("repetition_penalty", "1.1", "1.0"),
+            ("logit_bias", r#"{"50256":-100}"#, "{}"),
+            ("store", "true", "false"),
+            ("cache_prompt", "false", "true"),
+            ("modalities", r#"["text","audio"]"#, r#"["text"]"#),
+            ("audio", r#"{"voice":"alloy"}"#, "null"),
+            ("reasoning_effort", r#""high""#, "null"),
+            ("prediction", r#"{"type":"content","content":"x"}"#, "null"),
+        ];
+        for (field, asks, neutral) in cases {
+            let e = refused(&chat_with(&format!(r#","{field}":{asks}"#)), Endpoint::Chat);
+            assert_eq!(e.param.as_deref(), Some(field), "{e:?}");
+            assert!(
+                e.message.starts_with(&format!("{field}: ")),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains("does not implement"), "{}", e.message);
+            check_fields(
+                &chat_with(&format!(r#","{field}":{neutral}"#)),
+                Endpoint::Chat,
+            )
+            .unwrap_or_else(|e| panic!("{field}: {neutral} asks for nothing: {e:?}"));
+            check_fields(&chat_with(&format!(r#","{field}":null"#)), Endpoint::Chat)
+                .unwrap_or_else(|e| panic!("{field}: null: {e:?}"));
+        }
+        let comp = |extra: &str| -> Value {
+            serde_json::from_str(&format!(r#"{{"prompt":"x"{extra}}}"#)).unwrap()
+        };
+        for (field, asks) in [
+            ("logprobs", "0"),
+            ("echo", "true"),
+            ("best_of", "2"),
+            ("suffix", r#""}""#),
+        ] {
+            let e = refused(
+                &comp(&format!(r#","{field}":{asks}"#)),
+                Endpoint::Completion,
+            );
+            assert_eq!(e.param.as_deref(), Some(field));
+        }
+        // Chat-only fields are unknown to /v1/completions.
+        let e = refused(
+            &comp(r#","response_format":{"type":"text"}"#),
+            Endpoint::Completion,
+        );
+        assert!(
+            e.message
+                .starts_with("Unrecognized request argument supplied: response_format")
+        );
+    }
+
+    #[test]
+    fn fields_that_change_nothing_under_greedy_decoding_are_accepted() {
+        for ok in [
+            r#","top_p":0.1,"top_k":40,"min_p":0.05,"seed":42"#,
+            r#","top_p":1,"top_k":0,"seed":-7"#,
+            r#","user":"u-1","metadata":{"a":"b"},"safety_identifier":"s","prompt_cache_key":"k","service_tier":"auto""#,
+            r#","parallel_tool_calls":false,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true,"include_obfuscation":false}"#,
+            r#","temperature":0,"n":1,"stop":null,"ignore_eos":true,"max_completion_tokens":4,"model":"m""#,
+        ] {
+            check_fields(&chat_with(ok), Endpoint::Chat).unwrap_or_else(|e| panic!("{ok}: {e:?}"));
+        }
+        for (bad, param) in [
+            (r#","top_p":1.5"#, "top_p"),
+            (r#","top_k":-1"#, "top_k"),
+            (r#","seed":"x""#, "seed"),
+            (r#","metadata":"x""#, "metadata"),
+        ] {
+            let e = refused(&chat_with(bad), Endpoint::Chat);
+            assert_eq!(e.param.as_deref(), Some(param), "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_roles_are_refused() {
+        let e = refused(&chat_with(r#","guided_json":{}"#), Endpoint::Chat);
+        assert_eq!(e.param.as_deref(), Some("guided_json"));
+        let e = refused(
+            &chat_with(r#","stream_options":{"chunk_usage":true}"#),
+            Endpoint::Chat,
+        );
+        assert_eq!(e.param.as_deref(), Some("stream_options.chunk_usage"));
+        let v: Value =
+            serde_json::from_str(r#"{"messages":[{"role":"user","content":"hi","name":"bob"}]}"#)
+                .unwrap();
+        assert_eq!(
+            refused(&v, Endpoint::Chat).param.as_deref(),
+            Some("messages[0].name")
+        );
+        let v: Value = serde_json::from_str(
+            r#"{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1"}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            refused(&v, Endpoint::Chat).param.as_deref(),
+            Some("messages[0].tool_calls")
+        );
+        // What the openai client sends back of a reply's message: all null.
+        let v: Value = serde_json::from_str(
+            r#"{"messages":[{"role":"assistant","content":"x","refusal":null,"annotations":null,"audio":null,"function_call":null,"tool_calls":null},{"role":"tool","content":"r","tool_call_id":"c1"}]}"#,
+        )
+        .unwrap();
+        check_fields(&v, Endpoint::Chat).unwrap();
+        // Roles: an unknown one is refused, developer is the system message.
+        let r: ChatRequest = serde_json::from_str(
+            r#"{"messages":[{"role":"developer","content":"be brief"},{"role":"wizard","content":"x"}]}"#,
+        )
+        .unwrap();
+        let e = r.chat_messages().unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("messages[1].role"));
+        assert!(e.message.contains("\"wizard\""), "{}", e.message);
+        let r: ChatRequest =
+            serde_json::from_str(r#"{"messages":[{"role":"developer","content":"be brief"}]}"#)
+                .unwrap();
+        assert_eq!(r.chat_messages().unwrap()[0].role, "system");
     }
 
     #[test]

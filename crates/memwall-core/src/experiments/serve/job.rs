@@ -4,15 +4,16 @@
 //! on the dedicated engine thread, then serves until shutdown.
 
 use super::ServeError;
-use super::http::{Loaded, PromptTokenizer, Prompter, ServerState, router};
+use super::facts::{ServedFacts, ServedRoof};
+use super::http::{Access, Loaded, ServerState, router};
 use super::scheduler::{
     Admission, BURST_GAP, IDLE_PASS_TOKENS, Metrics, PREFILL_CHUNK_TOKENS, SchedConfig, Scheduler,
 };
-use super::template::{ChatTemplate, FALLBACK_TEMPLATE, TemplateSource};
-use crate::experiments::bench::BenchEngine;
+use super::template::ChatTemplate;
 use crate::measure::engine::llama::LlamaModelHandle;
-use crate::measure::engine::{ChatMessage, EngineConfig, EngineError, TokenId};
+use crate::measure::engine::{Engine, EngineConfig, EngineError, EngineKind, Model, Vocab};
 use crate::measure::guard::Guard;
+use crate::measure::prompt::fallback_note;
 use crate::measure::sampler::MachineSampler;
 use crate::measure::sampler::session::{DEFAULT_HZ, EnergySummary, Recording, SamplerSession};
 use crate::probe::model::{CacheType, ModelFacts};
@@ -43,6 +44,9 @@ pub struct ServeOptions {
     pub port: u16,
     /// Required Bearer key (`--api-key`).
     pub api_key: Option<String>,
+    /// Web page origins allowed to call the server (`--cors-origin`,
+    /// `scheme://host[:port]`); a request with any other `Origin` is refused.
+    pub cors_origins: Vec<String>,
     /// Tokens fed per step while any request decodes ([`PREFILL_CHUNK_TOKENS`]).
     pub chunk: u32,
     /// Tokens fed by a step in which no request decodes (`--batch-size`,
@@ -56,7 +60,10 @@ pub struct ServeOptions {
     pub sampler: bool,
     /// The engine (`--engine`): llama.cpp, or MLX at 4, 8 or 16 bits (feature `mlx`);
     /// the same scheduler batches either one's slots.
-    pub engine: BenchEngine,
+    pub engine: EngineKind,
+    /// The roof the server runs under, published at `/memwall/facts`: the stored
+    /// STREAM of the memory its weights stream from ([`served_roof`]), or why none.
+    pub roof: Result<ServedRoof, String>,
 }
 
 impl ServeOptions {
@@ -73,11 +80,13 @@ impl ServeOptions {
             host: IpAddr::from([127, 0, 0, 1]),
             port: 8080,
             api_key: None,
+            cors_origins: Vec::new(),
             chunk: PREFILL_CHUNK_TOKENS,
             batch: IDLE_PASS_TOKENS,
             burst_gap: BURST_GAP,
             sampler: true,
-            engine: BenchEngine::Llama,
+            engine: EngineKind::Llama,
+            roof: Err("the server's store was not asked for a STREAM measurement".into()),
         }
     }
 
@@ -139,52 +148,6 @@ pub enum ServeStatus {
     },
 }
 
-struct Tok(LlamaModelHandle);
-
-impl PromptTokenizer for Tok {
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        self.0.tokenize(text, add_special)
-    }
-    fn bos(&self) -> Option<TokenId> {
-        self.0.bos()
-    }
-    fn builtin_template(
-        &self,
-        name: &str,
-        messages: &[ChatMessage],
-    ) -> Result<String, EngineError> {
-        self.0.apply_builtin_template(Some(name), messages)
-    }
-}
-
-/// Loads `opts.model` into MLX at `opts.engine`'s precision with `n_ctx_slot`
-/// positions per sequence, and llama.cpp's vocabulary of the same file.
-#[cfg(feature = "mlx")]
-fn load_mlx(
-    opts: &ServeOptions,
-    n_ctx_slot: u32,
-) -> Result<(LlamaModelHandle, crate::measure::engine::mlx::MlxEngine), EngineError> {
-    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
-    let quant = match opts.engine {
-        BenchEngine::Mlx8bit => MlxQuant::Q8,
-        BenchEngine::MlxF16 => MlxQuant::F16,
-        _ => MlxQuant::Q4,
-    };
-    let engine = MlxEngine::load(&opts.model, quant, n_ctx_slot, opts.batch.max(opts.chunk))?;
-    Ok((LlamaModelHandle::load_vocab_only(&opts.model)?, engine))
-}
-
-/// Without the `mlx` feature an MLX engine is refused before anything loads.
-#[cfg(not(feature = "mlx"))]
-fn load_mlx(
-    _opts: &ServeOptions,
-    _n_ctx_slot: u32,
-) -> Result<(LlamaModelHandle, crate::measure::engine::llama::LlamaEngine), EngineError> {
-    Err(EngineError::Unsupported(
-        "this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`",
-    ))
-}
-
 /// A running server ([`start`]).
 pub struct ServeHandle {
     /// The bound address.
@@ -195,6 +158,12 @@ pub struct ServeHandle {
     state: Arc<ServerState>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: tokio::task::JoinHandle<Result<(), ServeError>>,
+    /// Why chat prompts do not come from the file's own template, when they do not
+    /// (stored in the run's notes).
+    template_note: Option<String>,
+    /// What stopped the server (`Ctrl-C (SIGINT)`, `SIGTERM`), stored in the run's
+    /// notes.
+    pub stopped_by: Option<&'static str>,
 }
 
 impl ServeHandle {
@@ -255,11 +224,13 @@ pub async fn start(
     on_status: impl Fn(ServeStatus) + Send + Sync + 'static,
 ) -> Result<ServeHandle, ServeError> {
     opts.check()?;
+    let access = Access::new(opts.host, &opts.cors_origins).map_err(ServeError::Options)?;
     let started_at = crate::util::now_rfc3339();
     // MLX holds its own arrays (8-bit or f16 of a 4-bit file): sized as the engine holds them.
     let facts = ModelFacts::open_held(&opts.model, opts.engine.held_as())?;
+    let kv = served_kv_type(opts.engine);
     let mut guard = Guard::begin(Default::default())?;
-    guard.check_fit(&[(&facts, opts.ctx_size as u64)], CacheType::F16)?;
+    guard.check_fit(&[(&facts, opts.ctx_size as u64)], kv)?;
     drop(guard);
     let template_src = ChatTemplate::source_of(&opts.model)?;
     if !opts.host.is_loopback() {
@@ -291,6 +262,7 @@ pub async fn start(
         metrics.clone(),
         opts.api_key.clone(),
         opts.parallel as usize,
+        access,
     ));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (ready_tx, ready_rx) =
@@ -311,36 +283,27 @@ pub async fn start(
                     batch: opts.batch,
                     burst_gap: opts.burst_gap,
                 };
-                if opts.engine != BenchEngine::Llama {
-                    // MLX: the model in MLX arrays, the tokenizer from llama.cpp's
-                    // vocabulary of the same file; each slot's cache holds its share.
-                    let n_ctx_slot = opts.ctx_size / opts.parallel;
-                    match load_mlx(&opts, n_ctx_slot) {
-                        Ok((handle, engine)) => {
-                            let _ = ready_tx.send(Ok((handle, n_ctx_slot)));
-                            Scheduler::new(engine, sched(n_ctx_slot), metrics).run(&admission);
-                        }
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                        }
-                    }
-                    return;
-                }
-                let made = LlamaModelHandle::load(&opts.model, 999).and_then(|h| {
-                    let cfg = EngineConfig {
-                        n_ctx: opts.ctx_size,
-                        // One decode takes up to the logical batch and runs it
-                        // as micro-batches of the chunk, as llama-server's -b/-ub.
-                        n_batch: opts.batch.max(opts.chunk),
-                        n_ubatch: opts.chunk,
-                        n_threads: opts.threads,
-                        n_threads_batch: opts.threads,
-                        n_seq_max: opts.parallel,
-                        ..EngineConfig::default()
-                    };
-                    let e = h.engine(&cfg)?;
-                    Ok((h, e))
-                });
+                // llama.cpp's one context is shared by the slots (as llama-server's);
+                // MLX keeps a cache per sequence, each slot's share long.
+                let n_ctx = match opts.engine {
+                    EngineKind::Llama => opts.ctx_size,
+                    _ => opts.ctx_size / opts.parallel,
+                };
+                let cfg = EngineConfig {
+                    n_ctx,
+                    // One decode takes up to the logical batch and runs it as
+                    // micro-batches of the chunk, as llama-server's -b/-ub.
+                    n_batch: opts.batch.max(opts.chunk),
+                    n_ubatch: opts.chunk,
+                    n_threads: opts.threads,
+                    n_threads_batch: opts.threads,
+                    n_seq_max: opts.parallel,
+                    ..EngineConfig::default()
+                };
+                // The tokenizer the handlers share is llama.cpp's vocabulary of the
+                // file, whichever engine computes.
+                let made = Model::load(opts.engine, &opts.model, &cfg)
+                    .and_then(|mut m| Ok((m.tokenizer(), m.take_engine(&cfg)?)));
                 let (handle, engine) = match made {
                     Ok(x) => x,
                     Err(e) => {
@@ -348,8 +311,7 @@ pub async fn start(
                         return;
                     }
                 };
-                use crate::measure::engine::Engine;
-                let n_ctx_slot = engine.n_ctx() / opts.parallel;
+                let n_ctx_slot = engine.n_ctx_seq();
                 let _ = ready_tx.send(Ok((handle, n_ctx_slot)));
                 let mut s = Scheduler::new(engine, sched(n_ctx_slot), metrics);
                 s.run(&admission);
@@ -361,9 +323,13 @@ pub async fn start(
         .sampler
         .then(|| SamplerSession::start(MachineSampler::detect(), DEFAULT_HZ));
     let marker = sampler.as_ref().map(|s| s.marker());
+    let template_note = template_src
+        .is_none()
+        .then(|| fallback_note(&opts.model.display().to_string()));
     let st = state.clone();
     let model_path = opts.model.clone();
     let engine = opts.engine;
+    let roof = opts.roof.clone();
     let model_name = opts.model_name.clone();
     let server = tokio::spawn(async move {
         let app = router(st.clone());
@@ -384,26 +350,12 @@ pub async fn start(
                 .and_then(|r| r.map_err(ServeError::from));
             match r {
                 Ok((handle, n_ctx_slot)) => {
-                    let (bos, eos) = handle.bos_eos();
-                    let (prompter, source) = match &template_src {
-                        Some(src) => (
-                            Prompter::Jinja(ChatTemplate::new(
-                                src,
-                                &handle.token_text(bos),
-                                &handle.token_text(eos),
-                            )?),
-                            TemplateSource::Gguf,
-                        ),
-                        None => (
-                            Prompter::Builtin(FALLBACK_TEMPLATE),
-                            TemplateSource::Builtin(FALLBACK_TEMPLATE),
-                        ),
-                    };
-                    if let TemplateSource::Builtin(n) = source {
-                        on_status(ServeStatus::Warning(format!(
-                            "{} has no tokenizer.chat_template: chat uses llama.cpp's built-in `{n}` format",
-                            model_path.display()
-                        )));
+                    // The one prompt path (issue 41 §3): what the app's chat, spec and
+                    // the task evaluations feed the model for the same messages.
+                    let format = handle.chat_format()?;
+                    let source = format.source();
+                    if let Some(note) = format.fallback_note(&model_path.display().to_string()) {
+                        on_status(ServeStatus::Warning(note));
                     }
                     let model_id = model_path
                         .file_stem()
@@ -413,12 +365,23 @@ pub async fn start(
                         aliases.push(f.to_string_lossy().into_owned());
                     }
                     aliases.push(model_path.display().to_string());
+                    let published = ServedFacts::new(
+                        engine.engine_name(),
+                        engine.name(),
+                        placement(engine),
+                        &model_path.display().to_string(),
+                        &facts,
+                        kv,
+                        n_ctx_slot,
+                        roof.clone(),
+                    );
                     let l = Loaded {
+                        facts: published,
                         model_id: model_id.clone(),
                         aliases,
                         // llama.cpp keeps the old spelling; MLX names its arm.
                         fingerprint: match engine {
-                            BenchEngine::Llama => {
+                            EngineKind::Llama => {
                                 format!("memwall-{}-{}", crate::BUILD_COMMIT, source.tag())
                             }
                             e => format!(
@@ -428,8 +391,8 @@ pub async fn start(
                                 source.tag()
                             ),
                         },
-                        prompter,
-                        tokenizer: Arc::new(Tok(handle)),
+                        format,
+                        tokenizer: Arc::new(handle),
                         n_ctx_slot,
                         created: std::time::SystemTime::now()
                             .duration_since(std::time::UNIX_EPOCH)
@@ -441,7 +404,7 @@ pub async fn start(
                     }
                     on_status(ServeStatus::Ready {
                         model_id,
-                        template: source.tag(),
+                        template: source.tag().to_string(),
                         n_slots: st.n_slots as u32,
                         n_ctx_slot,
                     });
@@ -469,6 +432,8 @@ pub async fn start(
         state,
         shutdown: Some(stop_tx),
         server,
+        template_note,
+        stopped_by: None,
     })
 }
 
@@ -480,7 +445,8 @@ pub const SERVING_PHASE: &str = "serving";
 pub struct ServeSummary {
     /// The stored `serve` run (`None` when the sampler was off: nothing is stored).
     pub run_id: Option<i64>,
-    /// Tokens generated over the session.
+    /// Tokens generated over the session, each counted as it was decoded (those of
+    /// cancelled and failed requests included).
     pub tokens_predicted: u64,
     /// Mean power over the serving phase, and energy ÷ tokens generated (idle time
     /// included: the whole machine's counters over the whole session); `None` when
@@ -488,8 +454,99 @@ pub struct ServeSummary {
     pub energy: Option<EnergySummary>,
 }
 
-/// `memwall serve`: [`start`], then serve until Ctrl-C; at shutdown the live
-/// sampler's recording is stored as a `serve` run in `store` (one transaction).
+/// The KV-cache type `engine` holds: llama.cpp's default F16 (serve sets none
+/// other), MLX's activation dtype (f32 on a CPU, f16 on a GPU).
+pub fn served_kv_type(engine: EngineKind) -> CacheType {
+    match engine {
+        EngineKind::Llama => crate::measure::engine::EngineConfig::default().type_k,
+        _ => mlx_kv_type(),
+    }
+}
+
+#[cfg(feature = "mlx")]
+fn mlx_kv_type() -> CacheType {
+    match crate::measure::engine::mlx::act_name() {
+        "f16" => CacheType::F16,
+        _ => CacheType::F32,
+    }
+}
+
+#[cfg(not(feature = "mlx"))]
+fn mlx_kv_type() -> CacheType {
+    CacheType::F32
+}
+
+/// Where `engine` reads its weights from: `gpu` when llama.cpp has a GPU back end
+/// (serve offloads every layer) or MLX's default device is a GPU, else `cpu`.
+pub fn placement(engine: EngineKind) -> &'static str {
+    let gpu = match engine {
+        EngineKind::Llama => {
+            let b = crate::measure::engine::llama::backends();
+            b.contains("CUDA") || b.contains("Metal")
+        }
+        _ => mlx_on_gpu(),
+    };
+    if gpu { "gpu" } else { "cpu" }
+}
+
+#[cfg(feature = "mlx")]
+fn mlx_on_gpu() -> bool {
+    crate::measure::engine::mlx::device() == "gpu"
+}
+
+#[cfg(not(feature = "mlx"))]
+fn mlx_on_gpu() -> bool {
+    false
+}
+
+/// The roof a server on this host runs under: the latest stored STREAM triad of the
+/// memory `engine` reads its weights from (this host's CPU STREAM, or CUDA device
+/// 0's GPU STREAM), or why there is none.
+pub async fn served_roof(store: &Store, engine: EngineKind) -> Result<ServedRoof, String> {
+    let host = crate::probe::hw::host_info();
+    let (row, device) = if placement(engine) == "gpu" {
+        let devs = crate::probe::cuda::cuda_devices().map_err(|e| e.to_string())?;
+        let d = devs
+            .first()
+            .ok_or("the engine reads from a GPU, but CUDA lists no device")?;
+        let label = format!("CUDA{} {}", d.ordinal, d.name);
+        (
+            store
+                .latest_device_triad(&host.hostname, &label)
+                .await
+                .map_err(|e| e.to_string())?,
+            label,
+        )
+    } else {
+        (
+            store
+                .latest_triad(&host.hostname, None)
+                .await
+                .map_err(|e| e.to_string())?,
+            "cpu".to_string(),
+        )
+    };
+    let s = row.ok_or_else(|| {
+        format!(
+            "no STREAM triad of {device} stored for host {} (run `memwall stream{}` before `memwall serve`)",
+            host.hostname,
+            if device == "cpu" { "" } else { " --gpu" }
+        )
+    })?;
+    Ok(ServedRoof {
+        device,
+        kernel: s.kernel,
+        gbps: s.best_gbps,
+        threads: s.threads,
+        stream_id: s.id,
+        measured_at: s.measured_at,
+        hostname: s.hostname,
+    })
+}
+
+/// `memwall serve`: [`start`], then serve until Ctrl-C (SIGINT) or SIGTERM (what
+/// `kill`, systemd and docker send); at either the live sampler's recording is stored
+/// as a `serve` run in `store` (one transaction) and the summary returned.
 ///
 /// # Errors
 /// As [`start`], a failed load, and the store's errors.
@@ -499,6 +556,8 @@ pub async fn serve_job(
     opts: ServeOptions,
     on_status: impl Fn(ServeStatus) + Send + Sync + 'static,
 ) -> Result<ServeSummary, ServeError> {
+    let mut opts = opts;
+    opts.roof = served_roof(store, opts.engine).await;
     let mut h = start(opts, on_status).await?;
     // Without a signal handler (none can be installed) only a failure ends it.
     let ctrl_c = async {
@@ -508,9 +567,26 @@ pub async fn serve_job(
     };
     let ended = tokio::select! {
         r = h.wait() => Some(r),
-        _ = ctrl_c => None,
+        _ = ctrl_c => {
+            h.stopped_by = Some("Ctrl-C (SIGINT)");
+            None
+        }
+        _ = sigterm() => {
+            h.stopped_by = Some("SIGTERM");
+            None
+        }
     };
     finish(store, command, h, ended).await
+}
+
+/// Resolves when the process gets SIGTERM (never where none can be caught).
+async fn sigterm() {
+    #[cfg(unix)]
+    if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        s.recv().await;
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 /// Ends a session: stops `h` (unless it already `ended`, with that result), then
@@ -527,17 +603,25 @@ pub async fn finish(
     ended: Option<Result<(), ServeError>>,
 ) -> Result<ServeSummary, ServeError> {
     let metrics = h.state().metrics.clone();
+    let mut notes_extra: Vec<String> = h
+        .stopped_by
+        .map(|s| format!("stopped by {s}"))
+        .into_iter()
+        .collect();
+    notes_extra.extend(h.template_note.clone());
     let rec = h.take_recording();
     let started_at = h.started_at.clone();
     let served = match ended {
         Some(r) => r,
         None => h.stop().await,
     };
+    // Every token generated, for requests that completed, were cancelled or failed:
+    // the energy of all of them is in the serving phase.
     let tokens = metrics
         .tokens_predicted_total
         .load(std::sync::atomic::Ordering::Relaxed);
     // Nothing to store without a recording, or when the model never loaded.
-    let Some(rec) = rec.filter(|r| r.phase(SERVING_PHASE).is_some()) else {
+    let Some(mut rec) = rec.filter(|r| r.phase(SERVING_PHASE).is_some()) else {
         served?;
         return Ok(ServeSummary {
             run_id: None,
@@ -545,21 +629,39 @@ pub async fn finish(
             energy: None,
         });
     };
-    let energy = rec.phase(SERVING_PHASE).map(|p| {
-        let span = p.end_ns.saturating_sub(p.start_ns);
-        rec.summary(p, span, tokens)
-    });
+    // The serving phase (ready → stop) is the server's timed window: a server's
+    // J/token counts its idle time between requests too, as its electricity bill
+    // does; the idle baseline is not taken (the model loads first).
+    if let Some(p) = rec.phase(SERVING_PHASE).cloned() {
+        rec.intervals
+            .push(crate::measure::sampler::session::Interval {
+                phase: SERVING_PHASE.into(),
+                rep: 0,
+                start_ns: p.start_ns,
+                end_ns: p.end_ns,
+            });
+    }
+    let energy = Some(rec.energy(SERVING_PHASE, tokens));
     let run = NewRun {
         kind: "serve".into(),
         started_at,
         finished_at: crate::util::now_rfc3339(),
         command: command.to_string(),
         host: crate::probe::hw::host_info(),
-        notes: format!("{tokens} tokens generated"),
+        notes: std::iter::once(format!("{tokens} tokens generated"))
+            .chain(notes_extra)
+            .collect::<Vec<_>>()
+            .join("; "),
         guard: None,
     };
     // The recording is stored even when serving later ended in an error.
-    let run_id = super::store::insert_serve_run(store, &run, &rec).await?;
+    let run_id = super::store::insert_serve_run(
+        store,
+        &run,
+        &rec,
+        energy.as_ref().map(|e| (SERVING_PHASE, e)),
+    )
+    .await?;
     served?;
     Ok(ServeSummary {
         run_id: Some(run_id),

@@ -6,9 +6,12 @@
 //!   ([`scheduler::PREFILL_CHUNK_TOKENS`]), the bounded strict-FIFO admission queue,
 //!   prefix reuse (a slot's own history, or a shared prefix copied between
 //!   sequences), cancellation within one step; greedy sampling.
-//! - [`template`]: the GGUF's Jinja chat template through minijinja (llama.cpp's
-//!   built-in matcher only when the file has none); exactly one BOS.
+//! - [`template`]: the GGUF's Jinja chat template through minijinja, now
+//!   [`crate::measure::prompt::template`]: chat and completion prompts become tokens
+//!   through [`crate::measure::prompt::ChatFormat`], the path every command takes.
 //! - [`api`]: OpenAI's request and response objects and the SSE framing.
+//! - [`facts`]: what the server publishes about itself at `/memwall/facts` (engine,
+//!   placement, bytes per token at its KV type, the roof it runs under).
 //! - [`http`]: the axum routes (`/v1/models`, `/v1/completions`,
 //!   `/v1/chat/completions`, `/health`, `/metrics`), authentication, errors.
 //! - [`job`]: `serve_job`, the one call of the CLI and the app; the live sampler
@@ -23,6 +26,7 @@
 //! per-request event channel.
 
 pub mod api;
+pub mod facts;
 pub mod http;
 #[cfg(feature = "llama")]
 pub mod job;
@@ -30,7 +34,7 @@ pub mod scheduler;
 #[cfg(feature = "llama")]
 pub mod session;
 pub mod store;
-pub mod template;
+pub use crate::measure::prompt::template;
 
 /// Errors of starting or running a server.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +55,9 @@ pub enum ServeError {
     /// The GGUF's chat template does not compile.
     #[error(transparent)]
     Template(#[from] template::TemplateError),
+    /// The model's chat format could not be read.
+    #[error(transparent)]
+    Prompt(#[from] crate::measure::prompt::PromptError),
     /// Binding or serving failed.
     #[error("{0}")]
     Io(String),
@@ -58,3 +65,5 @@ pub enum ServeError {
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
 }
+
+impl crate::experiments::SliceError for ServeError {}

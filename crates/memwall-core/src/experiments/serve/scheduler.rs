@@ -32,8 +32,7 @@
 //! token is the best that is not end-of-generation, as llama-server's −∞ logit bias on
 //! those tokens gives.
 
-use crate::experiments::chat::Utf8Stream;
-use crate::measure::engine::{BatchItem, Engine, EngineError, TokenId, argmax};
+use crate::measure::engine::{BatchItem, Engine, EngineError, TokenId, Utf8Stream, argmax};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -297,9 +296,13 @@ pub struct Metrics {
     pub prompt_tokens_total: AtomicU64,
     /// Wall time of steps that prefilled, summed per request, µs.
     pub prompt_us_total: AtomicU64,
-    /// Tokens generated.
+    /// Every token generated, counted as it is decoded: those of requests that were
+    /// cancelled or failed included (the denominator of the server's energy per
+    /// token). llama-server's counter of this name adds a request's tokens when it
+    /// ends, leaving out cancelled ones.
     pub tokens_predicted_total: AtomicU64,
-    /// Decode time, first to last token, summed per request, µs.
+    /// Decode time, first to last token, summed per request (cancelled and failed
+    /// ones included, as their tokens are), µs.
     pub tokens_predicted_us_total: AtomicU64,
     /// Forward passes.
     pub n_decode_total: AtomicU64,
@@ -414,13 +417,42 @@ impl<E: Engine> Scheduler<E> {
     pub fn reap(&mut self) {
         for s in &mut self.slots {
             if s.active.as_ref().is_some_and(|a| a.job.events.is_closed()) {
-                s.active = None;
+                let a = s.active.take().expect("active");
                 self.metrics
                     .requests_cancelled_total
                     .fetch_add(1, Ordering::Relaxed);
+                Self::charge_decode(&self.metrics, &a);
+                tracing::info!(
+                    "request {} cancelled (its client left) after {} of {} tokens generated",
+                    a.job.id,
+                    a.n_gen,
+                    a.job.max_tokens
+                );
             }
         }
         self.publish();
+    }
+
+    /// Adds the decode time of `a` (first to last token) to the counters: its
+    /// tokens were counted as they were decoded.
+    fn charge_decode(m: &Metrics, a: &Active) {
+        if let (Some(first), Some(last)) = (a.t_first, a.t_last) {
+            m.tokens_predicted_us_total.fetch_add(
+                micros(last.saturating_duration_since(first)),
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Ends `a` with the engine's error `msg` (its tokens so far stay counted).
+    fn fail(m: &Metrics, a: Active, msg: String) {
+        Self::charge_decode(m, &a);
+        tracing::warn!(
+            "request {} failed after {} tokens generated: {msg}",
+            a.job.id,
+            a.n_gen
+        );
+        let _ = a.job.events.send(Event::Failed(msg));
     }
 
     fn publish(&self) {
@@ -620,7 +652,7 @@ impl<E: Engine> Scheduler<E> {
                 for &i in &in_pass {
                     let s = &mut self.slots[i];
                     if let Some(a) = s.active.take() {
-                        let _ = a.job.events.send(Event::Failed(e.to_string()));
+                        Self::fail(&self.metrics, a, e.to_string());
                     }
                     s.cache.clear();
                     let _ = self.engine.kv_truncate(i as i32, 0);
@@ -648,7 +680,7 @@ impl<E: Engine> Scheduler<E> {
                     Ok(l) => greedy(l, ignore_eos, |t| engine.is_eog(t)),
                     Err(e) => {
                         if let Some(a) = self.slots[i].active.take() {
-                            let _ = a.job.events.send(Event::Failed(e.to_string()));
+                            Self::fail(&self.metrics, a, e.to_string());
                         }
                         continue;
                     }
@@ -673,6 +705,9 @@ impl<E: Engine> Scheduler<E> {
             Some(FinishReason::Stop)
         } else {
             a.n_gen += 1;
+            self.metrics
+                .tokens_predicted_total
+                .fetch_add(1, Ordering::Relaxed);
             a.t_last = Some(now);
             let text = a.utf8.push(bytes.as_deref().unwrap_or_default());
             if a.n_gen >= a.job.max_tokens || s.cache.len() >= n_ctx_slot {
@@ -701,12 +736,21 @@ impl<E: Engine> Scheduler<E> {
             .t_last
             .map_or(Duration::ZERO, |l| l.saturating_duration_since(t_first));
         let m = &self.metrics;
-        m.tokens_predicted_total
-            .fetch_add(a.n_gen as u64, Ordering::Relaxed);
+        // Its tokens were counted as they were decoded.
         m.tokens_predicted_us_total
             .fetch_add(micros(predicted), Ordering::Relaxed);
         m.requests_served_total.fetch_add(1, Ordering::Relaxed);
         let prompt_tokens = a.job.prompt.len() as u32;
+        tracing::debug!(
+            "request {} done ({}): {prompt_tokens} prompt tokens ({} cached), {} generated",
+            a.job.id,
+            match reason {
+                FinishReason::Stop => "stop",
+                FinishReason::Length => "length",
+            },
+            a.cached,
+            a.n_gen
+        );
         let _ = a.job.events.send(Event::Done(Finish {
             text,
             reason,
@@ -764,9 +808,16 @@ impl<E: Engine> Scheduler<E> {
             }
             self.step();
         }
-        // Pending requests see their streams end.
+        // Pending requests see their streams end; their tokens stay counted.
         for s in &mut self.slots {
-            s.active = None;
+            if let Some(a) = s.active.take() {
+                Self::charge_decode(&self.metrics, &a);
+                tracing::info!(
+                    "request {} ended by the server's shutdown after {} tokens generated",
+                    a.job.id,
+                    a.n_gen
+                );
+            }
         }
         self.publish();
     }
@@ -792,7 +843,7 @@ fn greedy(logits: &[f32], ignore_eos: bool, is_eog: impl Fn(TokenId) -> bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::engine::{ChatMessage, EngineInfo};
+    use crate::measure::engine::{ChatMessage, EngineInfo, Vocab};
     use std::sync::Arc;
     use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -811,6 +862,8 @@ mod tests {
         /// Per pass: (seq, items) in batch order.
         passes: Vec<Vec<(i32, usize)>>,
         copies: usize,
+        /// The pass (0-based) whose decode fails, if any.
+        fail_at: Option<usize>,
     }
 
     fn hash_next(h: &[TokenId]) -> TokenId {
@@ -828,6 +881,7 @@ mod tests {
             logits: Vec::new(),
             passes: Vec::new(),
             copies: 0,
+            fail_at: None,
         }
     }
 
@@ -850,6 +904,9 @@ mod tests {
             512
         }
         fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+            if self.fail_at == Some(self.passes.len()) {
+                return Err(EngineError::Decode("injected failure".into()));
+            }
             if batch.len() > self.n_batch() as usize {
                 return Err(EngineError::Decode(format!(
                     "batch of {} exceeds n_batch {}",
@@ -909,6 +966,9 @@ mod tests {
             self.kv.iter_mut().for_each(Vec::clear);
         }
         fn synchronize(&mut self) {}
+    }
+
+    impl Vocab for Fake {
         fn tokenize(&self, _: &str, _: bool) -> Result<Vec<TokenId>, EngineError> {
             Ok(vec![])
         }
@@ -1144,6 +1204,16 @@ mod tests {
         }
         assert_eq!(s.busy(), 1);
         let passes = s.engine().passes.len();
+        // What the client received before it left: one character per token here.
+        let mut rx = rx;
+        let seen: usize = events(&mut rx)
+            .iter()
+            .map(|e| match e {
+                Event::Text(t) => t.chars().count(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(seen, 5, "a prefill step and 4 decode steps, one token each");
         drop(rx);
         let rep = s.step();
         assert_eq!(s.busy(), 0);
@@ -1157,11 +1227,47 @@ mod tests {
             s.metrics.requests_cancelled_total.load(Ordering::Relaxed),
             1
         );
+        // Its tokens are counted, and so is their decode time.
+        assert_eq!(
+            s.metrics.tokens_predicted_total.load(Ordering::Relaxed),
+            seen as u64
+        );
+        assert_eq!(s.metrics.requests_served_total.load(Ordering::Relaxed), 0);
         // A request queued behind it takes the slot at once.
         let (j, mut rx2) = job(1, vec![3, 4, 5], 2);
         adm.submit(j).unwrap();
         drain(&mut s, &adm);
         assert!(matches!(events(&mut rx2).last(), Some(Event::Done(_))));
+    }
+
+    #[test]
+    fn a_failed_requests_tokens_stay_counted() {
+        let mut e = fake(1);
+        // Pass 0 prefills (first token), passes 1 and 2 decode, pass 3 fails.
+        e.fail_at = Some(3);
+        let mut s = sched(e, 1, 512);
+        let adm = Admission::new(4);
+        let (j, mut rx) = job(0, vec![3, 4, 5], 1000);
+        adm.submit(j).unwrap();
+        s.admit(&adm);
+        for _ in 0..4 {
+            s.step();
+        }
+        let evs = events(&mut rx);
+        let seen: usize = evs
+            .iter()
+            .map(|e| match e {
+                Event::Text(t) => t.chars().count(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(seen, 3);
+        assert!(matches!(evs.last(), Some(Event::Failed(m)) if m.contains("injected")));
+        assert_eq!(s.busy(), 0);
+        let m = &s.metrics;
+        assert_eq!(m.tokens_predicted_total.load(Ordering::Relaxed), 3);
+        assert_eq!(m.requests_served_total.load(Ordering::Relaxed), 0);
+        assert_eq!(m.requests_cancelled_total.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -5,7 +5,6 @@
 //! its port, and stores the session's sampler series like `memwall serve` does at
 //! Ctrl-C.
 
-use super::ServeError;
 use super::http::{MetricsSnapshot, snapshot};
 use super::job::{ServeHandle, ServeOptions, ServeStatus, ServeSummary, finish, start};
 use crate::experiments::JobError;
@@ -102,12 +101,17 @@ impl ServeSession {
 }
 
 /// Starts a server on `opts` (checks, binds, loads in the background) and returns
-/// once it is bound; [`ServeSession::live`] says when the model is ready.
+/// once it is bound; [`ServeSession::live`] says when the model is ready. The roof it
+/// publishes comes from `store` ([`super::job::served_roof`]).
 ///
 /// # Errors
-/// [`ServeError`] for bad options (naming the flag), a malformed model file, a
+/// [`super::ServeError`] for bad options (naming the flag), a malformed model file, a
 /// model that does not fit in memory, a port already in use.
-pub async fn serve_start_job(opts: ServeOptions) -> Result<ServeSession, JobError> {
+pub async fn serve_start_job(
+    store: &crate::store::Store,
+    mut opts: ServeOptions,
+) -> Result<ServeSession, JobError> {
+    opts.roof = super::job::served_roof(store, opts.engine).await;
     let log = Arc::new(Mutex::new(Log::default()));
     let l2 = log.clone();
     let model_file = opts.model.clone();
@@ -125,8 +129,7 @@ pub async fn serve_start_job(opts: ServeOptions) -> Result<ServeSession, JobErro
             } => l.ready = Some((model_id, template, n_ctx_slot)),
         }
     })
-    .await
-    .map_err(ServeError::from)?;
+    .await?;
     Ok(ServeSession {
         handle,
         model_file,

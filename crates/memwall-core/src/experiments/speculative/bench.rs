@@ -32,9 +32,11 @@ use super::cost::{self, Choice, Timings};
 use super::drafter::{DraftModel, Drafter, Ngram, NoDraft};
 use super::gate::{DrafterKind, TokenizedPrompt};
 use super::prompts::Category;
+use super::row::argmax_max;
 use super::run::{SpecConfig, SpecSession, SpecStats};
 use super::store::{AUTO_OFF_PREDICTED, AUTO_OFF_UNGATED, SpecBenchRow};
-use crate::measure::engine::{BatchItem, Engine, TokenId, argmax};
+use crate::measure::engine::{BatchItem, Engine, TokenId};
+use crate::measure::sampler::session::PhaseEvent;
 use crate::measure::stats::Sample;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -167,14 +169,30 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Untimed passes of the same shape before each timed pass of [`measure_timings`].
+///
+/// llama.cpp's CUDA back end replays a pass as a CUDA graph only once two passes in
+/// a row had the same graph properties (batch shape, tensor addresses): after any
+/// change it runs the next pass kernel by kernel, captures the one after, and
+/// replays from then on. The loop's passes of one configuration all have one shape
+/// (target-only decoding: 1 row; a verify at `k`: `k + 1` rows), so they replay.
+/// Timing every `j` in turn changed the shape at each pass and timed none of them
+/// replayed: on an H200, `t_verify(1)` of a 14B F16 target came out 10.40 ms
+/// against the 9.21 ms per token that target-only decoding took in the loop
+/// (results/h200/call12), 13 % of every prediction. Two passes of the timed shape
+/// first make the timed one a replay, as in the loop; on the CPU they only warm the
+/// caches.
+pub const SHAPE_WARMUPS: usize = 2;
+
 /// Measures the cost model's times at the depth of `prompt`: for `j = 1…k_max+1`,
-/// the target verify of `j` positions with logits and argmax at each, in passes of
-/// at most `max_rows` rows as the loop runs them (`j = 1` is target-only
-/// decoding), and one draft step (one position plus
-/// argmax). One untimed warm-up round, then `reps` timed rounds, each timing every
-/// `j` and the draft step in turn; medians. Leaves the
-/// engines' caches holding only the prompt prefix (callers must invalidate their
-/// KV mirrors).
+/// the target verify of `j` positions with logits and argmax at each
+/// ([`argmax_max`], the loop's pick), in passes of at most `max_rows` rows as the
+/// loop runs them (`j = 1` is target-only decoding), and one draft step (one
+/// position plus argmax). One untimed warm-up round, then `reps` timed rounds, each
+/// timing every `j` and the draft step in turn, each timed pass after
+/// [`SHAPE_WARMUPS`] untimed passes of its shape; medians. Leaves the engines'
+/// caches holding only the prompt prefix (callers must invalidate their KV
+/// mirrors).
 ///
 /// # Errors
 /// Engine errors.
@@ -218,27 +236,31 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
     let mut xd: Vec<f64> = Vec::with_capacity(reps);
     for r in 0..=reps {
         for (j, items) in batches.iter().enumerate() {
-            target.kv_truncate(0, n as u32)?;
-            let t0 = Instant::now();
-            for chunk in items.chunks(max_rows.max(1)) {
-                target.decode(chunk)?;
-                for i in 0..chunk.len() {
-                    std::hint::black_box(argmax(target.logits(i)?));
+            for w in 0..=SHAPE_WARMUPS {
+                target.kv_truncate(0, n as u32)?;
+                let t0 = Instant::now();
+                for chunk in items.chunks(max_rows.max(1)) {
+                    target.decode(chunk)?;
+                    target.synchronize();
+                    for i in 0..chunk.len() {
+                        std::hint::black_box(argmax_max(target.logits(i)?));
+                    }
                 }
-            }
-            target.synchronize();
-            if r > 0 {
-                xs[j].push(t0.elapsed().as_nanos() as f64);
+                if r > 0 && w == SHAPE_WARMUPS {
+                    xs[j].push(t0.elapsed().as_nanos() as f64);
+                }
             }
         }
         if let Some(d) = draft.as_mut() {
-            d.kv_truncate(0, n as u32)?;
-            let t0 = Instant::now();
-            d.decode_one(prompt[n], n as u32, 0)?;
-            std::hint::black_box(argmax(d.logits(0)?));
-            d.synchronize();
-            if r > 0 {
-                xd.push(t0.elapsed().as_nanos() as f64);
+            for w in 0..=SHAPE_WARMUPS {
+                d.kv_truncate(0, n as u32)?;
+                let t0 = Instant::now();
+                d.decode_one(prompt[n], n as u32, 0)?;
+                d.synchronize();
+                std::hint::black_box(argmax_max(d.logits(0)?));
+                if r > 0 && w == SHAPE_WARMUPS {
+                    xd.push(t0.elapsed().as_nanos() as f64);
+                }
             }
         }
     }
@@ -255,6 +277,7 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
         t_verify_ns,
         t_draft_ns,
         depth: n as u32,
+        overheads: Vec::new(),
     })
 }
 
@@ -319,8 +342,9 @@ pub fn row_energy(
     super::synth::pooled_energy(rec, &names, tps, row.n_emitted)
 }
 
-/// As [`run_bench`], calling `phase(Some(name))` before each timed cell's prompts
-/// in each repetition ([`phase_label`]) and `phase(None)` after them, so a sampler
+/// As [`run_bench`], calling `phase(Begin(name))` before each timed cell's prompts
+/// in each repetition ([`phase_label`]), `phase(Timed { .. })` with each prompt's
+/// timed decode, and `phase(End)` after them, so a sampler
 /// beside the run can attribute its reads.
 ///
 /// # Errors
@@ -331,7 +355,7 @@ pub fn run_bench_phased<T: Engine, D: Engine>(
     inputs: &[CategoryInput],
     plan: &SpecBenchPlan,
     on_progress: &mut dyn FnMut(&str),
-    phase: &mut dyn FnMut(Option<&str>),
+    phase: &mut dyn FnMut(PhaseEvent<'_>),
     cancel: &AtomicBool,
 ) -> Result<Vec<CategoryReport>, SpecError> {
     let stop = || -> Result<(), SpecError> {
@@ -464,12 +488,8 @@ pub fn run_bench_phased<T: Engine, D: Engine>(
                     Some(DrafterKind::Ngram) => &mut ngram,
                 };
                 let mut st = SpecStats::default();
-                phase(Some(&phase_label(
-                    cat.name(),
-                    dk.map_or("none", |d| d.name()),
-                    k,
-                    rep,
-                )));
+                let label = phase_label(cat.name(), dk.map_or("none", |d| d.name()), k, rep);
+                phase(PhaseEvent::Begin(&label));
                 for (pi, p) in input.measured.iter().enumerate() {
                     let out = session.generate(
                         target,
@@ -477,6 +497,13 @@ pub fn run_bench_phased<T: Engine, D: Engine>(
                         &p.tokens,
                         &SpecConfig::greedy(k, plan.max_new),
                     )?;
+                    if let Some(span) = out.decode_span {
+                        phase(PhaseEvent::Timed {
+                            phase: &label,
+                            rep: pi as u32 + 1,
+                            span,
+                        });
+                    }
                     st.merge(&out.stats);
                     if ci == 0 && rep == 0 {
                         reference.push(out.tokens);
@@ -500,7 +527,7 @@ pub fn run_bench_phased<T: Engine, D: Engine>(
                         });
                     }
                 }
-                phase(None);
+                phase(PhaseEvent::End);
                 tps[ci].push(st.decode_tps().unwrap_or(0.0));
                 stats[ci].merge(&st);
             }
@@ -612,6 +639,8 @@ pub struct BenchProvenance {
     pub draft_file: Option<String>,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
+    /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`).
+    pub prompt_set: String,
     /// llama.cpp build the engine was compiled from.
     pub engine_build: String,
     /// CPU threads the engine ran with (llama-bench's `-t`).
@@ -662,6 +691,7 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 k_auto: c.k_auto,
                 category: r.category.name().to_string(),
                 prompt_set_sha256: prov.prompt_set_sha256.clone(),
+                prompt_set: Some(prov.prompt_set.clone()),
                 prompt_ids: r.prompt_ids.clone(),
                 max_new: prov.max_new,
                 reps: if decided { 0 } else { prov.reps },
@@ -772,6 +802,24 @@ pub fn table_md(rows: &[SpecBenchRow]) -> String {
                 r.n_output_mismatch.to_string()
             }
         ));
+    }
+    let cols: Vec<(String, SpecStats)> = rows
+        .iter()
+        .filter(|r| r.decision.is_none())
+        .filter_map(|r| {
+            let st = serde_json::from_str::<SpecStats>(&r.stats_json).ok()?;
+            let who = if r.drafter_kind == "none" {
+                "target only".to_string()
+            } else {
+                format!("{} k={}", r.drafter_kind, r.k_label())
+            };
+            Some((format!("{} {who}", r.category), st))
+        })
+        .collect();
+    let bd = super::synth::breakdown_md(&cols);
+    if !bd.is_empty() {
+        s.push('\n');
+        s.push_str(&bd);
     }
     s
 }
@@ -911,6 +959,7 @@ mod tests {
             t_verify_ns: vec![30e6, 40e6],
             t_draft_ns: 10e6,
             depth: 10,
+            overheads: Vec::new(),
         };
         let st = SpecStats {
             n_iterations: 4,
@@ -1033,6 +1082,7 @@ mod tests {
                 target_sha256: "s".into(),
                 draft_file: Some("d".into()),
                 prompt_set_sha256: "p".into(),
+                prompt_set: "p.jsonl".into(),
                 engine_build: "mock".into(),
                 n_threads: 1,
                 max_new: 20,
@@ -1094,7 +1144,11 @@ mod tests {
             &[input],
             &plan_k2(false),
             &mut |_| {},
-            &mut |p| phases.push(p.map(str::to_string)),
+            &mut |e| {
+                if let Some(p) = e.mark() {
+                    phases.push(p.map(str::to_string))
+                }
+            },
             &AtomicBool::new(false),
         )
         .unwrap();
@@ -1212,6 +1266,7 @@ mod tests {
                 t_verify_ns: vec![30e6, 45e6, 60e6],
                 t_draft_ns: 12e6,
                 depth: 10,
+                overheads: Vec::new(),
             },
             predicted: vec![(2, 0.95)],
             choice: Choice {
@@ -1289,6 +1344,7 @@ mod tests {
                 target_sha256: "s".into(),
                 draft_file: Some("d".into()),
                 prompt_set_sha256: "p".into(),
+                prompt_set: "p.jsonl".into(),
                 engine_build: "mock".into(),
                 n_threads: 2,
                 max_new: 12,

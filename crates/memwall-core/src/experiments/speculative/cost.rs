@@ -13,8 +13,95 @@
 //! and nearly free). On a small CPU that is false: a pass over `k + 1` positions
 //! costs noticeably more than one over a single position, so `S(k)` can fall below
 //! 1 for every `k`; then [`choose_k`] answers "off".
+//!
+//! **The loop's own costs.** The forward-pass times leave out what the loop does
+//! around them (per iteration: the verify rows' fetch and host work, accept/reject,
+//! KV rollback, bookkeeping; per draft step: what a step costs in the loop beyond
+//! the timed one, per drafted token), and target-only decoding in the loop differs from `t_verify(1)`
+//! the same way. [`LoopOverhead`] measures those three terms from untimed runs of
+//! the loop made before the timed runs ([`LoopOverhead::from_runs`]); with them
+//! `T_iter(k) = k · (t_draft + δ_step) + t_verify(k + 1) + c_iter` and target-only
+//! decoding costs `t_verify(1) + c_base` per token. Timings without them give the
+//! paper's model above.
 
+use super::run::SpecStats;
 use serde::{Deserialize, Serialize};
+
+/// What the loop costs beyond the timed forward passes, measured from untimed runs
+/// of the loop on the calibration prompt before any timed run
+/// ([`LoopOverhead::from_runs`]). Each term may be negative (a pass that runs
+/// faster in the loop than when timed alone).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoopOverhead {
+    /// The set acceptance rate of the calibration run (`None`: the drafter's own
+    /// acceptance), [`Timings::overhead_at`] picks by it.
+    pub alpha: Option<f64>,
+    /// The draft length of the calibration run.
+    pub k: usize,
+    /// `c_iter`: fixed time per iteration beyond `t_verify(m + 1)` and the draft
+    /// steps, ns.
+    pub iter_ns: f64,
+    /// `δ_step`: time per drafted token in the loop beyond `t_draft`, ns.
+    pub draft_step_ns: f64,
+    /// `c_base`: time per token of target-only decoding in the loop beyond
+    /// `t_verify(1)`, ns.
+    pub base_ns: f64,
+}
+
+impl LoopOverhead {
+    /// The three terms from a target-only run (`base`, `k = 0` through the loop) and
+    /// a speculative run (`spec`) of the loop, against the timed passes `t`:
+    /// - `c_base = base.decode_ns ÷ base.n_iterations − t_verify(1)`;
+    /// - `δ_step = spec.draft_ns ÷ spec.n_drafted − t_draft` (0 when nothing was
+    ///   drafted): the drafter's whole time per drafted token (its catch-up pass
+    ///   included) beyond one timed draft step;
+    /// - `c_iter = (spec.decode_ns − spec.draft_ns − Σ_{m ≥ 1} h[m] · t_verify(m + 1)
+    ///   − h[0] · (t_verify(1) + c_base)) ÷ Σ_{m ≥ 1} h[m]`, `h` the draft-length
+    ///   histogram (an iteration without a draft costs a target-only step).
+    ///
+    /// With these, [`Timings::iteration_ns_at`] summed over the calibration run's
+    /// iterations is its decode time again. `None` when a run has no iterations, no
+    /// iteration had a draft, or a length is beyond the timings.
+    pub fn from_runs(
+        t: &Timings,
+        alpha: Option<f64>,
+        k: usize,
+        base: &SpecStats,
+        spec: &SpecStats,
+    ) -> Option<LoopOverhead> {
+        let t1 = *t.t_verify_ns.first()?;
+        if base.n_iterations == 0 || spec.n_iterations == 0 {
+            return None;
+        }
+        let base_ns = base.decode_ns as f64 / base.n_iterations as f64 - t1;
+        let draft_step_ns = if spec.n_drafted > 0 {
+            spec.draft_ns as f64 / spec.n_drafted as f64 - t.t_draft_ns
+        } else {
+            0.0
+        };
+        let h = &spec.draft_len_hist;
+        let plain = h.first().copied().unwrap_or(0) as f64;
+        let mut verify = plain * (t1 + base_ns);
+        let mut with_draft = 0.0;
+        for (m, &n) in h.iter().enumerate().skip(1) {
+            if n > 0 {
+                verify += n as f64 * t.t_verify_ns.get(m)?;
+                with_draft += n as f64;
+            }
+        }
+        if with_draft == 0.0 {
+            return None;
+        }
+        let iter_ns = (spec.decode_ns as f64 - spec.draft_ns as f64 - verify) / with_draft;
+        Some(LoopOverhead {
+            alpha,
+            k,
+            iter_ns,
+            draft_step_ns,
+            base_ns,
+        })
+    }
+}
 
 /// Measured times of the pieces of an iteration, ns (medians of repetitions).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,6 +114,10 @@ pub struct Timings {
     pub t_draft_ns: f64,
     /// Depth (cached positions) at which these were measured.
     pub depth: u32,
+    /// The loop's own costs, one per calibration run (empty: the forward passes
+    /// alone, the paper's model; so are timings stored before they were kept).
+    #[serde(default)]
+    pub overheads: Vec<LoopOverhead>,
 }
 
 impl Timings {
@@ -34,9 +125,45 @@ impl Timings {
     pub fn k_max(&self) -> usize {
         self.t_verify_ns.len().saturating_sub(1)
     }
-    /// `T_iter(k)`, ns; `None` when `k` exceeds [`Timings::k_max`].
+    /// `T_iter(k)` from the forward passes alone, ns; `None` when `k` exceeds
+    /// [`Timings::k_max`].
     pub fn iteration_ns(&self, k: usize) -> Option<f64> {
         Some(k as f64 * self.t_draft_ns + *self.t_verify_ns.get(k)?)
+    }
+    /// The loop overhead measured at the acceptance rate nearest `alpha` (a drafter's
+    /// own, `alpha = None`, first; else the nearest set rate); zero when none was
+    /// measured.
+    pub fn overhead_at(&self, alpha: Option<f64>) -> LoopOverhead {
+        let zero = LoopOverhead {
+            alpha,
+            k: 0,
+            iter_ns: 0.0,
+            draft_step_ns: 0.0,
+            base_ns: 0.0,
+        };
+        let dist = |o: &LoopOverhead| match (o.alpha, alpha) {
+            (None, None) => 0.0,
+            (Some(a), Some(b)) => (a - b).abs(),
+            _ => 2.0,
+        };
+        self.overheads
+            .iter()
+            .min_by(|a, b| dist(a).total_cmp(&dist(b)))
+            .copied()
+            .unwrap_or(zero)
+    }
+    /// `T_iter(m)` in the loop with `o`'s terms, ns: `m · (t_draft + δ_step) +
+    /// t_verify(m + 1) + c_iter` for `m ≥ 1`, a target-only step
+    /// ([`Timings::base_ns_at`]) for `m = 0`; `None` beyond [`Timings::k_max`].
+    pub fn iteration_ns_at(&self, m: usize, o: &LoopOverhead) -> Option<f64> {
+        if m == 0 {
+            return self.base_ns_at(o);
+        }
+        Some(m as f64 * (self.t_draft_ns + o.draft_step_ns) + self.t_verify_ns.get(m)? + o.iter_ns)
+    }
+    /// One target-only token in the loop, `t_verify(1) + c_base`, ns.
+    pub fn base_ns_at(&self, o: &LoopOverhead) -> Option<f64> {
+        Some(self.t_verify_ns.first()? + o.base_ns)
     }
 }
 
@@ -49,9 +176,35 @@ pub fn expected_tokens(alpha: f64, k: usize) -> f64 {
     (1.0 - a.powi(k as i32 + 1)) / (1.0 - a)
 }
 
-/// Predicted speedup over target-only decoding, `E[tokens] · t_verify(1) ÷ T_iter(k)`;
-/// `None` when `k` is outside the timings. `k = 0` gives exactly 1.
+/// Predicted speedup over target-only decoding, `E[tokens] · t_verify(1) ÷ T_iter(k)`
+/// (with the loop's own costs when `t` has them: `t_verify(1) + c_base` and
+/// [`Timings::iteration_ns_at`], the overhead measured at the set rate nearest
+/// `alpha`); `None` when `k` is outside the timings. `k = 0` gives exactly 1.
 pub fn predicted_speedup(t: &Timings, alpha: f64, k: usize) -> Option<f64> {
+    predicted_speedup_set(t, alpha, Some(alpha), k)
+}
+
+/// [`predicted_speedup`] with the loop overhead measured at `overhead_alpha`
+/// ([`Timings::overhead_at`]; `None`: the drafter's own acceptance).
+pub fn predicted_speedup_set(
+    t: &Timings,
+    alpha: f64,
+    overhead_alpha: Option<f64>,
+    k: usize,
+) -> Option<f64> {
+    if k == 0 {
+        t.iteration_ns(0)?;
+        return Some(1.0);
+    }
+    let o = t.overhead_at(overhead_alpha);
+    let it = t.iteration_ns_at(k, &o)?;
+    let base = t.base_ns_at(&o)?;
+    Some(expected_tokens(alpha, k) * base / it)
+}
+
+/// The paper's model from the forward passes alone (the loop's own costs left out),
+/// for comparison with [`predicted_speedup`].
+pub fn predicted_speedup_passes_only(t: &Timings, alpha: f64, k: usize) -> Option<f64> {
     let it = t.iteration_ns(k)?;
     let base = *t.t_verify_ns.first()?;
     Some(expected_tokens(alpha, k) * base / it)
@@ -63,8 +216,9 @@ pub fn predicted_speedup(t: &Timings, alpha: f64, k: usize) -> Option<f64> {
 /// `S = E · t_verify(1) ÷ T`. `f = 1` is [`predicted_speedup`].
 pub fn predicted_speedup_with(t: &Timings, alpha: f64, k: usize, f: f64) -> Option<f64> {
     let f = f.clamp(0.0, 1.0);
-    let it = t.iteration_ns(k)?;
-    let base = *t.t_verify_ns.first()?;
+    let o = t.overhead_at(None);
+    let it = t.iteration_ns_at(k, &o)?;
+    let base = t.base_ns_at(&o)?;
     let e = (1.0 - f) + f * expected_tokens(alpha, k);
     Some(e * base / ((1.0 - f) * base + f * it))
 }
@@ -81,7 +235,19 @@ pub fn predicted_speedup_with(t: &Timings, alpha: f64, k: usize, f: f64) -> Opti
 /// of a generation, whose `k` is cut to the tokens left. `None` when `hist` is empty
 /// (all zero) or names an `m` beyond [`Timings::k_max`].
 pub fn predicted_speedup_hist(t: &Timings, alpha: f64, hist: &[u64]) -> Option<f64> {
-    let base = *t.t_verify_ns.first()?;
+    predicted_speedup_hist_set(t, alpha, None, hist)
+}
+
+/// [`predicted_speedup_hist`] with the loop overhead measured at `overhead_alpha`
+/// ([`Timings::overhead_at`]).
+pub fn predicted_speedup_hist_set(
+    t: &Timings,
+    alpha: f64,
+    overhead_alpha: Option<f64>,
+    hist: &[u64],
+) -> Option<f64> {
+    let o = t.overhead_at(overhead_alpha);
+    let base = t.base_ns_at(&o)?;
     let (mut e, mut cost) = (0.0, 0.0);
     for (m, &n) in hist.iter().enumerate() {
         if n == 0 {
@@ -89,7 +255,7 @@ pub fn predicted_speedup_hist(t: &Timings, alpha: f64, hist: &[u64]) -> Option<f
         }
         let w = n as f64;
         e += w * expected_tokens(alpha, m);
-        cost += w * t.iteration_ns(m)?;
+        cost += w * t.iteration_ns_at(m, &o)?;
     }
     (cost > 0.0).then(|| e * base / cost)
 }
@@ -138,10 +304,10 @@ pub fn choose_k(t: &Timings, alpha: f64, f: f64, allowed: &[usize]) -> Choice {
         if k == 0 {
             continue;
         }
-        if let Some(s) = predicted_speedup_with(t, alpha, k, f) {
-            if s > best.predicted {
-                best = Choice { k, predicted: s };
-            }
+        if let Some(s) = predicted_speedup_with(t, alpha, k, f)
+            && s > best.predicted
+        {
+            best = Choice { k, predicted: s };
         }
     }
     best
@@ -183,6 +349,7 @@ mod tests {
             t_verify_ns: verify_ms.iter().map(|m| m * 1e6).collect(),
             t_draft_ns: draft_ms * 1e6,
             depth: 0,
+            overheads: Vec::new(),
         }
     }
 
@@ -239,6 +406,89 @@ mod tests {
         let mut far = vec![0; 10];
         far[9] = 1;
         assert_eq!(predicted_speedup_hist(&t, 0.5, &far), None);
+    }
+
+    #[test]
+    fn loop_overhead_by_hand() {
+        // t_verify = 10, 14, 14.5 ms; t_draft = 1.5 ms.
+        let t = timings(&[10.0, 14.0, 14.5], 1.5);
+        // Target-only in the loop: 64 tokens in 588.8 ms = 9.2 ms each → c_base = −0.8 ms.
+        let base = SpecStats {
+            n_iterations: 64,
+            decode_ns: 588_800_000,
+            ..Default::default()
+        };
+        // 23 iterations: 1 without a draft, 2 with m = 1, 20 with m = 2; 42 draft
+        // drafted tokens in 75.6 ms (1.8 ms each → δ_step = 0.3 ms); decode 420 ms.
+        // Verify side: 1·(10 − 0.8) + 2·14 + 20·14.5 = 327.2 ms;
+        // c_iter = (420 − 75.6 − 327.2) ÷ 22 = 17.2 ÷ 22 = 0.781818… ms.
+        let spec = SpecStats {
+            n_iterations: 23,
+            n_draft_passes: 42,
+            n_drafted: 42,
+            draft_ns: 75_600_000,
+            decode_ns: 420_000_000,
+            draft_len_hist: vec![1, 2, 20],
+            ..Default::default()
+        };
+        let o = LoopOverhead::from_runs(&t, Some(0.8), 2, &base, &spec).unwrap();
+        assert!((o.base_ns - (-0.8e6)).abs() < 1e-3, "{o:?}");
+        assert!((o.draft_step_ns - 0.3e6).abs() < 1e-3, "{o:?}");
+        assert!((o.iter_ns - 17.2e6 / 22.0).abs() < 1e-3, "{o:?}");
+        // Summed over the calibration run's iterations, the model is its decode time.
+        let mut t = t;
+        t.overheads.push(o);
+        let o = t.overhead_at(Some(0.8));
+        let total: f64 = spec
+            .draft_len_hist
+            .iter()
+            .enumerate()
+            .map(|(m, &n)| n as f64 * t.iteration_ns_at(m, &o).unwrap())
+            .sum();
+        assert!((total - 420e6).abs() < 1e-3, "{total}");
+        // α = 0.8, k = 2: E = 1 + 0.8 + 0.64 = 2.44; base 9.2 ms; iteration
+        // 2·1.8 + 14.5 + 0.781818 = 18.881818 ms → 2.44 · 9.2 ÷ 18.881818 = 1.188868…
+        let s = predicted_speedup(&t, 0.8, 2).unwrap();
+        let want = 2.44 * 9.2 / (2.0 * 1.8 + 14.5 + 17.2 / 22.0);
+        assert!((s - want).abs() < 1e-9, "{s} vs {want}");
+        // The forward passes alone: 2.44 · 10 ÷ (2·1.5 + 14.5) = 1.394285…
+        let p = predicted_speedup_passes_only(&t, 0.8, 2).unwrap();
+        assert!((p - 24.4 / 17.5).abs() < 1e-12, "{p}");
+        assert_eq!(predicted_speedup(&t, 0.8, 0), Some(1.0));
+    }
+
+    #[test]
+    fn loop_overhead_is_picked_by_the_nearest_set_rate() {
+        let mut t = timings(&[10.0, 14.0], 1.0);
+        assert_eq!(t.overhead_at(Some(0.5)).iter_ns, 0.0, "none measured: zero");
+        let o = |a: f64, c: f64| LoopOverhead {
+            alpha: Some(a),
+            k: 1,
+            iter_ns: c,
+            draft_step_ns: 0.0,
+            base_ns: 0.0,
+        };
+        t.overheads = vec![o(0.5, 1.0), o(0.7, 2.0), o(0.9, 3.0)];
+        assert_eq!(t.overhead_at(Some(0.9)).iter_ns, 3.0);
+        assert_eq!(t.overhead_at(Some(0.62)).iter_ns, 2.0);
+        assert_eq!(t.overhead_at(Some(0.1)).iter_ns, 1.0);
+        // No run without a draft, or none at all: no overhead.
+        let base = SpecStats {
+            n_iterations: 2,
+            decode_ns: 20,
+            ..Default::default()
+        };
+        let plain = SpecStats {
+            n_iterations: 2,
+            decode_ns: 20,
+            draft_len_hist: vec![2],
+            ..Default::default()
+        };
+        assert_eq!(LoopOverhead::from_runs(&t, None, 1, &base, &plain), None);
+        assert_eq!(
+            LoopOverhead::from_runs(&t, None, 1, &SpecStats::default(), &plain),
+            None
+        );
     }
 
     #[test]

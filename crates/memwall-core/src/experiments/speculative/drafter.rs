@@ -12,12 +12,48 @@
 //!   (`max_n` down to `min_n` tokens) that occurred earlier proposes the tokens that
 //!   followed its most recent earlier occurrence. Deterministic (`q = δ`).
 
+use super::row::IterBreakdown;
+use super::row::argmax_max;
 use super::sampling::{SamplingParams, sample_with, uniform};
 use super::verify::QDist;
-use super::vocab::{MassStats, discarded_mass};
+use super::vocab::{MassStats, discarded_mass, discarded_mass_with_max};
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{BatchItem, Engine, EngineError, TokenId, argmax};
 use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+/// Time a [`KvSeq`] spent in its engine since [`KvSeq::take_times`] last read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KvTimes {
+    /// Forward passes ([`KvSeq::feed`], [`KvSeq::feed_chunked`]), each followed by
+    /// [`Engine::synchronize`], ns.
+    pub forward_ns: u64,
+    /// Cache rollback ([`Engine::kv_truncate`] of positions that disagree with the
+    /// history) before a feed, ns.
+    pub rollback_ns: u64,
+}
+
+/// Nanoseconds since `t`.
+pub(crate) fn ns_since(t: Instant) -> u64 {
+    t.elapsed().as_nanos() as u64
+}
+
+/// Whether a drafter's catch-up runs in one-row passes (environment variable
+/// `MEMWALL_SPEC_CATCHUP=one-row`, read once; a measurement switch of issue 42).
+///
+/// A drafter catches up on the tokens committed since its last proposal before it
+/// drafts: one token after a rejection, two (its own last proposal and the bonus
+/// token) after a fully accepted draft. By default they go in one pass. llama.cpp
+/// rebuilds its graph whenever a pass's shape differs from the last one, and its
+/// CUDA back end then runs two passes without a CUDA graph before it replays one
+/// again, so a two-row catch-up between one-row draft steps costs more than its
+/// own forward; one-row passes keep every draft pass the same shape at the price
+/// of one more pass after a fully accepted draft. Which is faster is measured, not
+/// assumed: `memwall spec bench` with and without the variable.
+pub fn catchup_one_row() -> bool {
+    static ONE_ROW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONE_ROW.get_or_init(|| std::env::var("MEMWALL_SPEC_CATCHUP").is_ok_and(|v| v == "one-row"))
+}
 
 /// A KV-cache sequence (sequence 0) and the tokens it holds, position by position.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +63,8 @@ pub struct KvSeq {
     /// Whether `cached` is known to describe the engine's cache (false for a new
     /// mirror: the first sync empties the engine's cache).
     valid: bool,
+    /// Time spent in the engine by feeds since the last [`KvSeq::take_times`].
+    times: KvTimes,
 }
 
 impl KvSeq {
@@ -35,6 +73,11 @@ impl KvSeq {
         e.kv_clear();
         self.cached.clear();
         self.valid = true;
+    }
+
+    /// The forward and rollback time of the feeds since the last call, and zeroes it.
+    pub fn take_times(&mut self) -> KvTimes {
+        std::mem::take(&mut self.times)
     }
 
     /// Makes the cache hold `hist ++ extra` and keeps the logits of the last
@@ -65,11 +108,6 @@ impl KvSeq {
         }
         let tail_len = toks.len().min(nb);
         let (head, tail) = toks.split_at(toks.len() - tail_len);
-        let mut passes = 0;
-        if !head.is_empty() {
-            e.prefill(head, keep as u32, 0, false)?;
-            passes += head.len().div_ceil(nb) as u32;
-        }
         let base = (keep + head.len()) as u32;
         let items: Vec<BatchItem> = tail
             .iter()
@@ -81,7 +119,27 @@ impl KvSeq {
                 logits: i + n_logits >= tail.len(),
             })
             .collect();
-        e.decode(&items)?;
+        let mut passes = 0;
+        let t0 = Instant::now();
+        if !head.is_empty() {
+            e.prefill(head, keep as u32, 0, false)?;
+            passes += head.len().div_ceil(nb) as u32;
+        }
+        if n_logits == 1 && items.len() > 1 && catchup_one_row() {
+            // Every pass keeps its row's logits, as a draft step does: the same shape.
+            for it in &items {
+                e.decode(&[BatchItem {
+                    logits: true,
+                    ..*it
+                }])?;
+                passes += 1;
+            }
+            passes -= 1;
+        } else {
+            e.decode(&items)?;
+        }
+        e.synchronize();
+        self.times.forward_ns += ns_since(t0);
         passes += 1;
         self.cached.extend_from_slice(&toks);
         Ok(passes)
@@ -112,7 +170,9 @@ impl KvSeq {
             .count();
         let keep = common.min(hist.len() - 1);
         if self.cached.len() > keep {
+            let t0 = Instant::now();
             e.kv_truncate(0, keep as u32)?;
+            self.times.rollback_ns += ns_since(t0);
             self.cached.truncate(keep);
         }
         Ok(keep)
@@ -152,22 +212,26 @@ impl KvSeq {
         let (head, tail) = toks.split_at(toks.len() - n_logits);
         let mut passes = 0;
         if !head.is_empty() {
+            let t0 = Instant::now();
             e.prefill(head, keep as u32, 0, false)?;
+            e.synchronize();
+            self.times.forward_ns += ns_since(t0);
             passes += head.len().div_ceil(nb) as u32;
         }
         let mut base = (keep + head.len()) as u32;
+        let mut items: Vec<BatchItem> = Vec::with_capacity(max_rows.min(tail.len()));
         for chunk in tail.chunks(max_rows) {
-            let items: Vec<BatchItem> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, &t)| BatchItem {
-                    token: t,
-                    pos: base + i as u32,
-                    seq: 0,
-                    logits: true,
-                })
-                .collect();
+            items.clear();
+            items.extend(chunk.iter().enumerate().map(|(i, &t)| BatchItem {
+                token: t,
+                pos: base + i as u32,
+                seq: 0,
+                logits: true,
+            }));
+            let t0 = Instant::now();
             e.decode(&items)?;
+            e.synchronize();
+            self.times.forward_ns += ns_since(t0);
             passes += 1;
             for j in 0..chunk.len() {
                 on_row(e, j)?;
@@ -209,6 +273,33 @@ impl KvSeq {
         Ok(())
     }
 
+    /// Cuts the cache back to its longest prefix that agrees with `tokens` (no
+    /// prefill): what is left is committed history only. Nothing to do on a
+    /// mirror that is not synced.
+    ///
+    /// # Errors
+    /// [`Engine::kv_truncate`]'s.
+    pub fn trim<E: Engine + ?Sized>(
+        &mut self,
+        e: &mut E,
+        tokens: &[TokenId],
+    ) -> Result<(), EngineError> {
+        if !self.valid {
+            return Ok(());
+        }
+        let common = self
+            .cached
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if self.cached.len() > common {
+            e.kv_truncate(0, common as u32)?;
+            self.cached.truncate(common);
+        }
+        Ok(())
+    }
+
     /// Marks the mirror unknown: the next [`KvSeq::sync_prefix`] empties the
     /// engine's cache and prefills from position 0. Needed when something else used
     /// the engine meanwhile.
@@ -229,6 +320,11 @@ pub struct Draft {
     pub passes: u32,
     /// Discarded mass of the draft's rows (vocabulary mismatch).
     pub q_mass: MassStats,
+    /// Where the proposal's time went: the `draft_*` parts of an
+    /// [`IterBreakdown`] (forward passes, logit fetch, host pick, rollback; zero for
+    /// a drafter without a model). The loop adds the proposal's remaining time to
+    /// `draft_other_ns`.
+    pub times: IterBreakdown,
 }
 
 /// Settings a drafter needs for one proposal.
@@ -252,7 +348,9 @@ pub trait Drafter {
     /// # Errors
     /// Engine errors.
     fn begin(&mut self, prompt: &[TokenId]) -> Result<(), SpecError>;
-    /// Proposes up to `k` tokens continuing `hist` (the committed tokens).
+    /// Proposes up to `k` tokens continuing `hist` (the committed tokens). The loop
+    /// cuts a proposal after its first end-of-generation token: what follows it is
+    /// never verified or counted.
     ///
     /// # Errors
     /// Engine errors.
@@ -263,6 +361,15 @@ pub trait Drafter {
         cx: &DraftCtx,
         rng: &mut ChaCha8Rng,
     ) -> Result<Draft, SpecError>;
+    /// The generation ended with `hist` committed (prompt + output, an end token
+    /// last when one came): a drafter with a cache cuts it back to committed
+    /// tokens, never keeping the end token or a proposal after it.
+    ///
+    /// # Errors
+    /// Engine errors.
+    fn end(&mut self, _hist: &[TokenId]) -> Result<(), SpecError> {
+        Ok(())
+    }
 }
 
 /// No drafter: every iteration is one plain target decode (the target-only baseline
@@ -357,6 +464,11 @@ impl<E: Engine> Drafter for DraftModel<E> {
     fn key(&self) -> String {
         self.key.clone()
     }
+    fn end(&mut self, hist: &[TokenId]) -> Result<(), SpecError> {
+        let n = hist.len().saturating_sub(1);
+        self.kv.trim(&mut self.engine, &hist[..n])?;
+        Ok(())
+    }
     fn n_vocab(&self) -> Option<usize> {
         Some(self.engine.n_vocab())
     }
@@ -380,31 +492,58 @@ impl<E: Engine> Drafter for DraftModel<E> {
             return Err(SpecError::Config(format!("k = {k} exceeds {K_MAX}")));
         }
         d.passes += self.kv.feed(&mut self.engine, hist, &[], 1)?;
+        let (mut fetch, mut pick, mut forward) = (0u64, 0u64, 0u64);
         for i in 0..k {
+            let t0 = Instant::now();
             let logits = self.engine.logits(0)?;
+            let t1 = Instant::now();
             let shared = cx.n_shared.min(logits.len());
-            d.q_mass
-                .add(discarded_mass(logits, shared, cx.sampling.temperature));
             let row = &logits[..shared];
-            let (tok, q) = match self.pick {
-                Pick::Worst => (argmin(row), QDist::Delta),
-                Pick::Model if cx.sampling.is_greedy() => (argmax(row), QDist::Delta),
+            let temp = cx.sampling.temperature;
+            let (tok, q, mass) = match self.pick {
+                Pick::Worst => (
+                    argmin(row),
+                    QDist::Delta,
+                    discarded_mass(logits, shared, temp),
+                ),
+                Pick::Model if cx.sampling.is_greedy() => {
+                    let (t, m) = argmax_max(row);
+                    (
+                        t,
+                        QDist::Delta,
+                        discarded_mass_with_max(logits, shared, temp, m),
+                    )
+                }
                 Pick::Model => {
                     let dist = cx.sampling.distribution(row);
                     let t = sample_with(&dist, uniform(rng)).unwrap_or_else(|| argmax(row));
-                    (t, QDist::Dist(dist))
+                    (t, QDist::Dist(dist), discarded_mass(logits, shared, temp))
                 }
             };
+            d.q_mass.add(mass);
+            fetch += (t1 - t0).as_nanos() as u64;
+            pick += ns_since(t1);
             d.tokens.push(tok);
             d.q.push(q);
             if i + 1 == k || self.engine.is_eog(tok) {
                 break;
             }
             let pos = self.kv.cached.len() as u32;
+            let t2 = Instant::now();
             self.engine.decode_one(tok, pos, 0)?;
+            self.engine.synchronize();
+            forward += ns_since(t2);
             self.kv.cached.push(tok);
             d.passes += 1;
         }
+        let kt = self.kv.take_times();
+        d.times = IterBreakdown {
+            draft_forward_ns: forward + kt.forward_ns,
+            draft_fetch_ns: fetch,
+            draft_pick_ns: pick,
+            draft_rollback_ns: kt.rollback_ns,
+            ..Default::default()
+        };
         Ok(d)
     }
 }
@@ -471,6 +610,7 @@ impl Drafter for Ngram {
             tokens,
             passes: 0,
             q_mass: MassStats::default(),
+            times: IterBreakdown::default(),
         })
     }
 }

@@ -145,6 +145,15 @@ impl GateRow {
                 d.target_margin.map_or("—".into(), |m| format!("{m:.4}"))
             ));
         }
+        if let Some(a) = self.stats.alpha_hat() {
+            s.push_str(&format!(
+                "; α̂ {a:.3} ({} accepted of {} tested, {} drafted, {} emitted)",
+                self.stats.n_accepted,
+                self.stats.n_tested(),
+                self.stats.n_drafted,
+                self.stats.n_emitted
+            ));
+        }
         if self.stats.n_tie_breaks > 0 {
             s.push_str(&format!(
                 "; {} near-ties of {} emitted tokens took the target-only token (verify argmax ahead by at most {:.3e} logits)",
@@ -261,12 +270,24 @@ pub struct SamplingCheck {
     pub chi2: f64,
     /// Critical value at significance 10⁻³.
     pub chi2_crit: f64,
+    /// P(χ²_df ≥ chi2): the p-value of the observed counts under `p`
+    /// ([`chi2_sf`]); `None` in checks stored before it was kept.
+    #[serde(default)]
+    pub p_value: Option<f64>,
     /// Total-variation distance between the empirical and `p` over the bins.
     pub tv: f64,
     /// Expected TV under `p` is at most ½ Σ √(pᵢ(1−pᵢ)/n) over the bins (Jensen).
     pub tv_expected_max: f64,
     /// Acceptance over the runs (accepted ÷ drafted).
     pub acceptance_rate: Option<f64>,
+    /// α̂ over the runs: accepted ÷ (accepted + rejections).
+    #[serde(default)]
+    pub alpha_hat: Option<f64>,
+    /// Runs whose first drafted position was rejected, so that the first emitted
+    /// token was drawn from the residual `max(0, p − q)`: how often the check
+    /// exercised the path a draft equal to the target never takes (0 there).
+    #[serde(default)]
+    pub n_first_rejected: u64,
     /// χ² below the critical value?
     pub passed: bool,
     /// The five most likely tokens: `(token, p, observed frequency)`.
@@ -281,6 +302,89 @@ pub fn chi2_crit_1e3(df: usize) -> f64 {
     let df = df.max(1) as f64;
     let z = 3.0902;
     df * (1.0 - 2.0 / (9.0 * df) + z * (2.0 / (9.0 * df)).sqrt()).powi(3)
+}
+
+/// The χ² survival function `P(χ²_df ≥ x)` (a p-value): the regularized upper
+/// incomplete gamma function `Q(df/2, x/2)`, by its series below `a + 1` and its
+/// continued fraction (modified Lentz) above (Numerical Recipes, 3rd ed., §6.2),
+/// with `ln Γ` by Lanczos (g = 7, 9 terms). Closed forms it meets: df = 2 gives
+/// `e^(−x/2)`; df = 1 gives `erfc(√(x/2))`.
+pub fn chi2_sf(x: f64, df: usize) -> f64 {
+    if df == 0 || x.is_nan() {
+        return f64::NAN;
+    }
+    if x <= 0.0 {
+        return 1.0;
+    }
+    let a = df as f64 / 2.0;
+    let x = x / 2.0;
+    let front = (a * x.ln() - x - ln_gamma(a)).exp();
+    if x < a + 1.0 {
+        // P(a, x) = front · Σ xⁿ / (a (a+1) … (a+n)).
+        let (mut term, mut sum, mut ap) = (1.0 / a, 1.0 / a, a);
+        for _ in 0..1000 {
+            ap += 1.0;
+            term *= x / ap;
+            sum += term;
+            if term.abs() < sum.abs() * 1e-16 {
+                break;
+            }
+        }
+        (1.0 - front * sum).clamp(0.0, 1.0)
+    } else {
+        // Q(a, x) = front · 1 / (x + 1 − a − 1·(1−a) / (x + 3 − a − …)).
+        let tiny = 1e-300;
+        let mut b = x + 1.0 - a;
+        let mut c = 1.0 / tiny;
+        let mut d = 1.0 / b;
+        let mut h = d;
+        for i in 1..1000 {
+            let an = -(i as f64) * (i as f64 - a);
+            b += 2.0;
+            d = an * d + b;
+            if d.abs() < tiny {
+                d = tiny;
+            }
+            c = b + an / c;
+            if c.abs() < tiny {
+                c = tiny;
+            }
+            d = 1.0 / d;
+            let delta = d * c;
+            h *= delta;
+            if (delta - 1.0).abs() < 1e-16 {
+                break;
+            }
+        }
+        (front * h).clamp(0.0, 1.0)
+    }
+}
+
+/// `ln Γ(z)` for z > 0 (Lanczos, g = 7, n = 9; relative error ≈ 1e-15).
+fn ln_gamma(z: f64) -> f64 {
+    const G: f64 = 7.0;
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if z < 0.5 {
+        // Reflection: Γ(z) Γ(1 − z) = π / sin(πz).
+        return (std::f64::consts::PI / (std::f64::consts::PI * z).sin()).ln() - ln_gamma(1.0 - z);
+    }
+    let z = z - 1.0;
+    let mut x = C[0];
+    for (i, c) in C.iter().enumerate().skip(1) {
+        x += c / (z + i as f64);
+    }
+    let t = z + G + 0.5;
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (z + 0.5) * t.ln() - t + x.ln()
 }
 
 /// A χ² goodness-of-fit comparison of observed counts with a distribution ([`chi_square`]).
@@ -369,6 +473,7 @@ pub fn sampling_check<T: Engine + ?Sized>(
     let mut counts = vec![0u64; p.len()];
     let mut session = SpecSession::new();
     let mut stats = SpecStats::default();
+    let mut n_first_rejected = 0u64;
     for t in 0..trials {
         let cfg = SpecConfig {
             k,
@@ -378,11 +483,13 @@ pub fn sampling_check<T: Engine + ?Sized>(
             max_iterations: 1,
         };
         let out = session.generate(target, drafter, prefix, &cfg)?;
+        n_first_rejected += out.stats.accept_hist.first().copied().unwrap_or(0)
+            * (out.stats.n_rejections > 0 && out.stats.n_drafted > 0) as u64;
         stats.merge(&out.stats);
-        if let Some(&first) = out.tokens.first() {
-            if let Some(c) = counts.get_mut(first as usize) {
-                *c += 1;
-            }
+        if let Some(&first) = out.tokens.first()
+            && let Some(c) = counts.get_mut(first as usize)
+        {
+            *c += 1;
         }
     }
     let ChiSquare {
@@ -410,9 +517,12 @@ pub fn sampling_check<T: Engine + ?Sized>(
         df,
         chi2,
         chi2_crit: crit,
+        p_value: (df > 0).then(|| chi2_sf(chi2, df)),
         tv,
         tv_expected_max: tvb,
         acceptance_rate: stats.acceptance_rate(),
+        alpha_hat: stats.alpha_hat(),
+        n_first_rejected,
         passed: df == 0 || chi2 < crit,
         top,
     })
@@ -432,6 +542,26 @@ mod tests {
             chi2_crit_1e3(10)
         );
         assert!((chi2_crit_1e3(50) - 86.661).abs() / 86.661 < 0.005);
+    }
+
+    #[test]
+    fn chi2_p_values_match_closed_forms_and_tables() {
+        // df = 2: Q = e^(−x/2) exactly.
+        for x in [0.1, 1.0, 4.083_333, 13.8155, 40.0] {
+            let want = (-x / 2.0f64).exp();
+            assert!(
+                (chi2_sf(x, 2) - want).abs() < 1e-12 * want.max(1e-300),
+                "x {x}"
+            );
+        }
+        // df = 1: erfc(√(x/2)); χ²₀.₉₅ = 3.841459 and χ²₀.₉₉₉ = 10.827566 (tables).
+        assert!((chi2_sf(3.841_459, 1) - 0.05).abs() < 1e-6);
+        assert!((chi2_sf(10.827_566, 1) - 1e-3).abs() < 1e-8);
+        // df 10 and 50 at their 10⁻³ quantiles (29.588, 86.661) and df 5 at its median 4.35146.
+        assert!((chi2_sf(29.588_298, 10) - 1e-3).abs() < 1e-6);
+        assert!((chi2_sf(86.660_8, 50) - 1e-3).abs() < 1e-5);
+        assert!((chi2_sf(4.351_460, 5) - 0.5).abs() < 1e-6);
+        assert_eq!(chi2_sf(0.0, 3), 1.0);
     }
 
     #[test]
@@ -528,6 +658,14 @@ mod tests {
             assert!(r.passed(), "{}", r.line());
             assert_eq!((r.n_identical, r.n_prompts), (9, 9));
             assert!(r.line().contains("9/9 identical"), "{}", r.line());
+            // The line says how often the draft was right where it was tested.
+            let a = r.stats.alpha_hat().unwrap();
+            let named = format!(
+                "; α̂ {a:.3} ({} accepted of {} tested, ",
+                r.stats.n_accepted,
+                r.stats.n_accepted + r.stats.n_rejections
+            );
+            assert!(r.line().contains(&named), "{}", r.line());
         }
     }
 
@@ -648,5 +786,15 @@ mod tests {
         assert!(c.tv < 4.0 * c.tv_expected_max, "{c:?}");
         let a = c.acceptance_rate.unwrap();
         assert!(a > 0.0 && a < 1.0, "{a}");
+        let alpha = c.alpha_hat.unwrap();
+        assert!(alpha > 0.0 && alpha < 1.0, "{alpha}");
+        // A noisy draft is rejected at the first position in some runs: the
+        // residual path was exercised; a p-value consistent with the pass.
+        assert!(c.n_first_rejected > 0 && c.n_first_rejected < 4000, "{c:?}");
+        assert!(c.p_value.unwrap() > 1e-3, "{c:?}");
+        // A draft equal to the target never takes that path (accepted ≡ 1).
+        let mut same = DraftModel::new(Mock::new(8, 2.0), "draft:same".into());
+        let c = sampling_check(&mut t, &mut same, &[3, 1, 4], 3, sp, 500, 11).unwrap();
+        assert_eq!((c.n_first_rejected, c.alpha_hat), (0, Some(1.0)), "{c:?}");
     }
 }

@@ -11,7 +11,7 @@
 //! an unrelated one.
 
 use crate::measure::engine::{
-    BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId, argmax,
+    BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId, Vocab, argmax,
 };
 
 fn mix(mut z: u64) -> u64 {
@@ -166,6 +166,9 @@ impl Engine for Mock {
         self.hashes.clear();
     }
     fn synchronize(&mut self) {}
+}
+
+impl Vocab for Mock {
     fn tokenize(&self, _: &str, _: bool) -> Result<Vec<TokenId>, EngineError> {
         Err(EngineError::Unsupported("mock tokenizer"))
     }
@@ -180,6 +183,116 @@ impl Engine for Mock {
     }
     fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
         Err(EngineError::Unsupported("mock template"))
+    }
+}
+
+/// A toy whose greedy next token is scripted by position: with `L` tokens cached,
+/// the row it computes puts logit 60 on `script[L]` and 0 elsewhere (token 0 past the
+/// script's end), so at any temperature ≤ 1 its distribution is a point mass in
+/// f64 (e⁻⁶⁰ · n_vocab vanishes beside 1). It keeps the tokens it caches
+/// ([`Scripted::cached`]), refuses a write at an occupied position (a rollback bug)
+/// and counts passes, so a test can read exactly what each cache holds.
+pub struct Scripted {
+    /// Logit width.
+    pub n_vocab: usize,
+    /// The token its row after `L` cached tokens predicts: `script[L]`.
+    pub script: Vec<TokenId>,
+    /// End-of-generation token.
+    pub eog: Option<TokenId>,
+    /// The token at each cached position.
+    pub cached: Vec<TokenId>,
+    /// Forward passes run.
+    pub passes: u64,
+    out: Vec<Vec<f32>>,
+}
+
+impl Scripted {
+    /// A toy predicting `script` with `n_vocab` logits and end token `eog`.
+    pub fn new(n_vocab: usize, script: Vec<TokenId>, eog: Option<TokenId>) -> Scripted {
+        Scripted {
+            n_vocab,
+            script,
+            eog,
+            cached: Vec::new(),
+            passes: 0,
+            out: Vec::new(),
+        }
+    }
+}
+
+impl Engine for Scripted {
+    fn info(&self) -> EngineInfo {
+        EngineInfo {
+            name: "scripted".into(),
+            build: "test".into(),
+            backends: "none".into(),
+            system_info: String::new(),
+        }
+    }
+    fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+    fn n_ctx(&self) -> u32 {
+        1 << 12
+    }
+    fn n_batch(&self) -> u32 {
+        64
+    }
+    fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+        self.out.clear();
+        self.passes += 1;
+        for it in batch {
+            if it.pos as usize != self.cached.len() {
+                return Err(EngineError::Decode(format!(
+                    "position {} written with {} cached (occupied or gap: a rollback bug)",
+                    it.pos,
+                    self.cached.len()
+                )));
+            }
+            self.cached.push(it.token);
+            if it.logits {
+                let mut row = vec![0f32; self.n_vocab];
+                let next = self.script.get(self.cached.len()).copied().unwrap_or(0);
+                row[next as usize] = 60.0;
+                self.out.push(row);
+            }
+        }
+        Ok(())
+    }
+    fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
+        self.out
+            .get(i)
+            .map(|v| v.as_slice())
+            .ok_or(EngineError::NoLogits {
+                index: i,
+                kept: self.out.len(),
+            })
+    }
+    fn kv_truncate(&mut self, _seq: i32, from_pos: u32) -> Result<(), EngineError> {
+        self.cached.truncate(from_pos as usize);
+        Ok(())
+    }
+    fn kv_clear(&mut self) {
+        self.cached.clear();
+    }
+    fn synchronize(&mut self) {}
+}
+
+impl Vocab for Scripted {
+    fn tokenize(&self, _: &str, _: bool) -> Result<Vec<TokenId>, EngineError> {
+        Err(EngineError::Unsupported("scripted tokenizer"))
+    }
+    fn token_bytes(&self, t: TokenId) -> Vec<u8> {
+        format!("<{t}>").into_bytes()
+    }
+    fn is_eog(&self, t: TokenId) -> bool {
+        self.eog == Some(t)
+    }
+    fn bos(&self) -> Option<TokenId> {
+        None
+    }
+    fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
+        Err(EngineError::Unsupported("scripted template"))
     }
 }
 
@@ -219,6 +332,9 @@ impl Engine for Diverging {
         self.0.kv_clear()
     }
     fn synchronize(&mut self) {}
+}
+
+impl Vocab for Diverging {
     fn tokenize(&self, t: &str, a: bool) -> Result<Vec<TokenId>, EngineError> {
         self.0.tokenize(t, a)
     }
@@ -240,8 +356,11 @@ impl Engine for Diverging {
 mod tests {
     use super::*;
     use crate::experiments::speculative::drafter::{DraftModel, Drafter, Ngram, NoDraft, Pick};
-    use crate::experiments::speculative::run::{SpecConfig, SpecSession, target_greedy};
+    use crate::experiments::speculative::run::{
+        SpecConfig, SpecOutput, SpecSession, target_greedy,
+    };
     use crate::experiments::speculative::sampling::SamplingParams;
+    use crate::experiments::speculative::synth::SetAcceptance;
 
     fn greedy(k: usize, max_new: usize) -> SpecConfig {
         SpecConfig::greedy(k, max_new)
@@ -380,6 +499,249 @@ mod tests {
                 .generate(&mut t, &mut d, &p, &greedy(k, 30))
                 .unwrap();
             assert_eq!(got.tokens, want, "k {k}");
+        }
+    }
+
+    /// The "Say OK" case of issue 39: the answer ends two tokens in, and the n-gram
+    /// drafter copies an earlier occurrence of it that goes on past the end token.
+    /// Prompt `P` (13 tokens) holds `5 7 | 10 11 99 12 13 14 15 16`; its suffix
+    /// `5 7` matches at 0, so the drafter proposes `10 11 99 12 13 14 15 16`. The
+    /// target answers `10 11 99` (99 ends generation) and would go on `12 13 …`.
+    const OK_PROMPT: [TokenId; 13] = [5, 7, 10, 11, 99, 12, 13, 14, 15, 16, 3, 5, 7];
+    const EOG: TokenId = 99;
+
+    /// The prompt followed by the target's continuation `answer` and, after it,
+    /// what the drafter's earlier occurrence continues with.
+    fn ok_script(answer: &[TokenId]) -> Vec<TokenId> {
+        let mut s = OK_PROMPT.to_vec();
+        s.extend_from_slice(answer);
+        s.extend_from_slice(&[12, 13, 14, 15, 16, 17, 18, 19, 20]);
+        s
+    }
+
+    fn sampled() -> SamplingParams {
+        SamplingParams {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+        }
+    }
+
+    #[test]
+    fn nothing_after_the_end_token_is_counted_by_hand() {
+        // (k, iterations, drafted, accepted, emitted, rejections): k = 1 drafts 10
+        // (bonus 11), then 99 alone (accepted: no bonus row); k = 2 drafts 10 11, the
+        // bonus is 99; k ≥ 3 drafts 10 11 99 (cut there), all accepted, no bonus.
+        // Before the cut, k = 8 counted 8 drafted and 8 accepted for 3 emitted.
+        let want = [
+            (1, 2, 2, 2, 3, 0),
+            (2, 1, 2, 2, 3, 0),
+            (3, 1, 3, 3, 3, 0),
+            (8, 1, 3, 3, 3, 0),
+        ];
+        for sampling in [SamplingParams::greedy(), sampled()] {
+            for (k, it, dr, acc, em, rej) in want {
+                let mut t = Scripted::new(128, ok_script(&[10, 11, EOG]), Some(EOG));
+                let cfg = SpecConfig {
+                    sampling,
+                    ..greedy(k, 32)
+                };
+                let out = SpecSession::new()
+                    .generate(&mut t, &mut Ngram::default(), &OK_PROMPT, &cfg)
+                    .unwrap();
+                let s = &out.stats;
+                assert_eq!(out.tokens, [10, 11, EOG], "k {k}");
+                assert_eq!(
+                    (
+                        s.n_iterations,
+                        s.n_drafted,
+                        s.n_accepted,
+                        s.n_emitted,
+                        s.n_rejections
+                    ),
+                    (it, dr, acc, em, rej),
+                    "k {k} {sampling:?}"
+                );
+                // The target's cache: the prompt and the answer, the end token not fed.
+                assert_eq!(t.cached, ok_script(&[10, 11])[..15], "k {k}");
+            }
+        }
+        // The target rejects at the drafted 11 and ends right there (10 99): one
+        // iteration, 3 drafted (cut at 99), 1 accepted, 2 emitted; the rejected 11
+        // does not stay in the cache.
+        let mut t = Scripted::new(128, ok_script(&[10, EOG]), Some(EOG));
+        let out = SpecSession::new()
+            .generate(&mut t, &mut Ngram::default(), &OK_PROMPT, &greedy(8, 32))
+            .unwrap();
+        let s = &out.stats;
+        assert_eq!(out.tokens, [10, EOG]);
+        assert_eq!(
+            (
+                s.n_iterations,
+                s.n_drafted,
+                s.n_accepted,
+                s.n_emitted,
+                s.n_rejections
+            ),
+            (1, 3, 1, 2, 1)
+        );
+        assert_eq!(t.cached, [&OK_PROMPT[..], &[10]].concat());
+    }
+
+    /// Every drafter, every k, greedy and sampled, an end token at each of the
+    /// first positions: the output stops at the end token and equals the target's;
+    /// accepted ≤ emitted; emitted = accepted + iterations, less one when the
+    /// generation ended on an accepted drafted end token; and afterwards neither
+    /// cache holds the end token or anything past it.
+    #[test]
+    fn every_drafter_stops_counting_and_caching_at_the_end_token() {
+        let answer_full: Vec<TokenId> = vec![10, 11, 21, 22, 23, 24];
+        for end_at in 0..4 {
+            let mut answer = answer_full[..end_at].to_vec();
+            answer.push(EOG);
+            let script = ok_script(&answer);
+            let mut reference = Scripted::new(128, script.clone(), Some(EOG));
+            let want = target_greedy(&mut reference, &OK_PROMPT, 32)
+                .unwrap()
+                .tokens;
+            assert_eq!(want, answer);
+            let committed = [&OK_PROMPT[..], &answer[..end_at]].concat();
+            for sampling in [SamplingParams::greedy(), sampled()] {
+                for k in 1..=8 {
+                    let cfg = SpecConfig {
+                        sampling,
+                        ..greedy(k, 32)
+                    };
+                    let check = |name: &str, out: &SpecOutput, cache: &[TokenId]| {
+                        let s = &out.stats;
+                        let at = format!("{name} k {k} end at {end_at} {sampling:?}");
+                        assert_eq!(out.tokens, want, "{at}");
+                        assert_eq!(s.n_emitted, want.len() as u64, "{at}");
+                        assert!(s.n_accepted <= s.n_emitted, "{at}: {s:?}");
+                        assert!(s.n_tested() <= s.n_emitted, "{at}: {s:?}");
+                        assert!(s.n_emitted <= s.n_accepted + s.n_iterations, "{at}: {s:?}");
+                        let gap = s.n_accepted + s.n_iterations - s.n_emitted;
+                        assert!(gap <= 1, "{at}: {s:?}");
+                        assert!(committed.starts_with(cache), "{at}: cache {cache:?}");
+                    };
+                    // The target's own script as a draft model (it knows the end
+                    // token), and one that does not (it drafts past it).
+                    for draft_eog in [Some(EOG), None] {
+                        let mut t = Scripted::new(128, script.clone(), Some(EOG));
+                        let mut d = DraftModel::new(
+                            Scripted::new(128, script.clone(), draft_eog),
+                            "draft:scripted".into(),
+                        );
+                        let out = SpecSession::new()
+                            .generate(&mut t, &mut d, &OK_PROMPT, &cfg)
+                            .unwrap();
+                        check("target", &out, &t.cached);
+                        check("draft model", &out, &d.engine().cached);
+                    }
+                    let mut t = Scripted::new(128, script.clone(), Some(EOG));
+                    let out = SpecSession::new()
+                        .generate(&mut t, &mut Ngram::default(), &OK_PROMPT, &cfg)
+                        .unwrap();
+                    check("ngram", &out, &t.cached);
+                    let mut t = Scripted::new(128, script.clone(), Some(EOG));
+                    let out = SpecSession::new()
+                        .generate(&mut t, &mut NoDraft, &OK_PROMPT, &cfg)
+                        .unwrap();
+                    check("none", &out, &t.cached);
+                    assert_eq!(out.stats.n_drafted, 0);
+                    // Set acceptance (α = 1: always the target's token), a draft
+                    // engine that does not know the end token.
+                    let mut t = Scripted::new(128, script.clone(), Some(EOG));
+                    let mut sa = SetAcceptance::new(
+                        Scripted::new(128, script.clone(), None),
+                        "draft:scripted".into(),
+                        1.0,
+                        1,
+                    )
+                    .unwrap();
+                    sa.set_reference(script.clone());
+                    let out = SpecSession::new()
+                        .generate(&mut t, &mut sa, &OK_PROMPT, &cfg)
+                        .unwrap();
+                    check("set acceptance", &out, &t.cached);
+                    check("set acceptance draft", &out, &sa.engine().cached);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sampled_spec_keeps_the_targets_law_when_the_end_token_is_drafted() {
+        // Token 2 ends generation. The law of (first, second) is p(a)·p(b | a) for
+        // a ≠ 2 and p(2) for (2, end); the n-gram drafter proposes 2 4 after the
+        // prompt's last 1 (cut after the 2: an end-token-final draft), the draft
+        // model samples its own (the end token among them).
+        let v = 6usize;
+        let end = 2 as TokenId;
+        let sp = sampled();
+        let prompt: Vec<TokenId> = vec![1, 2, 4, 1];
+        let law_t = Mock::new(v, 2.0);
+        let p0 = sp.distribution(&law_t.logits_after(&prompt));
+        // Cells a·(v+1) + b, b = v meaning "ended".
+        let mut exact = vec![0.0; v * (v + 1)];
+        for a in 0..v {
+            if a as TokenId == end {
+                exact[a * (v + 1) + v] = p0[a];
+                continue;
+            }
+            let mut pre = prompt.clone();
+            pre.push(a as TokenId);
+            let p1 = sp.distribution(&law_t.logits_after(&pre));
+            for b in 0..v {
+                exact[a * (v + 1) + b] = p0[a] * p1[b];
+            }
+        }
+        for (name, ngram) in [("draft", false), ("ngram", true)] {
+            let n = 20_000u64;
+            let mut counts = vec![0u64; v * (v + 1)];
+            let mut t = Mock::new(v, 2.0);
+            t.eog = Some(end);
+            let mut dm = {
+                let mut m = Mock::new(v, 2.0);
+                m.noise = 1.5;
+                m.eog = Some(end);
+                DraftModel::new(m, "draft:mock".into())
+            };
+            let mut ng = Ngram { max_n: 1, min_n: 1 };
+            let mut session = SpecSession::new();
+            let mut accepted_end = 0u64;
+            for seed in 0..n {
+                let cfg = SpecConfig {
+                    k: 3,
+                    max_new: 3,
+                    sampling: sp,
+                    seed,
+                    max_iterations: 0,
+                };
+                let drafter: &mut dyn Drafter = if ngram { &mut ng } else { &mut dm };
+                let out = session.generate(&mut t, drafter, &prompt, &cfg).unwrap();
+                let s = &out.stats;
+                assert!(s.n_accepted <= s.n_emitted, "{name} seed {seed}: {s:?}");
+                accepted_end += (s.n_accepted + s.n_iterations > s.n_emitted) as u64;
+                let b = out.tokens.get(1).map_or(v, |&b| b as usize);
+                counts[out.tokens[0] as usize * (v + 1) + b] += 1;
+            }
+            assert!(accepted_end > 0, "{name}: a drafted end token was accepted");
+            let (mut chi2, mut df) = (0.0, -1.0);
+            for i in 0..exact.len() {
+                if exact[i] == 0.0 {
+                    assert_eq!(counts[i], 0, "{name}: cell {i} is impossible");
+                    continue;
+                }
+                let e = exact[i] * n as f64;
+                chi2 += (counts[i] as f64 - e).powi(2) / e;
+                df += 1.0;
+            }
+            assert!(
+                chi2 < chi2_crit(df),
+                "{name}: χ² = {chi2} ≥ {} (df {df})",
+                chi2_crit(df)
+            );
         }
     }
 

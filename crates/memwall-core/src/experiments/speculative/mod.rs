@@ -14,6 +14,7 @@
 //!   with the discarded probability mass recorded.
 //! - [`drafter`]: the draft-model drafter (its own engine, KV rollback by prefix
 //!   matching) and the prompt-lookup (n-gram) drafter.
+//! - [`row`]: the host work on one logit row (the loop's argmax).
 //! - [`run`]: the speculative loop ([`run::generate`]), the independent target-only
 //!   greedy reference ([`run::target_greedy`]) and the per-run statistics.
 //! - [`cost`]: the cost model (expected tokens per iteration, predicted speedup,
@@ -37,6 +38,7 @@ mod mock;
 #[cfg(feature = "llama")]
 pub mod pair;
 pub mod prompts;
+pub mod row;
 pub mod run;
 pub mod sampling;
 pub mod store;
@@ -107,3 +109,5 @@ pub enum SpecError {
         got: Option<crate::measure::engine::TokenId>,
     },
 }
+
+impl crate::experiments::SliceError for SpecError {}

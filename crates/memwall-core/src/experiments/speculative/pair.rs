@@ -1,5 +1,5 @@
 //! Loading a (target, draft) pair for the gate and the bench, on llama.cpp or MLX
-//! ([`BenchEngine`], the same choice and spelling as `memwall bench --engine`).
+//! ([`EngineKind`], the same choice and spelling as `memwall bench --engine`).
 //! Both models run on the same engine; the pair holds them boxed, so the gate,
 //! the drafters and the bench (generic over [`Engine`]) run unchanged on either.
 
@@ -7,9 +7,7 @@ use super::SpecError;
 use super::drafter::DraftModel;
 use super::gate::TokenizedPrompt;
 use super::prompts::PromptSet;
-use crate::experiments::bench::BenchEngine;
-use crate::measure::engine::llama::LlamaModelHandle;
-use crate::measure::engine::{Engine, EngineConfig};
+use crate::measure::engine::{Engine, EngineConfig, EngineKind, Vocab};
 use std::path::{Path, PathBuf};
 
 pub use crate::measure::engine::BoxedEngine;
@@ -19,7 +17,7 @@ pub struct Pair {
     /// Target engine.
     pub target: BoxedEngine,
     /// The engine both models run on.
-    pub engine: BenchEngine,
+    pub engine: EngineKind,
     /// The engine identity gates and bench rows are keyed by: the engine's build
     /// string, plus the MLX arm (`mlx-4bit`, …) on MLX, since each arm computes
     /// different logits from the same file.
@@ -67,7 +65,7 @@ pub fn load(
     n_ctx: u32,
     n_threads: u32,
 ) -> Result<Pair, SpecError> {
-    load_on(BenchEngine::Llama, target, draft, n_ctx, n_threads, 0)
+    load_on(EngineKind::Llama, target, draft, n_ctx, n_threads, 0)
 }
 
 /// As [`load_on`] on llama.cpp, with `n_gpu_layers` layers of each model offloaded
@@ -83,7 +81,7 @@ pub fn load_ngl(
     n_gpu_layers: u32,
 ) -> Result<Pair, SpecError> {
     load_on(
-        BenchEngine::Llama,
+        EngineKind::Llama,
         target,
         draft,
         n_ctx,
@@ -94,7 +92,9 @@ pub fn load_ngl(
 
 /// Loads the target and the draft when given on `engine`, and checks that they
 /// tokenize alike: the same ids for a probe text that mixes prose, code, JSON and
-/// the chat markers, and the same bytes for the first 1000 ids.
+/// the chat markers, and the same vocabulary over the whole shared id range (each
+/// id's text, rendered bytes, special-token attributes and end flag,
+/// [`super::vocab::compare_vocabularies`]); a refusal names the first differing id.
 ///
 /// On llama.cpp the target is loaded without weight repacking (so that a row's
 /// logits do not depend on how many rows share its pass), the draft as usual (its
@@ -107,7 +107,7 @@ pub fn load_ngl(
 /// Load errors naming the file; [`SpecError::Tokenizer`] when the tokenizers
 /// differ; [`SpecError::Options`] for MLX in a build without it.
 pub fn load_on(
-    engine: BenchEngine,
+    engine: EngineKind,
     target: &Path,
     draft: Option<&Path>,
     n_ctx: u32,
@@ -120,7 +120,7 @@ pub fn load_on(
     };
     let te = load_one(engine, target, &cfg, true)?;
     let engine_build = match engine {
-        BenchEngine::Llama => te.info().build,
+        EngineKind::Llama => te.info().build,
         mlx => format!("{}, {}", te.info().build, mlx.name()),
     };
     let (draft_model, draft_sha) = match draft {
@@ -138,13 +138,15 @@ pub fn load_on(
                     b.len()
                 )));
             }
-            if let Some(t) = (0..1000).find(|&t| te.token_bytes(t) != de.token_bytes(t)) {
-                return Err(SpecError::Tokenizer(format!(
-                    "token {t} decodes differently in {} and {}",
-                    target.display(),
-                    d.display()
-                )));
-            }
+            super::vocab::compare_vocabularies(&te.vocabulary()?, &de.vocabulary()?).map_err(
+                |m| {
+                    SpecError::Tokenizer(format!(
+                        "{} (target) and {} (draft): {m}",
+                        target.display(),
+                        d.display()
+                    ))
+                },
+            )?;
             let s = sha(d)?;
             (Some(DraftModel::new(de, draft_key(engine, &s))), Some(s))
         }
@@ -165,63 +167,32 @@ pub fn load_on(
 /// The drafter key of a draft model file with this sha256 on `engine`: llama.cpp's
 /// is [`DraftModel::key_for`]; an MLX arm's adds the arm (`draft:…:mlx-4bit`), since
 /// its drafts differ from the file's on llama.cpp.
-pub fn draft_key(engine: BenchEngine, sha256: &str) -> String {
+pub fn draft_key(engine: EngineKind, sha256: &str) -> String {
     let key = DraftModel::<BoxedEngine>::key_for(sha256);
     match engine {
-        BenchEngine::Llama => key,
+        EngineKind::Llama => key,
         mlx => format!("{key}:{}", mlx.name()),
     }
 }
 
-/// One model on `engine` (`target`: llama.cpp without weight repacking).
+/// One model on `engine` (`target`: llama.cpp without weight repacking, see
+/// [`crate::measure::engine::llama::LlamaModelHandle::load_no_repack`]).
 fn load_one(
-    engine: BenchEngine,
+    engine: EngineKind,
     path: &Path,
     cfg: &EngineConfig,
     target: bool,
 ) -> Result<BoxedEngine, SpecError> {
-    if engine == BenchEngine::Llama {
-        let h = if target {
-            // See LlamaModelHandle::load_no_repack.
-            LlamaModelHandle::load_no_repack_ngl(path, cfg.n_gpu_layers)?
-        } else {
-            LlamaModelHandle::load(path, cfg.n_gpu_layers)?
-        };
-        return Ok(Box::new(h.engine(cfg)?));
-    }
-    load_mlx(engine, path, cfg)
-}
-
-#[cfg(feature = "mlx")]
-fn load_mlx(
-    engine: BenchEngine,
-    path: &Path,
-    cfg: &EngineConfig,
-) -> Result<BoxedEngine, SpecError> {
-    use crate::measure::engine::mlx::{MlxEngine, MlxQuant};
-    let quant = match engine {
-        BenchEngine::Mlx8bit => MlxQuant::Q8,
-        BenchEngine::MlxF16 => MlxQuant::F16,
-        _ => MlxQuant::Q4,
+    let cfg = EngineConfig {
+        repack: !target,
+        ..cfg.clone()
     };
-    Ok(Box::new(MlxEngine::load(
-        path,
-        quant,
-        cfg.n_ctx,
-        cfg.n_batch,
-    )?))
-}
-
-#[cfg(not(feature = "mlx"))]
-fn load_mlx(
-    engine: BenchEngine,
-    _path: &Path,
-    _cfg: &EngineConfig,
-) -> Result<BoxedEngine, SpecError> {
-    Err(SpecError::Options(format!(
-        "--engine {}: this memwall was built without the MLX engine: run scripts/setup-mlx.sh, then build with `--features mlx`",
-        engine.name()
-    )))
+    crate::measure::engine::open(engine, path, &cfg).map_err(|e| match e {
+        e @ crate::measure::engine::EngineError::NotBuilt(_) => {
+            SpecError::Options(format!("--engine {e}"))
+        }
+        e => e.into(),
+    })
 }
 
 /// Renders and tokenizes every prompt of `set` with `e`'s template and tokenizer.

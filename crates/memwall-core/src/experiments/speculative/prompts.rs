@@ -4,12 +4,26 @@
 //! Format: JSON Lines, one prompt per line: `id` (unique), `category` (`json`,
 //! `code`, `prose`), `format` (`raw` with `text`, or `chat` with `messages`,
 //! rendered with the target model's own chat template). The set is identified by
-//! the sha256 of the file's bytes.
+//! the sha256 of [`PROMPT_PATH`], a newline and the file's bytes: the file and the
+//! way its prompts become tokens, so that a gate never unlocks a bench whose prompts
+//! were tokenized another way.
 
 use super::SpecError;
-use crate::measure::engine::{ChatMessage, Engine, TokenId};
+use crate::measure::engine::{ChatMessage, Engine, EngineError, TokenId, Vocab};
+use crate::measure::prompt::ChatFormat;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+/// How this memwall turns a set's prompts into tokens, hashed into the set's identity
+/// ([`PromptSet::sha256`], stored as `prompt_set_sha256`, which gates and the rows they
+/// unlock are keyed by). Version 2 (issue 41 §3): chat prompts through
+/// [`crate::measure::prompt::ChatFormat`] (the GGUF's Jinja template run by minijinja,
+/// exactly one BOS, special tokens parsed in the template's text only), raw prompts
+/// with exactly one BOS. Version 1 (the bare file sha256 that older rows hold) used
+/// llama.cpp's built-in template matcher and `tokenize(add_bos = true)`, which drops
+/// Qwen2.5's default system message: gates stored then unlock nothing now. Change
+/// this string whenever the prompt path changes what tokens a prompt gets.
+pub const PROMPT_PATH: &str = "memwall prompt path 2";
 
 /// The built-in prompt set (the repository's `prompts/spec.jsonl`).
 pub const BUILTIN: &str = include_str!("../../../../../prompts/spec.jsonl");
@@ -86,19 +100,45 @@ impl Prompt {
     /// The exact text fed to the model (after the chat template for chat prompts).
     ///
     /// # Errors
-    /// Template errors from the engine.
+    /// Template errors.
     pub fn render(&self, e: &dyn Engine) -> Result<String, SpecError> {
         Ok(match self.format {
             Format::Raw => self.text.clone().unwrap_or_default(),
-            Format::Chat => e.apply_chat_template(self.messages.as_deref().unwrap_or(&[]))?,
+            Format::Chat => {
+                e.chat_format()
+                    .and_then(|f| f.chat(e, self.messages()))
+                    .map_err(EngineError::from)?
+                    .text
+            }
         })
     }
-    /// The rendered prompt's tokens (BOS added when the model wants it).
+    /// The prompt's tokens, through the one prompt path every command takes
+    /// ([`ChatFormat`]; exactly one BOS where the model wants one).
     ///
     /// # Errors
     /// Template or tokenizer errors.
     pub fn tokens(&self, e: &dyn Engine) -> Result<Vec<TokenId>, SpecError> {
-        Ok(e.tokenize(&self.render(e)?, true)?)
+        let f = e.chat_format().map_err(EngineError::from)?;
+        self.tokens_with(&f, e)
+    }
+    /// As [`Prompt::tokens`] with the model's chat format `f` already read (a whole
+    /// set is tokenized with one).
+    ///
+    /// # Errors
+    /// Template or tokenizer errors.
+    pub fn tokens_with<V: Vocab + ?Sized>(
+        &self,
+        f: &ChatFormat,
+        v: &V,
+    ) -> Result<Vec<TokenId>, SpecError> {
+        let t = match self.format {
+            Format::Raw => f.text(v, self.text.as_deref().unwrap_or_default()),
+            Format::Chat => f.chat(v, self.messages()).map(|p| p.tokens),
+        };
+        Ok(t.map_err(EngineError::from)?)
+    }
+    fn messages(&self) -> &[ChatMessage] {
+        self.messages.as_deref().unwrap_or(&[])
     }
 }
 
@@ -107,7 +147,7 @@ impl Prompt {
 pub struct PromptSet {
     /// Where it came from (`builtin:prompts/spec.jsonl` or a path).
     pub source: String,
-    /// sha256 of the file's bytes (hex).
+    /// The set's identity: sha256 (hex) of [`PROMPT_PATH`], `\n` and the file's bytes.
     pub sha256: String,
     /// The prompts, in file order.
     pub prompts: Vec<Prompt>,
@@ -191,7 +231,7 @@ impl PromptSet {
         }
         Ok(PromptSet {
             source: source.to_string(),
-            sha256: crate::util::sha256_bytes(text.as_bytes()),
+            sha256: crate::util::sha256_bytes(format!("{PROMPT_PATH}\n{text}").as_bytes()),
             prompts,
         })
     }
@@ -220,6 +260,18 @@ mod tests {
             assert!(of.iter().any(|p| p.format == Format::Raw));
         }
         assert_eq!(s.sha256.len(), 64);
+    }
+
+    /// The identity covers the prompt path: the same bytes under another path (the
+    /// bare file hash older gates hold) are another set.
+    #[test]
+    fn the_set_identity_is_the_prompt_path_and_the_bytes() {
+        let s = PromptSet::builtin().unwrap();
+        assert_eq!(
+            s.sha256,
+            crate::util::sha256_bytes(format!("memwall prompt path 2\n{BUILTIN}").as_bytes())
+        );
+        assert_ne!(s.sha256, crate::util::sha256_bytes(BUILTIN.as_bytes()));
     }
 
     #[test]

@@ -11,11 +11,23 @@
 //! `k' = min(k, remaining − 1)` so that no iteration drafts past `max_new`.
 //! Generation stops after `max_new` tokens or at the first end-of-generation token
 //! (which is emitted).
+//!
+//! **End of generation.** Nothing after the end is counted, fed or kept, whatever
+//! the drafter: a draft is cut after its first end-of-generation token (the
+//! target's [`Engine::is_eog`]), so drafted tokens past it are neither verified nor
+//! counted; a draft that ends at that token is verified without a bonus row (the
+//! end token is checked by the row before it and never fed to the target,
+//! [`verify_greedy_final`], [`verify_sampled_final`]); and once the generation
+//! ends, the target's cache and the drafter's ([`Drafter::end`]) are cut back to
+//! committed tokens, the end token excluded. So `n_accepted ≤ n_emitted` always,
+//! and `n_emitted = n_accepted + n_iterations`, less one when the generation ended
+//! on an accepted drafted end token (that iteration had no bonus token).
 
-use super::drafter::{DraftCtx, Drafter, KvSeq};
+use super::drafter::{DraftCtx, Drafter, KvSeq, ns_since};
+use super::row::argmax_max;
 use super::sampling::{SamplingParams, uniform};
-use super::verify::{verify_greedy, verify_sampled};
-use super::vocab::{MassStats, discarded_mass};
+use super::verify::{verify_greedy, verify_greedy_final, verify_sampled, verify_sampled_final};
+use super::vocab::{MassStats, discarded_mass, discarded_mass_with_max};
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{Engine, TokenId, argmax};
 use rand::SeedableRng;
@@ -68,7 +80,8 @@ pub struct SpecStats {
     /// Iterations that ended in a rejection (each tested one more position than it
     /// accepted).
     pub n_rejections: u64,
-    /// Tokens emitted (committed).
+    /// Tokens emitted (committed), the end-of-generation token included; never
+    /// fewer than `n_accepted` (nothing after the end is counted).
     pub n_emitted: u64,
     /// Target forward passes during decode.
     pub n_target_passes: u64,
@@ -102,7 +115,13 @@ pub struct SpecStats {
     /// The largest such lead, in logits (0 without a tie break).
     #[serde(default)]
     pub tie_gap_max: f64,
+    /// Where the decode time went, part by part ([`IterBreakdown`]; all zero in
+    /// rows stored before it was kept).
+    #[serde(default)]
+    pub breakdown: IterBreakdown,
 }
+
+pub use super::row::IterBreakdown;
 
 impl SpecStats {
     /// Acceptance rate: accepted ÷ drafted (`None` when nothing was drafted).
@@ -159,6 +178,7 @@ impl SpecStats {
         self.verify_ns += o.verify_ns;
         self.n_tie_breaks += o.n_tie_breaks;
         self.tie_gap_max = self.tie_gap_max.max(o.tie_gap_max);
+        self.breakdown.add(&o.breakdown);
     }
 }
 
@@ -179,6 +199,10 @@ pub struct SpecOutput {
     pub tokens: Vec<TokenId>,
     /// Counters and timings.
     pub stats: SpecStats,
+    /// The decode's timed span (`stats.decode_ns` is its length): the live sampler
+    /// integrates energy over it.
+    #[serde(default)]
+    pub decode_span: Option<crate::measure::sampler::session::TimedSpan>,
 }
 
 /// Most rows per target pass by default: llama.cpp's CPU back end computes a row
@@ -294,27 +318,49 @@ impl SpecSession {
 
         let mut hist = prompt.to_vec();
         let mut out = Vec::with_capacity(cfg.max_new);
+        crate::util::epoch();
         let t1 = Instant::now();
+        let mut bd = IterBreakdown::default();
+        self.kv.take_times();
         'outer: while out.len() < cfg.max_new {
+            let ts = Instant::now();
             if cfg.max_iterations > 0 && st.n_iterations >= cfg.max_iterations as u64 {
                 break;
             }
             let k = cfg.k.min(cfg.max_new - out.len() - 1);
             let td = Instant::now();
-            let draft = if k > 0 {
+            bd.other_ns += (td - ts).as_nanos() as u64;
+            let mut draft = if k > 0 {
                 drafter.propose(&hist, k, &cx, &mut rng)?
             } else {
                 Default::default()
             };
             let tv = Instant::now();
-            st.draft_ns += (tv - td).as_nanos() as u64;
-            let d = draft.tokens.len();
-            if d > k {
+            let span = (tv - td).as_nanos() as u64;
+            st.draft_ns += span;
+            let dt = std::mem::take(&mut draft.times);
+            bd.draft_forward_ns += dt.draft_forward_ns;
+            bd.draft_fetch_ns += dt.draft_fetch_ns;
+            bd.draft_pick_ns += dt.draft_pick_ns;
+            bd.draft_rollback_ns += dt.draft_rollback_ns;
+            bd.draft_other_ns += span.saturating_sub(dt.draft_ns());
+            if draft.tokens.len() > k {
                 return Err(SpecError::Config(format!(
-                    "drafter {} proposed {d} tokens when asked for at most {k}",
-                    drafter.key()
+                    "drafter {} proposed {} tokens when asked for at most {k}",
+                    drafter.key(),
+                    draft.tokens.len()
                 )));
             }
+            // Nothing after the end of generation is verified or counted.
+            let ends = draft.tokens.iter().position(|&t| target.is_eog(t));
+            if let Some(i) = ends {
+                draft.tokens.truncate(i + 1);
+                draft.q.truncate(i + 1);
+            }
+            let d = draft.tokens.len();
+            // A draft ending at the end token needs no bonus row: rows 0..d verify
+            // the d drafted tokens, and the end token itself is not fed.
+            let n_rows = if ends.is_some() { d } else { d + 1 };
             let greedy = cfg.sampling.is_greedy();
             let temp = cfg.sampling.temperature;
             let (mut am, mut p) = (Vec::with_capacity(d + 1), Vec::with_capacity(d + 1));
@@ -335,18 +381,22 @@ impl SpecSession {
             };
             let tolerance = self.tie.as_ref().map_or(0.0, |t| t.tolerance);
             let (mut n_ties, mut tie_gap) = (0u64, 0f64);
+            let (mut fetch, mut pick, mut mass) = (0u64, 0u64, 0u64);
+            let tf = Instant::now();
+            bd.other_ns += (tf - tv).as_nanos() as u64;
             st.n_target_passes += self.kv.feed_chunked(
                 target,
                 &hist,
-                &draft.tokens,
-                d + 1,
+                &draft.tokens[..n_rows - 1],
+                n_rows,
                 self.max_rows_per_pass,
                 &mut |e, j| {
+                    let t0 = Instant::now();
                     let logits = e.logits(j)?;
+                    let t1 = Instant::now();
                     let shared = n_shared.min(logits.len());
-                    p_mass.add(discarded_mass(logits, shared, temp));
                     if greedy {
-                        let mut t = argmax(&logits[..shared]);
+                        let (mut t, max) = argmax_max(&logits[..shared]);
                         if let Some(&r) = ref_next.get(am.len()) {
                             let gap = logits[t as usize]
                                 - logits.get(r as usize).copied().unwrap_or(f32::NEG_INFINITY);
@@ -357,47 +407,95 @@ impl SpecSession {
                             }
                         }
                         am.push(t);
+                        let t2 = Instant::now();
+                        p_mass.add(discarded_mass_with_max(logits, shared, temp, max));
+                        pick += (t2 - t1).as_nanos() as u64;
+                        mass += ns_since(t2);
                     } else {
                         p.push(cfg.sampling.distribution(&logits[..shared]));
+                        let t2 = Instant::now();
+                        p_mass.add(discarded_mass(logits, shared, temp));
+                        pick += (t2 - t1).as_nanos() as u64;
+                        mass += ns_since(t2);
                     }
+                    fetch += (t1 - t0).as_nanos() as u64;
                     Ok(())
                 },
             )? as u64;
-            let outcome = if greedy {
-                verify_greedy(&draft.tokens, &am)
-            } else {
-                verify_sampled(&draft.tokens, &draft.q, &p, &mut || uniform(&mut rng))
+            let ta = Instant::now();
+            let kt = self.kv.take_times();
+            bd.verify_forward_ns += kt.forward_ns;
+            bd.target_rollback_ns += kt.rollback_ns;
+            bd.verify_fetch_ns += fetch;
+            bd.verify_pick_ns += pick;
+            bd.verify_mass_ns += mass;
+            bd.verify_other_ns += ((ta - tf).as_nanos() as u64)
+                .saturating_sub(kt.forward_ns + kt.rollback_ns + fetch + pick + mass);
+            // (accepted, the token after them, whether a rejection happened)
+            let (n_accepted, next, rejected) = match (ends.is_some(), greedy) {
+                (false, true) => {
+                    let o = verify_greedy(&draft.tokens, &am);
+                    (o.n_accepted, Some(o.next), o.rejected)
+                }
+                (false, false) => {
+                    let o = verify_sampled(&draft.tokens, &draft.q, &p, &mut || uniform(&mut rng));
+                    (o.n_accepted, Some(o.next), o.rejected)
+                }
+                (true, true) => {
+                    let o = verify_greedy_final(&draft.tokens, &am);
+                    (o.n_accepted, o.next, o.next.is_some())
+                }
+                (true, false) => {
+                    let o = verify_sampled_final(&draft.tokens, &draft.q, &p, &mut || {
+                        uniform(&mut rng)
+                    });
+                    (o.n_accepted, o.next, o.next.is_some())
+                }
             };
-            st.verify_ns += tv.elapsed().as_nanos() as u64;
+            let tc = Instant::now();
+            bd.accept_ns += (tc - ta).as_nanos() as u64;
+            st.verify_ns += (tc - tv).as_nanos() as u64;
             st.n_tie_breaks += n_ties;
             st.tie_gap_max = st.tie_gap_max.max(tie_gap);
             st.n_iterations += 1;
             st.n_drafted += d as u64;
             st.n_draft_iterations += (d > 0) as u64;
-            st.n_accepted += outcome.n_accepted as u64;
-            st.n_rejections += outcome.rejected as u64;
+            st.n_accepted += n_accepted as u64;
+            st.n_rejections += rejected as u64;
             st.n_draft_passes += draft.passes as u64;
             st.q_mass.merge(&draft.q_mass);
-            st.accept_hist[outcome.n_accepted] += 1;
+            st.accept_hist[n_accepted] += 1;
             st.draft_len_hist[d] += 1;
-            let commit = draft.tokens[..outcome.n_accepted]
-                .iter()
-                .copied()
-                .chain(std::iter::once(outcome.next));
+            let commit = draft.tokens[..n_accepted].iter().copied().chain(next);
+            let mut done = false;
             for t in commit {
                 out.push(t);
                 hist.push(t);
                 st.n_emitted += 1;
                 if target.is_eog(t) || out.len() >= cfg.max_new {
-                    break 'outer;
+                    done = true;
+                    break;
                 }
             }
+            bd.other_ns += ns_since(tc);
+            if done {
+                break 'outer;
+            }
         }
+        let te = Instant::now();
         target.synchronize();
-        st.decode_ns = t1.elapsed().as_nanos() as u64;
+        bd.other_ns += ns_since(te);
+        st.breakdown = bd;
+        let span = crate::measure::sampler::session::TimedSpan::between(t1, Instant::now());
+        st.decode_ns = span.len_ns();
+        // Both caches keep committed tokens only (rejected rows, and the end token
+        // and anything after it, go); the next generation's sync would cut them too.
+        self.kv.trim(target, &hist[..hist.len() - 1])?;
+        drafter.end(&hist)?;
         Ok(SpecOutput {
             tokens: out,
             stats: st,
+            decode_span: Some(span),
         })
     }
 }
@@ -470,6 +568,69 @@ pub fn top2_margin(logits: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiments::speculative::drafter::{DraftModel, NoDraft};
+    use crate::experiments::speculative::mock::Mock;
+
+    #[test]
+    fn breakdown_parts_lie_inside_the_decode_clock() {
+        let prompt: Vec<TokenId> = (0..6).map(|j| (j * 7 % 30) as TokenId).collect();
+        let mut target = Mock::new(30, 4.0);
+        let mut draft = Mock::new(30, 4.0);
+        draft.noise = 8.0;
+        let mut dm = DraftModel::new(draft, "draft:mock".into());
+        let mut s = SpecSession::new();
+        let out = s
+            .generate(&mut target, &mut dm, &prompt, &SpecConfig::greedy(4, 40))
+            .unwrap();
+        let (st, b) = (&out.stats, &out.stats.breakdown);
+        // Disjoint spans inside the loop's clock: never more than it.
+        assert!(b.sum_ns() <= st.decode_ns, "{b:?} vs {}", st.decode_ns);
+        assert!(b.coverage(st.decode_ns).unwrap() <= 1.0);
+        // Both models ran forward passes inside their spans; the drafter's parts
+        // are its span (draft_ns) exactly.
+        assert!(st.n_draft_passes > 0 && b.draft_forward_ns > 0 && b.verify_forward_ns > 0);
+        assert_eq!(b.draft_ns(), st.draft_ns);
+        // A rejection rolls both caches back.
+        assert!(st.n_rejections > 0, "{st:?}");
+        // Target-only: no drafter time at all.
+        let out = s
+            .generate(
+                &mut target,
+                &mut NoDraft,
+                &prompt,
+                &SpecConfig::greedy(0, 20),
+            )
+            .unwrap();
+        let b0 = out.stats.breakdown;
+        assert_eq!(
+            (
+                b0.draft_forward_ns,
+                b0.draft_fetch_ns,
+                b0.draft_pick_ns,
+                b0.draft_rollback_ns
+            ),
+            (0, 0, 0, 0)
+        );
+        assert!(b0.verify_forward_ns > 0 && b0.sum_ns() <= out.stats.decode_ns);
+        // Merging adds part by part.
+        let mut m = st.clone();
+        m.merge(&out.stats);
+        assert_eq!(m.breakdown.sum_ns(), b.sum_ns() + b0.sum_ns());
+        assert_eq!(
+            m.breakdown.verify_forward_ns,
+            b.verify_forward_ns + b0.verify_forward_ns
+        );
+    }
+
+    #[test]
+    fn stats_stored_before_the_breakdown_still_read() {
+        // A stats_json of a row stored before the breakdown existed (call12).
+        let old = r#"{"n_iterations":123,"n_draft_iterations":119,"n_drafted":687,"n_accepted":453,"n_rejections":67,"n_emitted":576,"n_target_passes":123,"n_draft_passes":687,"accept_hist":[19,11,14,11,8,11,49],"draft_len_hist":[4,1,1,5,1,1,110],"p_mass":{"n":810,"sum":0.703524407567366,"max":0.001388602757448017},"q_mass":{"n":0,"sum":0.0,"max":0.0},"prefill_ns":197229774,"decode_ns":3320587479,"draft_ns":1235989009,"verify_ns":2084136543,"n_tie_breaks":6,"tie_gap_max":0.0078887939453125}"#;
+        let st: SpecStats = serde_json::from_str(old).unwrap();
+        assert_eq!(st.n_iterations, 123);
+        assert_eq!(st.breakdown, IterBreakdown::default());
+        assert_eq!(st.breakdown.coverage(st.decode_ns), None);
+    }
 
     #[test]
     fn merge_sums_counters_and_histograms_of_different_lengths() {

@@ -28,8 +28,10 @@ pub struct GateProvenance {
     pub target_file: String,
     /// sha256 of the target GGUF file.
     pub target_sha256: String,
-    /// Prompt set sha256.
+    /// Prompt set sha256: a gate unlocks benches of this prompt file only.
     pub prompt_set_sha256: String,
+    /// The prompt file it covered, as given (a path, or `builtin:prompts/spec.jsonl`).
+    pub prompt_set: String,
     /// Engine build (`llama-cpp-sys-2 0.1.161`).
     pub engine_build: String,
     /// Tokens generated per prompt.
@@ -54,8 +56,8 @@ pub async fn insert_gate_run(
 ) -> Result<i64, StoreError> {
     let mut tx = store.begin().await?;
     let run_id = store.insert_run_tx(&mut tx, run).await?;
-    let insert = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, first_diff_json, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info, n_prompts_set)
-                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    let insert = "INSERT INTO spec_gates (run_id, mode, target_file, target_sha256, drafter_kind, drafter_key, k, prompt_set_sha256, n_prompts, n_identical, max_new, passed, first_diff_json, detail_json, engine_build, build_commit, measured_at, hostname, cpu_info, n_prompts_set, prompt_set)
+                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     for r in rows {
         sqlx::query(insert)
             .bind(run_id)
@@ -82,6 +84,7 @@ pub async fn insert_gate_run(
             .bind(&run.host.hostname)
             .bind(&run.host.cpu_model)
             .bind(prov.n_prompts_set as i64)
+            .bind(&prov.prompt_set)
             .execute(&mut *tx)
             .await
             .map_err(|e| sql(store, e))?;
@@ -113,6 +116,7 @@ pub async fn insert_gate_run(
             .bind(&run.host.hostname)
             .bind(&run.host.cpu_model)
             .bind(Option::<i64>::None)
+            .bind(&prov.prompt_set)
             .execute(&mut *tx)
             .await
             .map_err(|e| sql(store, e))?;
@@ -339,8 +343,11 @@ pub struct SpecBenchRow {
     pub k_auto: bool,
     /// Prompt category: `json`, `code` or `prose`.
     pub category: String,
-    /// Prompt set sha256.
+    /// Prompt set sha256 (the gate that unlocked this row covered the same).
     pub prompt_set_sha256: String,
+    /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`);
+    /// `None` in rows stored before it was kept.
+    pub prompt_set: Option<String>,
     /// Prompt ids measured.
     pub prompt_ids: Vec<String>,
     /// Tokens per prompt.
@@ -446,6 +453,7 @@ const BENCH_COLS: &[&str] = &[
     "k_auto",
     "category",
     "prompt_set_sha256",
+    "prompt_set",
     "prompt_ids",
     "max_new",
     "reps",
@@ -530,14 +538,15 @@ pub async fn insert_bench_run_sampled(
             .bind(r.k_auto as i64)
             .bind(&r.category)
             .bind(&r.prompt_set_sha256)
+            .bind(&r.prompt_set)
             .bind(js(&r.prompt_ids))
             .bind(r.max_new as i64)
             .bind(r.reps as i64)
             .bind(r.n_threads as i64)
-            .bind(r.tps_samples.as_ref().map(|s| js(s)))
+            .bind(r.tps_samples.as_ref().map(js))
             .bind(r.tps_mean)
             .bind(r.tps_std)
-            .bind(r.speedup_samples.as_ref().map(|s| js(s)))
+            .bind(r.speedup_samples.as_ref().map(js))
             .bind(r.speedup_mean)
             .bind(r.speedup_std)
             .bind(r.predicted_speedup)
@@ -644,6 +653,7 @@ pub async fn bench_rows(
                 k_auto: i("k_auto")? != 0,
                 category: s("category")?,
                 prompt_set_sha256: s("prompt_set_sha256")?,
+                prompt_set: r.try_get("prompt_set").map_err(|e| bad(e.to_string()))?,
                 prompt_ids: serde_json::from_value(de("prompt_ids")?)
                     .map_err(|e| bad(format!("prompt_ids: {e}")))?,
                 max_new: i("max_new")? as usize,
@@ -709,6 +719,7 @@ impl SpecBenchRow {
             k_auto: false,
             category: "code".into(),
             prompt_set_sha256: "cc".repeat(32),
+            prompt_set: Some("builtin:prompts/spec.jsonl".into()),
             prompt_ids: vec!["code-01".into()],
             max_new: 32,
             reps: 5,
@@ -749,6 +760,375 @@ impl SpecBenchRow {
     }
 }
 
+/// Stores the cost model's predictions of a set-acceptance run, in one transaction,
+/// **before** its timed runs; returns their ids in the order of
+/// `cal.predictions`.
+///
+/// # Errors
+/// [`StoreError::Sql`]; nothing is written then.
+pub async fn insert_synth_predictions(
+    store: &Store,
+    hostname: &str,
+    target_sha256: &str,
+    draft_key: &str,
+    engine_build: &str,
+    cal: &super::synth::SynthCalibration,
+) -> Result<Vec<i64>, StoreError> {
+    let created_at = crate::util::now_rfc3339();
+    let timings = js(&cal.timings);
+    let mut tx = store.begin().await?;
+    let mut ids = Vec::with_capacity(cal.predictions.len());
+    for p in &cal.predictions {
+        let res = sqlx::query(
+            "INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, draft_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&created_at)
+        .bind(hostname)
+        .bind(target_sha256)
+        .bind(draft_key)
+        .bind(engine_build)
+        .bind(p.alpha)
+        .bind(p.k as i64)
+        .bind(p.predicted_speedup)
+        .bind(&timings)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| sql(store, e))?;
+        ids.push(res.last_insert_rowid());
+    }
+    tx.commit().await.map_err(|e| sql(store, e))?;
+    Ok(ids)
+}
+
+const SYNTH_COLS: &[&str] = &[
+    "run_id",
+    "prediction_id",
+    "alpha_set",
+    "k",
+    "target_file",
+    "target_sha256",
+    "draft_file",
+    "draft_key",
+    "seed",
+    "prompt_set_sha256",
+    "prompt_set",
+    "prompt_ids",
+    "max_new",
+    "reps",
+    "n_threads",
+    "n_gpu_layers",
+    "tps_samples",
+    "tps_mean",
+    "tps_std",
+    "speedup_samples",
+    "speedup_mean",
+    "speedup_std",
+    "predicted_speedup",
+    "predicted_after",
+    "alpha_hat",
+    "n_tested",
+    "n_drafted",
+    "n_accepted",
+    "n_iterations",
+    "n_emitted",
+    "n_draft_passes",
+    "n_draws",
+    "n_right",
+    "stats_json",
+    "timings_json",
+    "engine_build",
+    "build_commit",
+    "measured_at",
+    "hostname",
+    "cpu_info",
+    "gpu_info",
+    "gate_id",
+];
+
+/// Stores a set-acceptance run and its rows in one transaction (sets `id`/`run_id`).
+/// Rows with a speedup need `prediction_id` and `gate_id` set.
+///
+/// # Errors
+/// [`StoreError::Sql`], including the triggers' refusals (a row without the
+/// prediction stored before it, or without the pair's gate); nothing is written then.
+pub async fn insert_synth_run(
+    store: &Store,
+    run: &NewRun,
+    rows: &mut [super::synth::SpecSynthRow],
+    sampler: Option<SynthSampler<'_>>,
+) -> Result<i64, StoreError> {
+    let mut tx = store.begin().await?;
+    let run_id = store.insert_run_tx(&mut tx, run).await?;
+    let q = format!(
+        "INSERT INTO spec_synth ({}) VALUES ({})",
+        SYNTH_COLS.join(", "),
+        vec!["?"; SYNTH_COLS.len()].join(", ")
+    );
+    for r in rows.iter_mut() {
+        r.run_id = run_id;
+        let res = sqlx::query(sqlx::AssertSqlSafe(q.clone()))
+            .bind(run_id)
+            .bind(r.prediction_id)
+            .bind(r.alpha_set)
+            .bind(r.k as i64)
+            .bind(&r.target_file)
+            .bind(&r.target_sha256)
+            .bind(&r.draft_file)
+            .bind(&r.draft_key)
+            .bind(r.seed as i64)
+            .bind(&r.prompt_set_sha256)
+            .bind(&r.prompt_set)
+            .bind(js(&r.prompt_ids))
+            .bind(r.max_new as i64)
+            .bind(r.reps as i64)
+            .bind(r.n_threads as i64)
+            .bind(r.n_gpu_layers as i64)
+            .bind(js(&r.tps_samples))
+            .bind(r.tps_mean)
+            .bind(r.tps_std)
+            .bind(r.speedup_samples.as_ref().map(js))
+            .bind(r.speedup_mean)
+            .bind(r.speedup_std)
+            .bind(r.predicted_speedup)
+            .bind(r.predicted_after)
+            .bind(r.alpha_hat)
+            .bind(r.n_tested as i64)
+            .bind(r.n_drafted as i64)
+            .bind(r.n_accepted as i64)
+            .bind(r.n_iterations as i64)
+            .bind(r.n_emitted as i64)
+            .bind(r.n_draft_passes as i64)
+            .bind(r.n_draws as i64)
+            .bind(r.n_right as i64)
+            .bind(&r.stats_json)
+            .bind(&r.timings_json)
+            .bind(&r.engine_build)
+            .bind(&r.build_commit)
+            .bind(&r.measured_at)
+            .bind(&r.hostname)
+            .bind(&r.cpu_info)
+            .bind(&r.gpu_info)
+            .bind(r.gate_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| sql(store, e))?;
+        r.id = res.last_insert_rowid();
+    }
+    if let Some((rec, energy)) = sampler {
+        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
+        for (r, e) in rows.iter().zip(energy) {
+            if let Some(e) = e {
+                insert_energy_tx(store, &mut tx, "spec_synth_energy", r.id, run_id, e).await?;
+            }
+        }
+    }
+    tx.commit().await.map_err(|e| sql(store, e))?;
+    Ok(run_id)
+}
+
+/// One row's energy into `table` (`spec_bench_energy` or `spec_synth_energy`).
+async fn insert_energy_tx(
+    store: &Store,
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    table: &'static str,
+    row_id: i64,
+    run_id: i64,
+    e: &crate::measure::sampler::session::EnergySummary,
+) -> Result<(), StoreError> {
+    use crate::store::energy;
+    let q = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table} (row_id, run_id, {}) VALUES (?, ?, {})",
+        energy::column_list(),
+        energy::placeholders()
+    )))
+    .bind(row_id)
+    .bind(run_id);
+    energy::bind(q, e)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| sql(store, e))?;
+    Ok(())
+}
+
+/// The sampler's recording beside a set-acceptance run and each row's energy (in
+/// row order; `None`: the row's phases are missing).
+pub type SynthSampler<'a> = (
+    &'a crate::measure::sampler::session::Recording,
+    &'a [Option<crate::measure::sampler::session::EnergySummary>],
+);
+
+/// Each row's stored energy (`spec_synth_energy`) of a set-acceptance run, by row id.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn synth_energy(
+    store: &Store,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    energy_rows(store, "spec_synth_energy", run_id).await
+}
+
+/// Each row's stored energy (`spec_bench_energy`) of a spec-bench run, by row id.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub async fn bench_energy(
+    store: &Store,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    energy_rows(store, "spec_bench_energy", run_id).await
+}
+
+async fn energy_rows(
+    store: &Store,
+    table: &'static str,
+    run_id: i64,
+) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT * FROM {table} WHERE run_id = ? ORDER BY row_id"
+    )))
+    .bind(run_id)
+    .fetch_all(store.pool())
+    .await
+    .map_err(|e| sql(store, e))?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get("row_id"), crate::store::energy::read(r, "")))
+        .collect())
+}
+
+/// Sets `gate_id` on every set-acceptance row with a speedup to the draft model's
+/// gate at that `k` ([`unlocking_gate`]).
+///
+/// # Errors
+/// The sentences of the rows no gate unlocks (nothing is set then).
+pub fn attach_synth_gates(
+    rows: &mut [super::synth::SpecSynthRow],
+    gates: &[StoredGate],
+) -> Result<(), String> {
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut missing: Vec<String> = Vec::new();
+    for r in rows.iter() {
+        if r.k == 0 || r.speedup_mean.is_none() {
+            ids.push(None);
+            continue;
+        }
+        match unlocking_gate(gates, &r.draft_key, r.k, r.max_new) {
+            Ok(g) => ids.push(Some(g.id)),
+            Err(e) => {
+                if !missing.contains(&e) {
+                    missing.push(e);
+                }
+                ids.push(None);
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(missing.join(". "));
+    }
+    for (r, id) in rows.iter_mut().zip(ids) {
+        r.gate_id = id;
+    }
+    Ok(())
+}
+
+/// Set-acceptance rows of one run (all runs when `None`), in insertion order.
+///
+/// # Errors
+/// [`StoreError`] naming the table, row and column that cannot be read back.
+pub async fn synth_rows(
+    store: &Store,
+    run_id: Option<i64>,
+) -> Result<Vec<super::synth::SpecSynthRow>, StoreError> {
+    let rows = sqlx::query("SELECT * FROM spec_synth WHERE (? IS NULL OR run_id = ?) ORDER BY id")
+        .bind(run_id)
+        .bind(run_id)
+        .fetch_all(store.pool())
+        .await
+        .map_err(|e| sql(store, e))?;
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.get("id");
+            let bad = |problem: String| StoreError::Decode {
+                path: store.path().display().to_string(),
+                table: "spec_synth",
+                id,
+                problem,
+            };
+            let i = |c: &str| r.try_get::<i64, _>(c).map_err(|e| bad(format!("{c}: {e}")));
+            let s = |c: &str| {
+                r.try_get::<String, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let f = |c: &str| {
+                r.try_get::<Option<f64>, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let o = |c: &str| {
+                r.try_get::<Option<i64>, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let os = |c: &str| {
+                r.try_get::<Option<String>, _>(c)
+                    .map_err(|e| bad(format!("{c}: {e}")))
+            };
+            let speedup_samples = match os("speedup_samples")? {
+                None => None,
+                Some(t) => Some(
+                    serde_json::from_str(&t).map_err(|e| bad(format!("speedup_samples: {e}")))?,
+                ),
+            };
+            Ok(super::synth::SpecSynthRow {
+                id,
+                run_id: i("run_id")?,
+                prediction_id: o("prediction_id")?,
+                alpha_set: f("alpha_set")?,
+                k: i("k")? as usize,
+                target_file: s("target_file")?,
+                target_sha256: s("target_sha256")?,
+                draft_file: s("draft_file")?,
+                draft_key: s("draft_key")?,
+                seed: i("seed")? as u64,
+                prompt_set_sha256: s("prompt_set_sha256")?,
+                prompt_set: r.try_get("prompt_set").map_err(|e| bad(e.to_string()))?,
+                prompt_ids: serde_json::from_str(&s("prompt_ids")?)
+                    .map_err(|e| bad(format!("prompt_ids: {e}")))?,
+                max_new: i("max_new")? as usize,
+                reps: i("reps")? as usize,
+                n_threads: i("n_threads")? as u32,
+                n_gpu_layers: i("n_gpu_layers")? as u32,
+                tps_samples: serde_json::from_str(&s("tps_samples")?)
+                    .map_err(|e| bad(format!("tps_samples: {e}")))?,
+                tps_mean: f("tps_mean")?,
+                tps_std: f("tps_std")?,
+                speedup_samples,
+                speedup_mean: f("speedup_mean")?,
+                speedup_std: f("speedup_std")?,
+                predicted_speedup: f("predicted_speedup")?,
+                predicted_after: f("predicted_after")?,
+                alpha_hat: f("alpha_hat")?,
+                n_tested: i("n_tested")? as u64,
+                n_drafted: i("n_drafted")? as u64,
+                n_accepted: i("n_accepted")? as u64,
+                n_iterations: i("n_iterations")? as u64,
+                n_emitted: i("n_emitted")? as u64,
+                n_draft_passes: i("n_draft_passes")? as u64,
+                n_draws: i("n_draws")? as u64,
+                n_right: i("n_right")? as u64,
+                stats_json: s("stats_json")?,
+                timings_json: s("timings_json")?,
+                engine_build: s("engine_build")?,
+                build_commit: s("build_commit")?,
+                measured_at: s("measured_at")?,
+                hostname: s("hostname")?,
+                cpu_info: s("cpu_info")?,
+                gpu_info: os("gpu_info")?,
+                gate_id: o("gate_id")?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -781,6 +1161,7 @@ mod tests {
             target_file: e.target_file,
             target_sha256: e.target_sha256,
             prompt_set_sha256: e.prompt_set_sha256,
+            prompt_set: e.prompt_set.unwrap_or_default(),
             engine_build: e.engine_build,
             max_new: 32,
             n_prompts_set: 54,
@@ -851,6 +1232,7 @@ mod tests {
                 t_verify_ns: vec![9.0e6, 12.9e6, 13.3e6],
                 t_draft_ns: 1.3e6,
                 depth: 40,
+                overheads: Vec::new(),
             },
             predictions: vec![SynthPrediction {
                 alpha: 0.9,
@@ -907,6 +1289,7 @@ mod tests {
             draft_file: "d.gguf".into(),
             draft_key: key.into(),
             prompt_set_sha256: e.prompt_set_sha256.clone(),
+            prompt_set: "builtin:prompts/spec.jsonl".into(),
             engine_build: e.engine_build.clone(),
             n_threads: 16,
             n_gpu_layers: 99,
@@ -953,6 +1336,7 @@ mod tests {
             hz: 10.0,
             samples: Vec::new(),
             phases: Vec::new(),
+            intervals: Vec::new(),
             counters: Vec::new(),
         };
         let none = crate::measure::sampler::session::EnergySummary {
@@ -967,6 +1351,7 @@ mod tests {
             throttled: None,
             live_dram_gbps: None,
             gpu_mem_util_pct: None,
+            ..Default::default()
         };
         let energy = vec![None, Some(none.clone())];
         let run_id = insert_synth_run(&s, &run("spec-synth"), &mut gated, Some((&rec, &energy)))
@@ -1082,6 +1467,35 @@ mod tests {
                 .await
                 .is_err()
         );
+        // Nor another prompt file: the gate covered the bytes of its own (by
+        // sha256), whatever a file is called. The lookup finds no gate for it, and a
+        // row naming that gate anyway is refused by the store.
+        let e = SpecBenchRow::example();
+        let other_set = "dd".repeat(32);
+        assert!(
+            greedy_gates(&s, &e.target_sha256, &e.engine_build, &other_set)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let other = SpecBenchRow {
+            prompt_set_sha256: other_set,
+            prompt_set: Some("builtin:prompts/spec.jsonl".into()),
+            gate_id: Some(g4.id),
+            ..SpecBenchRow::example()
+        };
+        let err = insert_bench_run(&s, &run("spec-bench"), &mut [other])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("without the gate that unlocks it"), "{err}");
+        // Gate rows name the file they covered.
+        let named: Vec<Option<String>> =
+            sqlx::query_scalar("SELECT DISTINCT prompt_set FROM spec_gates")
+                .fetch_all(s.pool())
+                .await
+                .unwrap();
+        assert_eq!(named, [Some("builtin:prompts/spec.jsonl".to_string())]);
         assert_eq!(
             count(&s, "spec_gate_prompts").await,
             54 * 3,
@@ -1420,394 +1834,4 @@ mod tests {
         let (g2, _) = gate(&s, 4, 6, 6, 32).await;
         s.delete_run(g2).await.unwrap();
     }
-}
-
-/// Stores the cost model's predictions of a set-acceptance run, in one transaction,
-/// **before** its timed runs; returns their ids in the order of
-/// `cal.predictions`.
-///
-/// # Errors
-/// [`StoreError::Sql`]; nothing is written then.
-pub async fn insert_synth_predictions(
-    store: &Store,
-    hostname: &str,
-    target_sha256: &str,
-    draft_key: &str,
-    engine_build: &str,
-    cal: &super::synth::SynthCalibration,
-) -> Result<Vec<i64>, StoreError> {
-    let created_at = crate::util::now_rfc3339();
-    let timings = js(&cal.timings);
-    let mut tx = store.begin().await?;
-    let mut ids = Vec::with_capacity(cal.predictions.len());
-    for p in &cal.predictions {
-        let res = sqlx::query(
-            "INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, draft_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&created_at)
-        .bind(hostname)
-        .bind(target_sha256)
-        .bind(draft_key)
-        .bind(engine_build)
-        .bind(p.alpha)
-        .bind(p.k as i64)
-        .bind(p.predicted_speedup)
-        .bind(&timings)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| sql(store, e))?;
-        ids.push(res.last_insert_rowid());
-    }
-    tx.commit().await.map_err(|e| sql(store, e))?;
-    Ok(ids)
-}
-
-const SYNTH_COLS: &[&str] = &[
-    "run_id",
-    "prediction_id",
-    "alpha_set",
-    "k",
-    "target_file",
-    "target_sha256",
-    "draft_file",
-    "draft_key",
-    "seed",
-    "prompt_set_sha256",
-    "prompt_ids",
-    "max_new",
-    "reps",
-    "n_threads",
-    "n_gpu_layers",
-    "tps_samples",
-    "tps_mean",
-    "tps_std",
-    "speedup_samples",
-    "speedup_mean",
-    "speedup_std",
-    "predicted_speedup",
-    "predicted_after",
-    "alpha_hat",
-    "n_tested",
-    "n_drafted",
-    "n_accepted",
-    "n_iterations",
-    "n_emitted",
-    "n_draft_passes",
-    "n_draws",
-    "n_right",
-    "stats_json",
-    "timings_json",
-    "engine_build",
-    "build_commit",
-    "measured_at",
-    "hostname",
-    "cpu_info",
-    "gpu_info",
-    "gate_id",
-];
-
-/// Stores a set-acceptance run and its rows in one transaction (sets `id`/`run_id`).
-/// Rows with a speedup need `prediction_id` and `gate_id` set.
-///
-/// # Errors
-/// [`StoreError::Sql`], including the triggers' refusals (a row without the
-/// prediction stored before it, or without the pair's gate); nothing is written then.
-pub async fn insert_synth_run(
-    store: &Store,
-    run: &NewRun,
-    rows: &mut [super::synth::SpecSynthRow],
-    sampler: Option<SynthSampler<'_>>,
-) -> Result<i64, StoreError> {
-    let mut tx = store.begin().await?;
-    let run_id = store.insert_run_tx(&mut tx, run).await?;
-    let q = format!(
-        "INSERT INTO spec_synth ({}) VALUES ({})",
-        SYNTH_COLS.join(", "),
-        vec!["?"; SYNTH_COLS.len()].join(", ")
-    );
-    for r in rows.iter_mut() {
-        r.run_id = run_id;
-        let res = sqlx::query(sqlx::AssertSqlSafe(q.clone()))
-            .bind(run_id)
-            .bind(r.prediction_id)
-            .bind(r.alpha_set)
-            .bind(r.k as i64)
-            .bind(&r.target_file)
-            .bind(&r.target_sha256)
-            .bind(&r.draft_file)
-            .bind(&r.draft_key)
-            .bind(r.seed as i64)
-            .bind(&r.prompt_set_sha256)
-            .bind(js(&r.prompt_ids))
-            .bind(r.max_new as i64)
-            .bind(r.reps as i64)
-            .bind(r.n_threads as i64)
-            .bind(r.n_gpu_layers as i64)
-            .bind(js(&r.tps_samples))
-            .bind(r.tps_mean)
-            .bind(r.tps_std)
-            .bind(r.speedup_samples.as_ref().map(|s| js(s)))
-            .bind(r.speedup_mean)
-            .bind(r.speedup_std)
-            .bind(r.predicted_speedup)
-            .bind(r.predicted_after)
-            .bind(r.alpha_hat)
-            .bind(r.n_tested as i64)
-            .bind(r.n_drafted as i64)
-            .bind(r.n_accepted as i64)
-            .bind(r.n_iterations as i64)
-            .bind(r.n_emitted as i64)
-            .bind(r.n_draft_passes as i64)
-            .bind(r.n_draws as i64)
-            .bind(r.n_right as i64)
-            .bind(&r.stats_json)
-            .bind(&r.timings_json)
-            .bind(&r.engine_build)
-            .bind(&r.build_commit)
-            .bind(&r.measured_at)
-            .bind(&r.hostname)
-            .bind(&r.cpu_info)
-            .bind(&r.gpu_info)
-            .bind(r.gate_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| sql(store, e))?;
-        r.id = res.last_insert_rowid();
-    }
-    if let Some((rec, energy)) = sampler {
-        crate::experiments::live::store::insert_tx(store, &mut tx, run_id, rec, &[]).await?;
-        for (r, e) in rows.iter().zip(energy) {
-            if let Some(e) = e {
-                insert_energy_tx(store, &mut tx, "spec_synth_energy", r.id, run_id, e).await?;
-            }
-        }
-    }
-    tx.commit().await.map_err(|e| sql(store, e))?;
-    Ok(run_id)
-}
-
-/// One row's energy into `table` (`spec_bench_energy` or `spec_synth_energy`).
-async fn insert_energy_tx(
-    store: &Store,
-    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
-    table: &'static str,
-    row_id: i64,
-    run_id: i64,
-    e: &crate::measure::sampler::session::EnergySummary,
-) -> Result<(), StoreError> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {table} (row_id, run_id, samples, mean_power_w, energy_j, j_per_token, tokens_per_wh, energy_source, reason, peak_temp_c, throttled, live_dram_gbps, gpu_mem_util_pct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    )))
-    .bind(row_id)
-    .bind(run_id)
-    .bind(e.samples as i64)
-    .bind(e.mean_power_w)
-    .bind(e.energy_j)
-    .bind(e.j_per_token)
-    .bind(e.tokens_per_wh)
-    .bind(&e.energy_source)
-    .bind(&e.reason)
-    .bind(e.peak_temp_c)
-    .bind(e.throttled)
-    .bind(e.live_dram_gbps)
-    .bind(e.gpu_mem_util_pct)
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| sql(store, e))?;
-    Ok(())
-}
-
-/// The sampler's recording beside a set-acceptance run and each row's energy (in
-/// row order; `None`: the row's phases are missing).
-pub type SynthSampler<'a> = (
-    &'a crate::measure::sampler::session::Recording,
-    &'a [Option<crate::measure::sampler::session::EnergySummary>],
-);
-
-/// Each row's stored energy (`spec_synth_energy`) of a set-acceptance run, by row id.
-///
-/// # Errors
-/// [`StoreError::Sql`].
-pub async fn synth_energy(
-    store: &Store,
-    run_id: i64,
-) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
-    energy_rows(store, "spec_synth_energy", run_id).await
-}
-
-/// Each row's stored energy (`spec_bench_energy`) of a spec-bench run, by row id.
-///
-/// # Errors
-/// [`StoreError::Sql`].
-pub async fn bench_energy(
-    store: &Store,
-    run_id: i64,
-) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
-    energy_rows(store, "spec_bench_energy", run_id).await
-}
-
-async fn energy_rows(
-    store: &Store,
-    table: &'static str,
-    run_id: i64,
-) -> Result<Vec<(i64, crate::measure::sampler::session::EnergySummary)>, StoreError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT * FROM {table} WHERE run_id = ? ORDER BY row_id"
-    )))
-    .bind(run_id)
-    .fetch_all(store.pool())
-    .await
-    .map_err(|e| sql(store, e))?;
-    Ok(rows
-        .iter()
-        .map(|r| {
-            (
-                r.get("row_id"),
-                crate::measure::sampler::session::EnergySummary {
-                    samples: r.get::<i64, _>("samples") as u64,
-                    mean_power_w: r.get("mean_power_w"),
-                    energy_j: r.get("energy_j"),
-                    j_per_token: r.get("j_per_token"),
-                    tokens_per_wh: r.get("tokens_per_wh"),
-                    energy_source: r.get("energy_source"),
-                    reason: r.get("reason"),
-                    peak_temp_c: r.get("peak_temp_c"),
-                    throttled: r.get("throttled"),
-                    live_dram_gbps: r.get("live_dram_gbps"),
-                    gpu_mem_util_pct: r.get("gpu_mem_util_pct"),
-                },
-            )
-        })
-        .collect())
-}
-
-/// Sets `gate_id` on every set-acceptance row with a speedup to the draft model's
-/// gate at that `k` ([`unlocking_gate`]).
-///
-/// # Errors
-/// The sentences of the rows no gate unlocks (nothing is set then).
-pub fn attach_synth_gates(
-    rows: &mut [super::synth::SpecSynthRow],
-    gates: &[StoredGate],
-) -> Result<(), String> {
-    let mut ids = Vec::with_capacity(rows.len());
-    let mut missing: Vec<String> = Vec::new();
-    for r in rows.iter() {
-        if r.k == 0 || r.speedup_mean.is_none() {
-            ids.push(None);
-            continue;
-        }
-        match unlocking_gate(gates, &r.draft_key, r.k, r.max_new) {
-            Ok(g) => ids.push(Some(g.id)),
-            Err(e) => {
-                if !missing.contains(&e) {
-                    missing.push(e);
-                }
-                ids.push(None);
-            }
-        }
-    }
-    if !missing.is_empty() {
-        return Err(missing.join(". "));
-    }
-    for (r, id) in rows.iter_mut().zip(ids) {
-        r.gate_id = id;
-    }
-    Ok(())
-}
-
-/// Set-acceptance rows of one run (all runs when `None`), in insertion order.
-///
-/// # Errors
-/// [`StoreError`] naming the table, row and column that cannot be read back.
-pub async fn synth_rows(
-    store: &Store,
-    run_id: Option<i64>,
-) -> Result<Vec<super::synth::SpecSynthRow>, StoreError> {
-    let rows = sqlx::query("SELECT * FROM spec_synth WHERE (? IS NULL OR run_id = ?) ORDER BY id")
-        .bind(run_id)
-        .bind(run_id)
-        .fetch_all(store.pool())
-        .await
-        .map_err(|e| sql(store, e))?;
-    rows.iter()
-        .map(|r| {
-            let id: i64 = r.get("id");
-            let bad = |problem: String| StoreError::Decode {
-                path: store.path().display().to_string(),
-                table: "spec_synth",
-                id,
-                problem,
-            };
-            let i = |c: &str| r.try_get::<i64, _>(c).map_err(|e| bad(format!("{c}: {e}")));
-            let s = |c: &str| {
-                r.try_get::<String, _>(c)
-                    .map_err(|e| bad(format!("{c}: {e}")))
-            };
-            let f = |c: &str| {
-                r.try_get::<Option<f64>, _>(c)
-                    .map_err(|e| bad(format!("{c}: {e}")))
-            };
-            let o = |c: &str| {
-                r.try_get::<Option<i64>, _>(c)
-                    .map_err(|e| bad(format!("{c}: {e}")))
-            };
-            let os = |c: &str| {
-                r.try_get::<Option<String>, _>(c)
-                    .map_err(|e| bad(format!("{c}: {e}")))
-            };
-            let speedup_samples = match os("speedup_samples")? {
-                None => None,
-                Some(t) => Some(
-                    serde_json::from_str(&t).map_err(|e| bad(format!("speedup_samples: {e}")))?,
-                ),
-            };
-            Ok(super::synth::SpecSynthRow {
-                id,
-                run_id: i("run_id")?,
-                prediction_id: o("prediction_id")?,
-                alpha_set: f("alpha_set")?,
-                k: i("k")? as usize,
-                target_file: s("target_file")?,
-                target_sha256: s("target_sha256")?,
-                draft_file: s("draft_file")?,
-                draft_key: s("draft_key")?,
-                seed: i("seed")? as u64,
-                prompt_set_sha256: s("prompt_set_sha256")?,
-                prompt_ids: serde_json::from_str(&s("prompt_ids")?)
-                    .map_err(|e| bad(format!("prompt_ids: {e}")))?,
-                max_new: i("max_new")? as usize,
-                reps: i("reps")? as usize,
-                n_threads: i("n_threads")? as u32,
-                n_gpu_layers: i("n_gpu_layers")? as u32,
-                tps_samples: serde_json::from_str(&s("tps_samples")?)
-                    .map_err(|e| bad(format!("tps_samples: {e}")))?,
-                tps_mean: f("tps_mean")?,
-                tps_std: f("tps_std")?,
-                speedup_samples,
-                speedup_mean: f("speedup_mean")?,
-                speedup_std: f("speedup_std")?,
-                predicted_speedup: f("predicted_speedup")?,
-                predicted_after: f("predicted_after")?,
-                alpha_hat: f("alpha_hat")?,
-                n_tested: i("n_tested")? as u64,
-                n_drafted: i("n_drafted")? as u64,
-                n_accepted: i("n_accepted")? as u64,
-                n_iterations: i("n_iterations")? as u64,
-                n_emitted: i("n_emitted")? as u64,
-                n_draft_passes: i("n_draft_passes")? as u64,
-                n_draws: i("n_draws")? as u64,
-                n_right: i("n_right")? as u64,
-                stats_json: s("stats_json")?,
-                timings_json: s("timings_json")?,
-                engine_build: s("engine_build")?,
-                build_commit: s("build_commit")?,
-                measured_at: s("measured_at")?,
-                hostname: s("hostname")?,
-                cpu_info: s("cpu_info")?,
-                gpu_info: os("gpu_info")?,
-                gate_id: o("gate_id")?,
-            })
-        })
-        .collect()
 }

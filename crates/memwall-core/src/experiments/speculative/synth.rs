@@ -26,20 +26,22 @@
 //! draft's cost, not how well a draft model predicts its target.
 
 use super::bench::{self, CategoryInput};
-use super::cost::{self, Timings};
+use super::cost::{self, LoopOverhead, Timings};
 use super::drafter::{Draft, DraftCtx, Drafter, KvSeq, NoDraft};
 use super::gate::TokenizedPrompt;
-use super::run::{SpecConfig, SpecSession, SpecStats, TieBreak};
+use super::row::argmax_max;
+use super::run::{IterBreakdown, SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
 use super::verify::QDist;
 use super::{K_MAX, SpecError};
-use crate::measure::engine::{Engine, TokenId, argmax};
-use crate::measure::sampler::session::{EnergySummary, Recording};
+use crate::measure::engine::{Engine, TokenId};
+use crate::measure::sampler::session::{EnergySummary, PhaseEvent, Recording};
 use crate::measure::stats::Sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 /// A drafter whose per-position acceptance is set: the target's greedy token with
 /// probability `alpha`, a wrong token otherwise, at the cost of a real draft-model
@@ -134,6 +136,11 @@ impl<E: Engine> Drafter for SetAcceptance<E> {
     fn key(&self) -> String {
         format!("synth:{}:{}", self.alpha, self.draft_key)
     }
+    fn end(&mut self, hist: &[TokenId]) -> Result<(), SpecError> {
+        let n = hist.len().saturating_sub(1);
+        self.kv.trim(&mut self.engine, &hist[..n])?;
+        Ok(())
+    }
     fn n_vocab(&self) -> Option<usize> {
         Some(self.engine.n_vocab())
     }
@@ -160,10 +167,13 @@ impl<E: Engine> Drafter for SetAcceptance<E> {
         let on_reference =
             hist.len() <= self.reference.len() && self.reference[..hist.len()] == *hist;
         d.passes += self.kv.feed(&mut self.engine, hist, &[], 1)?;
+        let (mut fetch, mut pick, mut forward) = (0u64, 0u64, 0u64);
         for i in 0..k {
+            let t0 = Instant::now();
             let logits = self.engine.logits(0)?;
+            let t1 = Instant::now();
             let shared = cx.n_shared.min(logits.len());
-            let own = argmax(&logits[..shared]);
+            let own = argmax_max(&logits[..shared]).0;
             let right = on_reference
                 .then(|| self.reference.get(hist.len() + i).copied())
                 .flatten();
@@ -179,16 +189,29 @@ impl<E: Engine> Drafter for SetAcceptance<E> {
                 }
                 None => own,
             };
+            fetch += (t1 - t0).as_nanos() as u64;
+            pick += t1.elapsed().as_nanos() as u64;
             d.tokens.push(tok);
             d.q.push(QDist::Delta);
             if i + 1 == k || self.engine.is_eog(tok) {
                 break;
             }
             let pos = self.kv.cached.len() as u32;
+            let t2 = Instant::now();
             self.engine.decode_one(tok, pos, 0)?;
+            self.engine.synchronize();
+            forward += t2.elapsed().as_nanos() as u64;
             self.kv.cached.push(tok);
             d.passes += 1;
         }
+        let kt = self.kv.take_times();
+        d.times = IterBreakdown {
+            draft_forward_ns: forward + kt.forward_ns,
+            draft_fetch_ns: fetch,
+            draft_pick_ns: pick,
+            draft_rollback_ns: kt.rollback_ns,
+            ..Default::default()
+        };
         Ok(d)
     }
 }
@@ -265,7 +288,13 @@ pub struct SynthCalibration {
 }
 
 /// Measures the cost model's times on `prompt` (target verify of 1…k_max+1 positions,
-/// one draft step) and predicts every (α, k) of the plan from them.
+/// one draft step), then the loop's own costs ([`LoopOverhead`]) from untimed runs
+/// of the loop on the same prompt: target-only decoding (one warm-up run, one
+/// measured) and, per α of the plan, one speculative run at the `k` the forward
+/// passes alone predict best (among the `k` whose verify fits one pass of
+/// `max_rows` rows, when any does), with draws seeded apart from the timed runs';
+/// and predicts every (α, k) of the plan from all of it. Nothing of this is a timed
+/// result: the predictions exist before any timed run starts.
 ///
 /// # Errors
 /// Engine errors; [`SpecError::Config`] for an empty plan or a `k` over [`K_MAX`].
@@ -278,7 +307,7 @@ pub fn calibrate<T: Engine, D: Engine>(
 ) -> Result<SynthCalibration, SpecError> {
     check_plan(plan)?;
     let k_max = plan.ks.iter().copied().max().unwrap_or(1);
-    let timings = bench::measure_timings(
+    let mut timings = bench::measure_timings(
         target,
         Some(drafter.engine()),
         &prompt.tokens,
@@ -287,12 +316,61 @@ pub fn calibrate<T: Engine, D: Engine>(
         max_rows,
     )?;
     drafter.invalidate();
+    let missing =
+        |k: usize| SpecError::Config(format!("no timing for k = {k} (measured up to {k_max})"));
+    // The loop's own costs, before any timed run.
+    let mut session = SpecSession::new();
+    let plain = SpecConfig::greedy(0, plan.max_new);
+    session.generate(target, &mut NoDraft, &prompt.tokens, &plain)?;
+    let base = session.generate(target, &mut NoDraft, &prompt.tokens, &plain)?;
+    let mut full = prompt.tokens.clone();
+    full.extend(&base.tokens);
+    if plan.tie_tolerance > 0.0 {
+        session.set_tie_break(Some(TieBreak {
+            reference: full.clone(),
+            tolerance: plan.tie_tolerance,
+        }));
+    }
+    let one_pass: Vec<usize> = plan
+        .ks
+        .iter()
+        .copied()
+        .filter(|&k| k < max_rows.max(1))
+        .collect();
+    let candidates = if one_pass.is_empty() {
+        &plan.ks
+    } else {
+        &one_pass
+    };
+    for (ai, &alpha) in plan.alphas.iter().enumerate() {
+        let mut k_cal = candidates[0];
+        let mut best = f64::NEG_INFINITY;
+        for &k in candidates {
+            let p = cost::predicted_speedup_passes_only(&timings, alpha, k)
+                .ok_or_else(|| missing(k))?;
+            if p > best {
+                (best, k_cal) = (p, k);
+            }
+        }
+        drafter.set(alpha, draw_seed(!plan.seed, ai, usize::MAX))?;
+        drafter.set_reference(full.clone());
+        let out = session.generate(
+            target,
+            drafter,
+            &prompt.tokens,
+            &SpecConfig::greedy(k_cal, plan.max_new),
+        )?;
+        if let Some(o) =
+            LoopOverhead::from_runs(&timings, Some(alpha), k_cal, &base.stats, &out.stats)
+        {
+            timings.overheads.push(o);
+        }
+    }
+    drafter.invalidate();
     let mut predictions = Vec::new();
     for &alpha in &plan.alphas {
         for &k in &plan.ks {
-            let p = cost::predicted_speedup(&timings, alpha, k).ok_or_else(|| {
-                SpecError::Config(format!("no timing for k = {k} (measured up to {k_max})"))
-            })?;
+            let p = cost::predicted_speedup(&timings, alpha, k).ok_or_else(|| missing(k))?;
             predictions.push(SynthPrediction {
                 alpha,
                 k,
@@ -363,6 +441,7 @@ fn draw_seed(seed: u64, ci: usize, rep: usize) -> u64 {
 /// # Errors
 /// Engine errors; [`SpecError::OutputMismatch`]; [`SpecError::Cancelled`] (read
 /// before each repetition).
+#[allow(clippy::too_many_arguments)]
 pub fn run_synth_bench<T: Engine, D: Engine>(
     target: &mut T,
     drafter: &mut SetAcceptance<D>,
@@ -370,7 +449,7 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
     plan: &SynthPlan,
     pairs: &[(f64, usize)],
     on_progress: &mut dyn FnMut(&str),
-    phase: &mut dyn FnMut(Option<&str>),
+    phase: &mut dyn FnMut(PhaseEvent<'_>),
     cancel: &AtomicBool,
 ) -> Result<Vec<SynthCell>, SpecError> {
     check_plan(plan)?;
@@ -423,7 +502,8 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
             if let Some(a) = alpha {
                 drafter.set(a, draw_seed(plan.seed, ci, rep))?;
             }
-            phase(Some(&phase_label(alpha, k, rep)));
+            let label = phase_label(alpha, k, rep);
+            phase(PhaseEvent::Begin(&label));
             for (pi, p) in prompts.iter().enumerate() {
                 let cfg = SpecConfig::greedy(k, plan.max_new);
                 // Every run after the reference may break near-ties toward it.
@@ -447,6 +527,13 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
                         session.generate(target, drafter, &p.tokens, &cfg)?
                     }
                 };
+                if let Some(span) = out.decode_span {
+                    phase(PhaseEvent::Timed {
+                        phase: &label,
+                        rep: pi as u32 + 1,
+                        span,
+                    });
+                }
                 st.merge(&out.stats);
                 if ci == 0 && rep == 0 {
                     reference.push(out.tokens);
@@ -470,7 +557,7 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
                     });
                 }
             }
-            phase(None);
+            phase(PhaseEvent::End);
             let c = &mut cells[ci];
             c.tps.push(st.decode_tps().unwrap_or(0.0));
             c.stats.merge(&st);
@@ -508,60 +595,25 @@ pub fn row_energy(rec: &Recording, row: &SpecSynthRow) -> Option<EnergySummary> 
 }
 
 /// The energy of one measured configuration pooled over its repetitions: phase
-/// `names[i]` holds repetition `i`, which decoded `n_emitted ÷ reps` tokens at
-/// `tps[i]` tok/s (timed time = tokens ÷ tok/s). Energy summed, J/token = energy ÷
-/// tokens, mean power = energy ÷ timed time, hottest reading, throttled if any phase
-/// was. `None` when a phase is missing or there are no repetitions; energy `None`
-/// (with the sampler's reason) when any phase has none.
+/// `names[i]` holds repetition `i`, whose prompts' timed decodes are its intervals;
+/// `n_emitted` tokens in all. Integrated over every interval of those phases
+/// ([`Recording::energy_over`]): the prompts' prefills between them are left out.
+/// `None` when a phase is missing or there are no repetitions.
 pub fn pooled_energy(
     rec: &Recording,
     names: &[String],
     tps: &[f64],
     n_emitted: u64,
 ) -> Option<EnergySummary> {
-    let reps = tps.len() as u64;
-    if reps == 0 || names.len() != tps.len() {
+    if tps.is_empty() || names.len() != tps.len() {
         return None;
     }
-    let tokens_per_rep = n_emitted / reps;
-    let mut parts = Vec::new();
-    let mut timed_s = 0.0;
-    for (name, &t) in names.iter().zip(tps) {
-        let p = rec.phase(name)?;
-        let secs = if t > 0.0 {
-            tokens_per_rep as f64 / t
-        } else {
-            0.0
-        };
-        timed_s += secs;
-        parts.push(rec.summary(p, (secs * 1e9) as u64, tokens_per_rep));
+    let mut windows = Vec::new();
+    for name in names {
+        rec.phase(name)?;
+        windows.extend(rec.windows(name));
     }
-    let tokens = (tokens_per_rep * reps) as f64;
-    let energy_j: Option<f64> = parts.iter().map(|e| e.energy_j).sum();
-    let j_per_token = energy_j.filter(|_| tokens > 0.0).map(|e| e / tokens);
-    let mean = |f: fn(&EnergySummary) -> Option<f64>| {
-        let v: Vec<f64> = parts.iter().filter_map(f).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    Some(EnergySummary {
-        samples: parts.iter().map(|e| e.samples).sum(),
-        mean_power_w: energy_j.filter(|_| timed_s > 0.0).map(|e| e / timed_s),
-        energy_j,
-        j_per_token,
-        tokens_per_wh: j_per_token.filter(|&j| j > 0.0).map(|j| 3600.0 / j),
-        energy_source: parts[0].energy_source.clone(),
-        reason: parts.iter().find_map(|e| e.reason.clone()),
-        peak_temp_c: parts
-            .iter()
-            .filter_map(|e| e.peak_temp_c)
-            .max_by(f64::total_cmp),
-        throttled: parts
-            .iter()
-            .filter_map(|e| e.throttled)
-            .reduce(|a, b| a || b),
-        live_dram_gbps: mean(|e| e.live_dram_gbps),
-        gpu_mem_util_pct: mean(|e| e.gpu_mem_util_pct),
-    })
+    Some(rec.energy_over(&windows, n_emitted))
 }
 
 /// The prompts a set-acceptance bench measures: every prompt of each input, in order.
@@ -570,10 +622,11 @@ pub fn prompts_of(inputs: &[CategoryInput]) -> Vec<TokenizedPrompt> {
 }
 
 /// The cost model's speedup recomputed after the timed runs with the realised α̂
-/// and draft lengths ([`cost::predicted_speedup_hist`]); `None` for target-only.
-pub fn post_hoc(t: &Timings, st: &SpecStats) -> Option<f64> {
+/// and draft lengths ([`cost::predicted_speedup_hist`]), with the loop overhead
+/// measured at the row's set rate `alpha_set`; `None` for target-only.
+pub fn post_hoc(t: &Timings, st: &SpecStats, alpha_set: Option<f64>) -> Option<f64> {
     let alpha = st.alpha_hat()?;
-    cost::predicted_speedup_hist(t, alpha, &st.draft_len_hist)
+    cost::predicted_speedup_hist_set(t, alpha, alpha_set, &st.draft_len_hist)
 }
 
 /// Provenance shared by every row of a run.
@@ -589,6 +642,8 @@ pub struct SynthProvenance {
     pub draft_key: String,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
+    /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`).
+    pub prompt_set: String,
     /// llama.cpp build the engine was compiled from.
     pub engine_build: String,
     /// CPU threads.
@@ -632,6 +687,9 @@ pub struct SpecSynthRow {
     pub seed: u64,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
+    /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`);
+    /// `None` in rows stored before it was kept.
+    pub prompt_set: Option<String>,
     /// Prompt ids measured.
     pub prompt_ids: Vec<String>,
     /// Tokens per prompt.
@@ -731,6 +789,7 @@ pub fn to_rows(
                 draft_key: prov.draft_key.clone(),
                 seed: plan.seed,
                 prompt_set_sha256: prov.prompt_set_sha256.clone(),
+                prompt_set: Some(prov.prompt_set.clone()),
                 prompt_ids: prompt_ids.to_vec(),
                 max_new: plan.max_new,
                 reps: plan.reps,
@@ -744,7 +803,7 @@ pub fn to_rows(
                 speedup_std: sp.as_ref().map(|s| s.std_dev()),
                 predicted_speedup: pi.map(|i| cal.predictions[i].predicted_speedup),
                 predicted_after: if c.k > 0 {
-                    post_hoc(&cal.timings, st)
+                    post_hoc(&cal.timings, st, c.alpha)
                 } else {
                     None
                 },
@@ -808,6 +867,22 @@ pub fn table_md(rows: &[SpecSynthRow]) -> String {
             or_dash(r.alpha_hat, |x| format!("{x:.3} ({})", r.n_tested)),
             or_dash(tpp, |x| format!("{x:.2}")),
         ));
+    }
+    let labelled: Vec<(String, SpecStats)> = rows
+        .iter()
+        .filter_map(|r| {
+            let st = serde_json::from_str::<SpecStats>(&r.stats_json).ok()?;
+            let label = match r.alpha_set {
+                Some(a) => format!("α={a} k={}", r.k),
+                None => "target only".to_string(),
+            };
+            Some((label, st))
+        })
+        .collect();
+    let bd = breakdown_md(&labelled);
+    if !bd.is_empty() {
+        s.push('\n');
+        s.push_str(&bd);
     }
     for r in rows {
         let Ok(st) = serde_json::from_str::<SpecStats>(&r.stats_json) else {
@@ -876,6 +951,71 @@ pub fn energy_md(
     s
 }
 
+/// Markdown table of where the decode time went ([`IterBreakdown`]), one column per
+/// configuration: each part in ms per iteration (summed over repetitions and
+/// prompts, ÷ iterations), then the parts' sum against the decode clock. A
+/// configuration without a breakdown (a row stored before it was kept) is left out.
+pub fn breakdown_md(cols: &[(String, SpecStats)]) -> String {
+    let cols: Vec<&(String, SpecStats)> = cols
+        .iter()
+        .filter(|(_, st)| st.breakdown.sum_ns() > 0 && st.n_iterations > 0)
+        .collect();
+    if cols.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "Per iteration (ms), each part timed with the engines synchronised at its edges:\n\n| part |",
+    );
+    for (l, _) in &cols {
+        s.push_str(&format!(" {l} |"));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(cols.len()));
+    s.push('\n');
+    let per_iter = |st: &SpecStats, ns: u64| ns as f64 / 1e6 / st.n_iterations as f64;
+    let line = |name: &str, f: &dyn Fn(&SpecStats) -> String| {
+        let mut l = format!("| {name} |");
+        for (_, st) in &cols {
+            l.push_str(&format!(" {} |", f(st)));
+        }
+        l.push('\n');
+        l
+    };
+    s.push_str(&line("iterations", &|st: &SpecStats| {
+        st.n_iterations.to_string()
+    }));
+    s.push_str(&line("draft passes per iteration", &|st: &SpecStats| {
+        format!("{:.2}", st.n_draft_passes as f64 / st.n_iterations as f64)
+    }));
+    for (i, (name, _)) in IterBreakdown::default().parts().iter().enumerate() {
+        s.push_str(&line(name, &|st: &SpecStats| {
+            format!("{:.3}", per_iter(st, st.breakdown.parts()[i].1))
+        }));
+    }
+    s.push_str(&line("draft forward per draft pass", &|st: &SpecStats| {
+        if st.n_draft_passes > 0 {
+            format!(
+                "{:.3}",
+                st.breakdown.draft_forward_ns as f64 / 1e6 / st.n_draft_passes as f64
+            )
+        } else {
+            "—".into()
+        }
+    }));
+    s.push_str(&line("**sum of parts**", &|st: &SpecStats| {
+        format!("{:.3}", per_iter(st, st.breakdown.sum_ns()))
+    }));
+    s.push_str(&line("**decode clock**", &|st: &SpecStats| {
+        format!("{:.3}", per_iter(st, st.decode_ns))
+    }));
+    s.push_str(&line("sum ÷ clock", &|st: &SpecStats| {
+        st.breakdown
+            .coverage(st.decode_ns)
+            .map_or("—".into(), |c| format!("{c:.4}"))
+    }));
+    s
+}
+
 /// Markdown lines of the times the predictions rest on.
 pub fn calibration_md(cal: &SynthCalibration) -> String {
     let t = &cal.timings;
@@ -893,6 +1033,30 @@ pub fn calibration_md(cal: &SynthCalibration) -> String {
             j + 1,
             v / 1e6,
             v / base
+        ));
+    }
+    if !t.overheads.is_empty() {
+        s.push_str("\nThe loop's own costs, from untimed runs of the loop on the same prompt before the timed runs (c_base: per target-only token beyond t_verify(1); c_iter: per iteration beyond t_verify(m + 1) and the draft steps; δ_step: per drafted token beyond t_draft, the catch-up pass included):\n\n| calibration run | c_base ms | c_iter ms | δ_step ms |\n|---|---|---|---|\n");
+        for o in &t.overheads {
+            s.push_str(&format!(
+                "| {} k={} | {:.3} | {:.3} | {:.3} |\n",
+                o.alpha.map_or("own α".to_string(), |a| format!("α={a}")),
+                o.k,
+                o.base_ns / 1e6,
+                o.iter_ns / 1e6,
+                o.draft_step_ns / 1e6
+            ));
+        }
+    }
+    s.push_str("\n| α | k | predicted, forward passes only | predicted with the loop's costs (stored) |\n|---|---|---|---|\n");
+    for p in &cal.predictions {
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.3} |\n",
+            p.alpha,
+            p.k,
+            cost::predicted_speedup_passes_only(t, p.alpha, p.k)
+                .map_or("—".into(), |x| format!("{x:.3}")),
+            p.predicted_speedup
         ));
     }
     s
@@ -1027,12 +1191,23 @@ mod tests {
         let prompts = vec![tp("a", 6, 1), tp("b", 7, 2)];
         let cal = calibrate(&mut target, &mut d, &prompts[0], &plan, 7).unwrap();
         assert_eq!(cal.predictions.len(), 4);
-        // The prediction is the closed form on the measured times.
+        // The prediction is the closed form on the measured times and the loop's
+        // own costs, measured once per α by an untimed run before any timed one.
+        let t = &cal.timings;
+        let alphas: Vec<Option<f64>> = t.overheads.iter().map(|o| o.alpha).collect();
+        assert_eq!(alphas, [Some(0.5), Some(0.9)]);
+        assert!(t.overheads.iter().all(|o| plan.ks.contains(&o.k)));
+        let o = t.overhead_at(Some(0.9));
+        assert_eq!(o.alpha, Some(0.9));
         let p = &cal.predictions[3];
         let e = (1.0 - 0.9f64.powi(5)) / 0.1;
-        let want = e * cal.timings.t_verify_ns[0]
-            / (4.0 * cal.timings.t_draft_ns + cal.timings.t_verify_ns[4]);
+        let want = e * (t.t_verify_ns[0] + o.base_ns)
+            / (4.0 * (t.t_draft_ns + o.draft_step_ns) + t.t_verify_ns[4] + o.iter_ns);
         assert!((p.predicted_speedup - want).abs() < 1e-9 * want.abs());
+        // Without them, the forward passes alone (the paper's model).
+        let plain = e * t.t_verify_ns[0] / (4.0 * t.t_draft_ns + t.t_verify_ns[4]);
+        let got = cost::predicted_speedup_passes_only(t, 0.9, 4).unwrap();
+        assert!((got - plain).abs() < 1e-9 * plain.abs());
         let pairs = chosen(&plan, &cal);
         assert_eq!(pairs, [(0.5, 2), (0.5, 4), (0.9, 2), (0.9, 4)]);
         let mut phases: Vec<Option<String>> = Vec::new();
@@ -1043,7 +1218,11 @@ mod tests {
             &plan,
             &pairs,
             &mut |_| {},
-            &mut |p| phases.push(p.map(str::to_string)),
+            &mut |e| {
+                if let Some(p) = e.mark() {
+                    phases.push(p.map(str::to_string))
+                }
+            },
             &AtomicBool::new(false),
         )
         .unwrap();
@@ -1064,6 +1243,7 @@ mod tests {
             draft_file: "d".into(),
             draft_key: "draft:mock".into(),
             prompt_set_sha256: "p".into(),
+            prompt_set: "p.jsonl".into(),
             engine_build: "mock".into(),
             n_threads: 1,
             n_gpu_layers: 0,
@@ -1106,6 +1286,7 @@ mod tests {
             t_verify_ns: vec![10e6, 11e6, 11.5e6, 12e6, 30e6],
             t_draft_ns: 1e6,
             depth: 8,
+            overheads: Vec::new(),
         };
         let plan = SynthPlan {
             alphas: vec![0.9, 0.2],
@@ -1158,6 +1339,7 @@ mod tests {
             hz: 10.0,
             samples: Vec::new(),
             phases: vec![ph("α=0.9 k=4 #1", 0)],
+            intervals: Vec::new(),
             counters: Vec::new(),
         };
         // Repetition 2's phase is missing: no figure at all.
@@ -1180,6 +1362,7 @@ mod tests {
                 t_verify_ns: vec![1e6; 5],
                 t_draft_ns: 1e5,
                 depth: 4,
+                overheads: Vec::new(),
             },
             predictions: vec![SynthPrediction {
                 alpha: 0.9,
@@ -1212,6 +1395,7 @@ mod tests {
             draft_file: "d".into(),
             draft_key: "draft:x".into(),
             prompt_set_sha256: "p".into(),
+            prompt_set: "p.jsonl".into(),
             engine_build: "b".into(),
             n_threads: 1,
             n_gpu_layers: 0,

@@ -76,6 +76,68 @@ pub fn verify_greedy(draft: &[TokenId], target_argmax: &[TokenId]) -> Outcome {
     }
 }
 
+/// What one verification of a draft that ends at an end-of-generation token
+/// decided ([`verify_greedy_final`], [`verify_sampled_final`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalOutcome {
+    /// Drafted tokens accepted (a prefix of the draft), `0..=k`; `k` means the
+    /// drafted end token itself was accepted and the generation ends there.
+    pub n_accepted: usize,
+    /// The replacement at the first rejection; `None` when all `k` were accepted
+    /// (nothing follows the end, so there is no bonus token).
+    pub next: Option<TokenId>,
+}
+
+/// Greedy verification of a draft whose **last** token ends generation:
+/// `target_argmax` has one row per drafted token and no bonus row (the end token
+/// is verified by the row before it and never fed to the target).
+///
+/// # Panics
+/// When `draft` is empty or `target_argmax.len() != draft.len()` (a caller bug).
+pub fn verify_greedy_final(draft: &[TokenId], target_argmax: &[TokenId]) -> FinalOutcome {
+    assert!(!draft.is_empty(), "a draft ending at the end token");
+    assert_eq!(target_argmax.len(), draft.len(), "k target rows");
+    let n = draft
+        .iter()
+        .zip(target_argmax)
+        .take_while(|(d, t)| d == t)
+        .count();
+    FinalOutcome {
+        n_accepted: n,
+        next: target_argmax.get(n).copied(),
+    }
+}
+
+/// Stochastic verification of a draft whose **last** token ends generation: `p`
+/// has one row per drafted token (no bonus row). Each position is tested as in
+/// [`verify_sampled`] (accept with probability `min(1, p ÷ q)`, else a draw from
+/// the residual), so every emitted token, the end token included, is distributed
+/// as the target's `p`; when all `k` are accepted nothing more is drawn.
+///
+/// # Panics
+/// When the lengths disagree or the draft is empty (a caller bug).
+pub fn verify_sampled_final(
+    draft: &[TokenId],
+    q: &[QDist],
+    p: &[Vec<f64>],
+    u: &mut dyn FnMut() -> f64,
+) -> FinalOutcome {
+    let k = draft.len();
+    assert!(k > 0, "a draft ending at the end token");
+    assert_eq!(q.len(), k, "one q row per drafted token");
+    assert_eq!(p.len(), k, "k target rows");
+    match first_rejection(draft, q, p, u) {
+        Some(o) => FinalOutcome {
+            n_accepted: o.n_accepted,
+            next: Some(o.next),
+        },
+        None => FinalOutcome {
+            n_accepted: k,
+            next: None,
+        },
+    }
+}
+
 /// Stochastic verification (speculative sampling). `q[i]` and `p[i]` are the
 /// drafter's and the target's distributions at drafted position `i`; `p` has one
 /// more row (the bonus position). `u` yields uniform draws in [0, 1).
@@ -91,7 +153,26 @@ pub fn verify_sampled(
     let k = draft.len();
     assert_eq!(q.len(), k, "one q row per drafted token");
     assert_eq!(p.len(), k + 1, "k + 1 target rows");
-    for i in 0..k {
+    if let Some(o) = first_rejection(draft, q, p, u) {
+        return o;
+    }
+    let draw = u();
+    Outcome {
+        n_accepted: k,
+        next: sample_with(&p[k], draw).unwrap_or(0),
+        rejected: false,
+    }
+}
+
+/// Tests the drafted positions in order; the outcome at the first rejection (its
+/// replacement drawn from the residual), `None` when all are accepted.
+fn first_rejection(
+    draft: &[TokenId],
+    q: &[QDist],
+    p: &[Vec<f64>],
+    u: &mut dyn FnMut() -> f64,
+) -> Option<Outcome> {
+    for i in 0..draft.len() {
         let x = draft[i];
         let px = p[i].get(x as usize).copied().unwrap_or(0.0);
         let qx = q[i].at(x);
@@ -106,18 +187,13 @@ pub fn verify_sampled(
         let next = sample_with(&residual, draw)
             .or_else(|| sample_with(&p[i], draw))
             .unwrap_or(x);
-        return Outcome {
+        return Some(Outcome {
             n_accepted: i,
             next,
             rejected: true,
-        };
+        });
     }
-    let draw = u();
-    Outcome {
-        n_accepted: k,
-        next: sample_with(&p[k], draw).unwrap_or(0),
-        rejected: false,
-    }
+    None
 }
 
 /// The unnormalized residual `max(0, p − q)` ([`sample_with`] normalizes).
@@ -186,7 +262,7 @@ mod tests {
         let q = [0.4, 0.1, 0.3, 0.2];
         let p1 = [0.25, 0.25, 0.25, 0.25];
         let mut first = [0.0; 4];
-        let mut pair = vec![0.0; 16];
+        let mut pair = [0.0; 16];
         for x in 0..4 {
             let d = quadrature_k1(&p, &QDist::Dist(q.to_vec()), &p1, x as TokenId);
             for y in 0..4 {
@@ -297,6 +373,31 @@ mod tests {
         // k = 0 degenerates to plain greedy decoding.
         let o = verify_greedy(&[], &[4]);
         assert_eq!((o.n_accepted, o.next, o.rejected), (0, 4, false));
+    }
+
+    #[test]
+    fn a_draft_ending_at_the_end_token_has_no_bonus_row() {
+        // The end token (7) accepted: nothing follows, no bonus.
+        let o = verify_greedy_final(&[5, 6, 7], &[5, 6, 7]);
+        assert_eq!((o.n_accepted, o.next), (3, None));
+        // Rejected at the end token: the target's own token replaces it.
+        let o = verify_greedy_final(&[5, 6, 7], &[5, 6, 4]);
+        assert_eq!((o.n_accepted, o.next), (2, Some(4)));
+        let o = verify_greedy_final(&[7], &[3]);
+        assert_eq!((o.n_accepted, o.next), (0, Some(3)));
+        // Sampled, δ proposals: position i is accepted iff u < p(x). p(end) = 0.25 at
+        // the last row: u = 0.1 accepts it (no further draw), u = 0.9 rejects and
+        // draws from p without x, (0.5, 0.25, 0): the draw 0.3 × 0.75 = 0.225 falls in
+        // token 0's 0.5.
+        let p = vec![vec![0.0, 1.0, 0.0], vec![0.5, 0.25, 0.25]];
+        let q = [QDist::Delta, QDist::Delta];
+        let mut us = [0.5, 0.1].into_iter();
+        let o = verify_sampled_final(&[1, 2], &q, &p, &mut || us.next().unwrap());
+        assert_eq!((o.n_accepted, o.next), (2, None));
+        assert_eq!(us.next(), None, "two draws, none for a bonus");
+        let mut us = [0.5, 0.9, 0.3].into_iter();
+        let o = verify_sampled_final(&[1, 2], &q, &p, &mut || us.next().unwrap());
+        assert_eq!((o.n_accepted, o.next), (1, Some(0)));
     }
 
     #[test]

@@ -9,7 +9,60 @@
 //! ([`MassStats`]: max and mean) instead of assumed negligible. With equal widths
 //! nothing is cut and the recorded mass is exactly 0.
 
+use crate::measure::engine::TokenEntry;
 use serde::{Deserialize, Serialize};
+
+/// Compares a draft's vocabulary with its target's over the whole shared id range
+/// `0..min(n_target, n_draft)`: each id's stored text, rendered piece, attribute
+/// bits (control, user-defined, byte, …) and end-of-generation flag must agree, or
+/// a drafted id would stand for another token. A draft with more or fewer ids is
+/// not refused for that (logit rows are cut to the shared support and the cut mass
+/// measured, [`discarded_mass`]).
+///
+/// # Errors
+/// The first differing id and what differs, e.g. ``token 30000: target `}/{`,
+/// draft `~Q~` ``.
+pub fn compare_vocabularies(target: &[TokenEntry], draft: &[TokenEntry]) -> Result<(), String> {
+    let show = |b: &[u8]| format!("`{}`", String::from_utf8_lossy(b).escape_debug());
+    for (id, (t, d)) in target.iter().zip(draft).enumerate() {
+        if t == d {
+            continue;
+        }
+        let ends = |e: bool| {
+            if e {
+                "ends generation"
+            } else {
+                "does not end generation"
+            }
+        };
+        let what = if t.text != d.text {
+            format!("target {}, draft {}", show(&t.text), show(&d.text))
+        } else if t.attr != d.attr {
+            format!(
+                "text {}: attributes {:#x} in the target, {:#x} in the draft (LLAMA_TOKEN_ATTR_* bits: 4 = normal, 8 = control, 16 = user-defined, 32 = byte)",
+                show(&t.text),
+                t.attr,
+                d.attr
+            )
+        } else if t.eog != d.eog {
+            format!(
+                "text {}: {} in the target, {} in the draft",
+                show(&t.text),
+                ends(t.eog),
+                ends(d.eog)
+            )
+        } else {
+            format!(
+                "text {} decodes to {} in the target, {} in the draft",
+                show(&t.text),
+                show(&t.piece),
+                show(&d.piece)
+            )
+        };
+        return Err(format!("token {id}: {what}"));
+    }
+    Ok(())
+}
 
 /// Probability mass (softmax at `temperature`, 1 when greedy) of `logits[n_shared..]`:
 /// what truncating the row to the shared support throws away. 0 when
@@ -18,8 +71,40 @@ pub fn discarded_mass(logits: &[f32], n_shared: usize, temperature: f32) -> f64 
     if n_shared >= logits.len() {
         return 0.0;
     }
+    let max_shared = logits[..n_shared]
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
+    discarded_mass_with_max(logits, n_shared, temperature, max_shared)
+}
+
+/// [`discarded_mass`] when the maximum of the shared part `logits[..n_shared]` is
+/// already known (the greedy pick found it, [`super::row::argmax_max`]): the same
+/// value, one pass over the row fewer. `max_shared` must be that maximum (NaN
+/// entries skipped; a NaN `max_shared` is recomputed).
+pub fn discarded_mass_with_max(
+    logits: &[f32],
+    n_shared: usize,
+    temperature: f32,
+    max_shared: f32,
+) -> f64 {
+    if n_shared >= logits.len() {
+        return 0.0;
+    }
     let t = if temperature > 0.0 { temperature } else { 1.0 };
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // A NaN first entry makes the pick's maximum NaN; f32::max skips NaN.
+    let max_shared = if max_shared.is_nan() {
+        logits[..n_shared]
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max)
+    } else {
+        max_shared
+    };
+    let max = logits[n_shared..]
+        .iter()
+        .copied()
+        .fold(max_shared, f32::max);
     let cut = sum_exp(&logits[n_shared..], max, 1.0 / t);
     let all = sum_exp(&logits[..n_shared], max, 1.0 / t) + cut;
     cut / all
@@ -158,6 +243,75 @@ mod tests {
                 "exp({x}) = {got}, want {want}"
             );
         }
+    }
+
+    /// A 40,000-entry vocabulary with special tokens at the top.
+    fn table() -> Vec<TokenEntry> {
+        (0..40_000u32)
+            .map(|i| {
+                let special = i >= 39_990;
+                let text = if i == 30_000 {
+                    b"}/{".to_vec()
+                } else if special {
+                    format!("<|s{i}|>").into_bytes()
+                } else {
+                    format!("t{i}").into_bytes()
+                };
+                TokenEntry {
+                    piece: text.clone(),
+                    text,
+                    attr: if special { 8 } else { 4 },
+                    eog: i == 39_999,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn vocabularies_are_compared_over_the_whole_shared_range() {
+        let t = table();
+        assert_eq!(compare_vocabularies(&t, &t.clone()), Ok(()));
+        // A draft with fewer ids (or more) is compared on the ids both have.
+        assert_eq!(compare_vocabularies(&t, &t[..35_000]), Ok(()));
+        // The planted change, far past the first 1,000 ids.
+        let mut d = t.clone();
+        d[30_000].text = b"~Q~".to_vec();
+        d[30_000].piece = b"~Q~".to_vec();
+        assert_eq!(
+            compare_vocabularies(&t, &d),
+            Err("token 30000: target `}/{`, draft `~Q~`".into())
+        );
+        // The first difference is named, not a later one.
+        d[35_000].attr = 8;
+        assert!(
+            compare_vocabularies(&t, &d)
+                .unwrap_err()
+                .starts_with("token 30000: ")
+        );
+        // A special-token flag alone: a normal token turned control.
+        let mut d = t.clone();
+        d[35_000].attr = 8;
+        assert_eq!(
+            compare_vocabularies(&t, &d),
+            Err("token 35000: text `t35000`: attributes 0x4 in the target, 0x8 in the draft (LLAMA_TOKEN_ATTR_* bits: 4 = normal, 8 = control, 16 = user-defined, 32 = byte)".into())
+        );
+        // The end-of-generation flag alone.
+        let mut d = t.clone();
+        d[39_999].eog = false;
+        assert_eq!(
+            compare_vocabularies(&t, &d),
+            Err("token 39999: text `<|s39999|>`: ends generation in the target, does not end generation in the draft".into())
+        );
+        // The same text rendering differently.
+        let mut d = t.clone();
+        d[12_345].piece = b" x".to_vec();
+        assert_eq!(
+            compare_vocabularies(&t, &d),
+            Err(
+                "token 12345: text `t12345` decodes to `t12345` in the target, ` x` in the draft"
+                    .into()
+            )
+        );
     }
 
     #[test]
