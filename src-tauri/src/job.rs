@@ -139,6 +139,13 @@ impl JobSlot {
     }
 }
 
+/// The server the Serve page runs (at most one): a slot of its own beside the
+/// measuring one, held by [`crate::state::AppState`] and used by `serve.rs`.
+#[derive(Default)]
+pub struct ServeSlot(
+    pub(crate) tokio::sync::Mutex<Option<memwall_core::experiments::serve::session::ServeSession>>,
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

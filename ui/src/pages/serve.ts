@@ -27,7 +27,7 @@ function rowHtml(r: LoadRow): string {
 }
 
 const LOAD_HEAD = `<thead><tr><th>load</th><th>done/sent</th><th>429</th><th>output tok/s</th><th>req/s</th>
-  <th>TTFT p50/p90/p99 ms</th><th>TPOT p50/p90/p99 ms</th><th>ITL p50 ms</th><th>implied GB/s</th><th>STREAM GB/s</th><th>% of STREAM</th><th>tokens from</th></tr></thead>`;
+  <th>TTFT p50/p90/p99 ms</th><th>TPOT p50/p90/p99 ms</th><th>ITL p50 ms</th><th>implied GB/s</th><th>server's roof GB/s</th><th>% of the roof</th><th>tokens from</th></tr></thead>`;
 
 function viewHtml(v: LoadView): string {
   const notes = [...new Set(v.rows.map((r) => r.bandwidth.note).filter((n): n is string => !!n))];

@@ -14,8 +14,8 @@ function gateRowHtml(r: GateRow): string {
 }
 
 function samplingHtml(c: SamplingCheck): string {
-  return `<p>sampling check (k = ${c.k}, ${c.trials} runs): χ² = ${num(c.chi2, 2)} on ${c.df} df, critical value (α = 1e-3) ${num(c.chi2_crit, 2)}
-    → <b>${c.passed ? "pass" : "FAIL"}</b>; TV ${num(c.tv, 4)} (expected ≤ ${num(c.tv_expected_max, 4)}); acceptance ${pct(c.acceptance_rate, 1)}</p>`;
+  return `<p>sampling check (k = ${c.k}, ${c.trials} runs): χ² = ${num(c.chi2, 2)} on ${c.df} df, p = ${num(c.p_value, 3)}, critical value (α = 1e-3) ${num(c.chi2_crit, 2)}
+    → <b>${c.passed ? "pass" : "FAIL"}</b>; TV ${num(c.tv, 4)} (expected ≤ ${num(c.tv_expected_max, 4)}); acceptance ${pct(c.acceptance_rate, 1)}, α̂ ${num(c.alpha_hat, 3)}; first drafted token rejected in ${c.n_first_rejected} of ${c.trials} runs</p>`;
 }
 
 function verdictHtml(o: GateOutcome): string {

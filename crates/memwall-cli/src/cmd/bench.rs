@@ -5,16 +5,17 @@ use crate::args::BenchArgs;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use memwall_core::experiments::bench::job;
-use memwall_core::experiments::bench::{BenchEngine, BenchPlan, Progress};
+use memwall_core::experiments::bench::{BenchEngine, BenchPlan, Progress, ValidPlan};
 use memwall_core::experiments::predict;
 use memwall_core::present::export::Format;
+use memwall_core::roofline::multi_gpu::{GpuSplit, SplitMode, TensorSplit};
 use memwall_core::units::{Gbps, or_dash};
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// The plan `memwall bench` (and `memwall predict make`) runs.
-pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
+pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<ValidPlan> {
     let a = a.clone();
     let models = if a.model.is_empty() {
         vec![default_model()?]
@@ -50,9 +51,18 @@ pub(crate) fn plan_from_args(a: &BenchArgs) -> Result<BenchPlan> {
             .map(|e| BenchEngine::parse(e))
             .collect::<Result<_, _>>()?,
         skip_capacity_check: a.guard.skip_capacity_check,
+        split: GpuSplit {
+            mode: SplitMode::parse(&a.split_mode)?,
+            tensor_split: match &a.tensor_split {
+                Some(t) => TensorSplit::parse(t)?,
+                None => TensorSplit::default(),
+            },
+        },
     };
-    plan.validate()?;
-    Ok(plan)
+    // Against the GPUs llama.cpp sees, before anything is measured.
+    plan.split.validate()?;
+    memwall_core::experiments::bench::check_split_devices(&plan.split)?;
+    Ok(plan.validate()?)
 }
 
 pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
@@ -124,7 +134,10 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     pb.finish_and_clear();
     let out = out?;
     let mut stdout = std::io::stdout().lock();
-    format.exporter().write(&out.records, &mut stdout)?;
+    format.exporter().write_rows(
+        &memwall_core::experiments::live::export_rows(&out.records, &out.energy),
+        &mut stdout,
+    )?;
     let info = summary(&store, &out).await?;
     // Tables and notes go to stdout with the Markdown table; with a machine format they go
     // to stderr so stdout stays parseable.
@@ -175,9 +188,18 @@ async fn summary(store: &memwall_core::store::Store, out: &job::BenchOutcome) ->
     if !out.energy.is_empty() {
         writeln!(
             s,
-            "\nenergy and machine state while each test's timed part ran (live sampler, 10 Hz):\n{}",
+            "\nenergy and machine state over each test's timed repetitions (live sampler, 10 Hz):\n{}",
             memwall_core::experiments::live::table(&out.records, &out.energy)
         )?;
+    }
+    if !out.contended.is_empty() {
+        writeln!(
+            s,
+            "\nCONTENDED: these rows shared the CPUs with other processes while they were timed; their rates measure a busy machine, rerun them on a quiet one:"
+        )?;
+        for line in &out.contended {
+            writeln!(s, "  {line}")?;
+        }
     }
     if let Some(rows) = &analyses.ceilings {
         writeln!(

@@ -178,14 +178,18 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
             }
         }
         None => {
-            if a.bandwidth.is_none() {
+            if a.bandwidth.is_none() && a.gpu_bandwidth.is_empty() {
                 bail!(
-                    "give --device NAME (--list-devices), --device this, or --bandwidth GBPS [--peak GFLOPS]"
+                    "give --device NAME (--list-devices), --device this, --bandwidth GBPS [--peak GFLOPS], or --gpu-bandwidth A,B for several GPUs"
                 );
             }
             Roof {
                 label: "given".into(),
-                bandwidth: None,
+                // One card's roof: the first of --gpu-bandwidth unless --bandwidth is given.
+                bandwidth: a.gpu_bandwidth.first().map(|&b| Sourced {
+                    value: Gbps(b),
+                    source: "given on the command line (--gpu-bandwidth, card 0)".into(),
+                }),
                 peak: None,
                 memory: vec![],
                 floor: None,
@@ -218,6 +222,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
         n_prompt: a.n_prompt,
     };
     let r = calc::calc(&model, &roof, &p);
+    let multi = multi_gpu_from_args(db, &a, &model, &p).await?;
     if a.json {
         let mut v = serde_json::to_value(&r)?;
         if let Some(f) = v.get_mut("model").and_then(|m| m.get_mut("facts")) {
@@ -227,14 +232,186 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
         if let Some(t) = &this {
             v["this_machine"] = serde_json::to_value(t)?;
         }
+        if let Some(m) = &multi {
+            v["multi_gpu"] = serde_json::to_value(m)?;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     print!("{}", render(&r));
+    if let Some(m) = &multi {
+        print!("{}", render_multi_gpu(m, &p));
+    }
     if let Some(t) = &this {
         print!("{}", render_this(t));
     }
     Ok(())
+}
+
+/// The several-GPU part, when asked for: cards from `--gpu-bandwidth` (given) or, with
+/// `--device this --gpu` on a machine with two or more CUDA devices, each device's
+/// latest stored STREAM triad; the link from `--link-latency-us` and `--link-gbps`.
+async fn multi_gpu_from_args(
+    db: &std::path::Path,
+    a: &CalcArgs,
+    model: &CalcModel,
+    p: &CalcParams,
+) -> Result<Option<calc::MultiGpuCalc>> {
+    use memwall_core::roofline::multi_gpu::{PeerLink, TensorSplit};
+    let given = "given on the command line";
+    let mut cards: Vec<Sourced<Gbps>> = Vec::new();
+    for &b in &a.gpu_bandwidth {
+        if !(b.is_finite() && b > 0.0) {
+            bail!("--gpu-bandwidth {b}: each card's bandwidth must be a positive GB/s figure");
+        }
+        cards.push(Sourced {
+            value: Gbps(b),
+            source: given.into(),
+        });
+    }
+    let this = matches!(a.device.as_deref(), Some(d) if d.eq_ignore_ascii_case("this"));
+    if cards.is_empty() && this && a.gpu {
+        let devices = memwall_core::probe::cuda::cuda_devices().unwrap_or_default();
+        if devices.len() >= 2 {
+            let store = open_store(db).await?;
+            let host = memwall_core::probe::hw::host_info();
+            for d in &devices {
+                let label = format!("CUDA{} {}", d.ordinal, d.name);
+                let s = store
+                    .latest_device_triad(&host.hostname, &label)
+                    .await?
+                    .with_context(|| {
+                        format!(
+                            "no stored STREAM triad for {label}: run `memwall stream --gpu --gpu-device {}` (or give --gpu-bandwidth)",
+                            d.ordinal
+                        )
+                    })?;
+                cards.push(Sourced {
+                    value: Gbps(s.best_gbps),
+                    source: format!(
+                        "GPU STREAM triad #{} ({label}) measured {}",
+                        s.id, s.measured_at
+                    ),
+                });
+            }
+        }
+    }
+    let asked = a.tensor_split.is_some() || a.link_latency_us.is_some() || a.link_gbps.is_some();
+    if cards.is_empty() {
+        if asked {
+            bail!(
+                "--tensor-split, --link-latency-us and --link-gbps describe several GPUs: give each card's bandwidth with --gpu-bandwidth A,B (or --device this --gpu on a machine with several)"
+            );
+        }
+        return Ok(None);
+    }
+    let link = match (a.link_latency_us, a.link_gbps) {
+        (None, None) => None,
+        (Some(us), Some(gbps)) => {
+            if !(us.is_finite() && us >= 0.0 && gbps.is_finite() && gbps > 0.0) {
+                bail!(
+                    "--link-latency-us must be ≥ 0 and --link-gbps > 0 (both from `memwall stream --gpu --peer`)"
+                );
+            }
+            Some(Sourced {
+                value: PeerLink {
+                    latency_s: us * 1e-6,
+                    bandwidth: Gbps(gbps),
+                },
+                source: given.into(),
+            })
+        }
+        _ => bail!(
+            "--link-latency-us and --link-gbps go together (a pair's small-copy µs and bulk GB/s from `memwall stream --gpu --peer`)"
+        ),
+    };
+    if a.exchanges_per_layer == 0 {
+        bail!(
+            "--exchanges-per-layer must be at least 1 (row split exchanges partial results every layer)"
+        );
+    }
+    let split = match &a.tensor_split {
+        Some(t) => TensorSplit::parse(t)?,
+        None => TensorSplit::default(),
+    };
+    Ok(Some(calc::calc_multi_gpu(
+        model,
+        p,
+        cards,
+        link,
+        split,
+        a.exchanges_per_layer,
+    )))
+}
+
+/// The several-GPU lines of the text report.
+pub(crate) fn render_multi_gpu(m: &calc::MultiGpuCalc, p: &CalcParams) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nseveral GPUs: decode ceiling per split mode, batch {}, depth {} (docs/gpus.md)",
+        p.batch, p.depth
+    );
+    for (i, c) in m.cards.iter().enumerate() {
+        let _ = writeln!(s, "  card {i}         {} — {}", c.value, c.source);
+    }
+    match &m.link {
+        Some(l) => {
+            let _ = writeln!(
+                s,
+                "  link           {:.2} µs + bytes ÷ {} — {}",
+                l.value.latency_s * 1e6,
+                l.value.bandwidth,
+                l.source
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "  link           — (not measured or given: --link-latency-us, --link-gbps)"
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  tensor split   {}",
+        if m.tensor_split.is_default() {
+            "equal shares".to_string()
+        } else {
+            m.tensor_split.llama_bench_text()
+        }
+    );
+    for r in &m.rows {
+        let Some(c) = &r.ceiling else {
+            let _ = writeln!(
+                s,
+                "  {:<14} — ({})",
+                r.mode.name(),
+                r.missing_reason.as_deref().unwrap_or("no ceiling")
+            );
+            continue;
+        };
+        let bytes: Vec<String> = c.card_bytes.iter().map(|b| b.to_string()).collect();
+        let _ = writeln!(
+            s,
+            "  {:<14} {} per step on the cards; memory {:.3} ms + {} message(s) of {} B {:.3} ms = {:.3} ms → {}",
+            r.mode.name(),
+            bytes.join(" / "),
+            c.step.memory_s * 1e3,
+            c.messages,
+            c.message_bytes,
+            c.step.link_s * 1e3,
+            c.step.total_s() * 1e3,
+            tps(Some(c.ceiling_tps))
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  layer: Σ card bytes ÷ card GB/s + a hand-over per card boundary; row: max card bytes ÷ card GB/s + layers × {} exchange(s) × the link's message time",
+        m.exchanges_per_layer
+    );
+    s
 }
 
 fn tps(v: Option<f64>) -> String {

@@ -1,20 +1,27 @@
 //! `memwall hw`.
 
 use anyhow::Result;
-use memwall_core::probe::hw;
+use memwall_core::probe::{hw, topology};
 
 pub(crate) fn hw_cmd(json: bool) -> Result<()> {
     let h = hw::host_info();
     let l = hw::live_state();
     let cuda = memwall_core::probe::cuda::cuda_devices();
+    let topo = topology::probe();
     if json {
         let cuda = match &cuda {
             Ok(d) => serde_json::json!({ "devices": d }),
             Err(e) => serde_json::json!({ "devices": [], "why_none": e.to_string() }),
         };
+        let topo = match &topo {
+            Ok(t) => serde_json::to_value(t)?,
+            Err(e) => serde_json::json!({ "gpus": [], "links": [], "why_none": e.to_string() }),
+        };
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"host": h, "live": l, "cuda": cuda}))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({"host": h, "live": l, "cuda": cuda, "topology": topo})
+            )?
         );
         return Ok(());
     }
@@ -74,6 +81,10 @@ pub(crate) fn hw_cmd(json: bool) -> Result<()> {
         }
         Ok(_) => println!("cuda       — (the driver lists no device)"),
         Err(e) => println!("cuda       — ({e})"),
+    }
+    match &topo {
+        Ok(t) => print!("{}", topology::render(t)?),
+        Err(e) => println!("links      — ({e})"),
     }
     println!("os         {} (kernel {})", h.os, h.kernel);
     println!("power      {}", l.power);

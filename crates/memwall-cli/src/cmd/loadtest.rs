@@ -2,11 +2,14 @@
 
 use super::{command_line, open_store, resolve_model};
 use crate::args::LoadtestArgs;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use memwall_core::experiments::loadtest::job::{LoadProgress, history_job, loadtest_job};
-use memwall_core::experiments::loadtest::plan::{Endpoint, Load, LoadPlan, Slo, Target, Workload};
+use memwall_core::experiments::loadtest::plan::{
+    Endpoint, Load, LoadPlan, RoofChoice, Slo, Target, Workload,
+};
 use memwall_core::experiments::loadtest::report;
+use memwall_core::probe::model::CacheType;
 use std::sync::Arc;
 
 fn plan_of(a: &LoadtestArgs) -> Result<LoadPlan> {
@@ -54,6 +57,16 @@ fn plan_of(a: &LoadtestArgs) -> Result<LoadPlan> {
         },
         model_file,
         sampler: !a.no_sampler,
+        roof: match &a.roof {
+            Some(r) => RoofChoice::parse(r)?,
+            None => RoofChoice::Unknown,
+        },
+        cache_type: match &a.cache_type {
+            Some(c) => Some(CacheType::parse(c).with_context(|| {
+                format!("--cache-type {c:?}: use f16, bf16, f32, q8_0 or q4_0")
+            })?),
+            None => None,
+        },
     })
 }
 

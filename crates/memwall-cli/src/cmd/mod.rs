@@ -30,8 +30,8 @@ use std::path::PathBuf;
 
 /// Runs the parsed command. A PostgreSQL `--db` (or `MEMWALL_DB`) is worked on
 /// through a local copy ([`memwall_core::store::shared::checkout`]): the command runs
-/// on the copy and the runs it adds are pushed back; `memwall report` reads the
-/// shared store itself.
+/// on the copy and the runs and rows it adds are pushed back; `memwall report` reads
+/// the shared store itself.
 pub async fn dispatch(cli: Cli) -> Result<()> {
     use memwall_core::store::shared::{checkout, is_postgres_url, redact};
     let db = cli
@@ -53,15 +53,13 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
                 .await
                 .with_context(|| format!("copying the shared store {}", redact(&text)))?;
             eprintln!(
-                "working on a local copy of {} ({} runs, ids kept); the runs this command adds are pushed back",
+                "working on a local copy of {} ({} runs, ids kept); the runs and rows this command adds are pushed back",
                 co.url(),
                 co.runs()
             );
             let result = run(co.path(), cli.command).await;
             let back = co.check_in(|m| eprintln!("{m}")).await?;
-            if !back.pushed.copied.is_empty() || !back.pushed.failed.is_empty() {
-                eprintln!("{}", back.pushed);
-            }
+            eprintln!("{}", back.pushed);
             if let Some(kept) = back.kept {
                 let n = back.pushed.failed.len();
                 let pushed = result.map(|_| ());
@@ -83,7 +81,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
 enum Shared {
     /// It reads the shared store itself (`report`), or uses no store.
     Direct,
-    /// Through a local copy whose new runs are pushed back.
+    /// Through a local copy whose new runs and rows are pushed back.
     ThroughCopy,
     /// Refused: the command and why.
     Refused(&'static str, &'static str),

@@ -20,6 +20,7 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
     o.host = a.host;
     o.port = a.port;
     o.api_key = a.api_key.clone();
+    o.cors_origins = a.cors_origin.clone();
     o.sampler = !a.no_sampler;
     o.batch = a.batch_size;
     o.burst_gap = std::time::Duration::try_from_secs_f64(a.burst_gap_ms / 1e3)
@@ -35,7 +36,7 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
             n_slots,
             n_ctx_slot,
         } => eprintln!(
-            "ready: {model_id} on {engine}, {n_slots} slots × {n_ctx_slot} tokens, chat template: {template}; Ctrl-C stops"
+            "ready: {model_id} on {engine}, {n_slots} slots × {n_ctx_slot} tokens, chat template: {template}; Ctrl-C or SIGTERM stops (-v logs each request)"
         ),
     })
     .await?;
@@ -50,6 +51,11 @@ pub(crate) async fn serve(db: &std::path::Path, a: ServeArgs) -> Result<()> {
             e.and_then(|e| e.reason.as_deref())
                 .map_or(String::new(), |r| format!(" (energy —: {r})")),
             db.display()
+        );
+    } else {
+        eprintln!(
+            "stopped: {} tokens generated; no sampler series stored (--no-sampler)",
+            done.tokens_predicted
         );
     }
     Ok(())

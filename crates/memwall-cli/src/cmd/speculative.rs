@@ -184,7 +184,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
         }
         for (c, texts) in out.sampling.iter().zip(&out.sampling_top_text) {
             println!(
-                "\nsampling check ({} at {}, k = {}, {} runs from \"{}\"): χ² = {:.2} on {} df, critical value (α = 1e-3) {:.2} → {}; TV(empirical, p) = {:.4} (expected ≤ {:.4} under p); acceptance {}",
+                "\nsampling check ({} at {}, k = {}, {} runs from \"{}\"): χ² = {:.2} on {} df, p = {}, critical value (α = 1e-3) {:.2} → {}; TV(empirical, p) = {:.4} (expected ≤ {:.4} under p); acceptance {}, α̂ {}; first drafted token rejected (residual draw) in {} of {} runs",
                 c.drafter_key,
                 c.sampling.label(),
                 c.k,
@@ -192,12 +192,16 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
                 out.sampling_prefix,
                 c.chi2,
                 c.df,
+                c.p_value.map_or("—".into(), |p| format!("{p:.3}")),
                 c.chi2_crit,
                 if c.passed { "pass" } else { "FAIL" },
                 c.tv,
                 c.tv_expected_max,
                 c.acceptance_rate
-                    .map_or("—".into(), |x| format!("{:.1} %", x * 100.0))
+                    .map_or("—".into(), |x| format!("{:.1} %", x * 100.0)),
+                c.alpha_hat.map_or("—".into(), |x| format!("{x:.3}")),
+                c.n_first_rejected,
+                c.trials
             );
             for ((t, pp, obs), text) in c.top.iter().zip(texts) {
                 println!("    token {t:>6} {text:?}: p = {pp:.4}, observed {obs:.4}");

@@ -18,7 +18,8 @@ pub(crate) async fn export(db: &std::path::Path, a: ExportArgs) -> Result<()> {
             ..Default::default()
         })
         .await?;
-    let text = format.exporter().render(&rows);
+    let text =
+        memwall_core::experiments::live::store::render_with_energy(&store, &rows, format).await?;
     match a.out {
         Some(p) => {
             memwall_core::util::write_atomic(&p, text.as_bytes())?;

@@ -11,6 +11,9 @@ use memwall_core::units::Bytes;
 
 pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
     let host = hw::host_info();
+    if a.peer {
+        return peer_copy(&a);
+    }
     if a.gpu {
         return gpu_stream(db, &host, &a).await;
     }
@@ -130,6 +133,28 @@ async fn gpu_stream(db: &std::path::Path, host: &hw::HostInfo, a: &StreamArgs) -
         memwall_core::measure::gpu_stream::BLOCK,
         out.run_id,
         out.result.device_label()
+    );
+    Ok(())
+}
+
+/// `memwall stream --gpu --peer`: copies between every ordered pair of CUDA devices.
+fn peer_copy(a: &StreamArgs) -> Result<()> {
+    use memwall_core::measure::peer_copy::{self, PeerCopyConfig};
+    let cfg = PeerCopyConfig::default();
+    eprintln!(
+        "peer copies between every pair of CUDA devices: {} MiB bulk and {:?} B small copies, {} timed each…",
+        cfg.bulk_bytes >> 20,
+        cfg.small_bytes,
+        cfg.reps
+    );
+    let r = peer_copy::run(&cfg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    print!("{}", peer_copy::render(&r));
+    println!(
+        "cuMemcpyPeerAsync on the destination's stream, timed with CUDA events; GB/s = 10^9 B/s. not stored (no table holds peer copies yet): keep the --json output; `memwall calc --link-latency-us --link-gbps` takes a pair's figures"
     );
     Ok(())
 }
