@@ -73,9 +73,10 @@ if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver
   cargo install tauri-driver --version '^2' --locked
 fi
 # The aarch64 standard library for scripts/check-aarch64-peak.sh (best effort: it
-# skips loudly when the target cannot be installed here).
+# skips loudly when the target cannot be installed here, and fails under CI's
+# MEMWALL_REQUIRE_CROSS=1).
 if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
   timeout 300 rustup target add aarch64-unknown-linux-gnu \
-    || echo "setup-tests: could not add the aarch64 target; check-aarch64-peak.sh will skip" >&2
+    || echo "setup-tests: could not add the aarch64 target; check-aarch64-peak.sh will skip (fail under MEMWALL_REQUIRE_CROSS=1)" >&2
 fi
 echo "setup-tests: done"

@@ -3,62 +3,109 @@
 # where one is absent they skip with a loud message, unless MEMWALL_REQUIRE_MODELS=1
 # (CI), where absence fails. Engine tests serialize themselves through a file lock
 # (llama.cpp's OpenMP threads collapse when two engine workloads share the cores).
-set -euo pipefail
+#
+# Every step runs even when an earlier one failed (a failing test binary does not hide
+# the GPU dry run or the end-to-end tests); the failures are listed at the end and the
+# suite fails if there was any. Only the set-up steps stop it: without a build nothing
+# after them means anything.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+
+failed=()
+# step NAME CMD...: runs CMD, records NAME as failed when it exits non-zero.
+step() {
+  local name=$1
+  shift
+  echo "== $name"
+  local t0=$SECONDS
+  if "$@"; then
+    echo "-- $name: ok ($((SECONDS - t0)) s)"
+  else
+    local rc=$?
+    echo "!!!!!!!! FAILED: $name (exit $rc, $((SECONDS - t0)) s) !!!!!!!!" >&2
+    failed+=("$name (exit $rc)")
+  fi
+}
+# skip NAME REASON [REQUIRE_VAR]: a loud skip, a failure when REQUIRE_VAR=1 (CI).
+skip() {
+  echo "!!!!!!!! SKIPPED $1: $2 !!!!!!!!" >&2
+  if [ -n "${3:-}" ] && [ "${!3:-0}" = "1" ]; then
+    failed+=("$1 (skipped, but $3=1)")
+  fi
+}
 
 # A fresh machine gets everything the suite needs first (both scripts skip what is there).
 echo "== set-up: scripts/setup.sh (build + default model), scripts/setup-tests.sh (the rest)"
-MEMWALL_SETUP_MODELS=none ./scripts/setup.sh
-./scripts/setup-tests.sh
+MEMWALL_SETUP_MODELS=none ./scripts/setup.sh || { echo "set-up failed: scripts/setup.sh" >&2; exit 1; }
+./scripts/setup-tests.sh || { echo "set-up failed: scripts/setup-tests.sh" >&2; exit 1; }
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
+step "cargo fmt --check" cargo fmt --all -- --check
 
 # The desktop app's front end, built before cargo so the app embeds it.
 if command -v npm >/dev/null; then
-  echo "== ui: npm ci, vitest, build"
-  npm --prefix ui test
-  npm --prefix ui run build
+  step "ui: vitest" npm --prefix ui test
+  step "ui: build" npm --prefix ui run build
 else
-  echo "!!!!!!!! SKIPPED the app's front-end build and tests: npm not installed (the app shows a placeholder page) !!!!!!!!" >&2
-  [ "${MEMWALL_REQUIRE_E2E:-0}" = "1" ] && exit 1
+  skip "the app's front-end build and tests" "npm not installed (the app shows a placeholder page)" MEMWALL_REQUIRE_E2E
 fi
 
 # llama.cpp's compare-llama-bench.py in a venv, for the export test that feeds it
 # memwall's exports (it skips loudly without it, unless MEMWALL_REQUIRE_LLAMA_TOOLS=1).
-echo "== compare-llama-bench.py venv"
 if ! ./scripts/setup-compare-venv.sh; then
-  echo "!!!!!!!! compare-llama-bench.py set-up failed: the export comparison test will skip !!!!!!!!" >&2
-  [ "${MEMWALL_REQUIRE_LLAMA_TOOLS:-0}" = "1" ] && exit 1
+  skip "compare-llama-bench.py venv" "its set-up failed: the export comparison test will skip" MEMWALL_REQUIRE_LLAMA_TOOLS
 fi
 
-echo "== cargo test (release: the engine is only meaningful optimized, and the build is shared with memwall bench)"
 # The CLI (scripts/setup.sh) and the workspace's tests share one build of llama.cpp
 # and memwall-core: crates/workspace-hack makes both resolve the same features.
 # shellcheck source=scripts/features.sh
 . scripts/features.sh
 feat=(${MEMWALL_FEATURES:+--features "memwall-cli/$MEMWALL_FEATURES"})
-cargo test --release --locked --workspace "${feat[@]}" --no-run --message-format=json-render-diagnostics \
-  | python3 scripts/check-built-once.py
-cargo test --release --locked --workspace "${feat[@]}" -- --test-threads="${MEMWALL_TEST_THREADS:-2}"
+built_once() {
+  cargo test --release --locked --workspace "${feat[@]}" --no-run --message-format=json-render-diagnostics \
+    | python3 scripts/check-built-once.py
+}
+step "cargo test --no-run (built once: llama.cpp and memwall-core shared with the CLI)" built_once
+# Lints on every target (tests, examples, the app) with the tests' profile and features:
+# clippy checks the Rust crates again (metadata only) but reuses the build scripts'
+# outputs, so llama.cpp and mlx-c are not compiled a second time.
+step "cargo clippy (release, the tests' features, -D warnings)" \
+  cargo clippy --release --locked --workspace --all-targets "${feat[@]}" -- -D warnings
+# --no-fail-fast: every test binary runs; cargo lists the failing ones at its end.
+step "cargo test (release: the engine is only meaningful optimized, and the build is shared with memwall bench)" \
+  cargo test --release --locked --workspace "${feat[@]}" --no-fail-fast -- --test-threads="${MEMWALL_TEST_THREADS:-2}"
 
-echo "== GPU bundle: the H200 pass's script, dry-run on this CPU (CPU back end, tiny settings)"
-./scripts/gpu-bundle/dry-run.sh
+# The independent verifier on the most complete store the suite builds (a real bench run
+# and fixture runs of every other family, kept by tests/report.rs): its per-family
+# counts, then one planted error per family, each of which must fail it.
+if [ -f target/e2e/verify-store.db ]; then
+  step "verifier: per-family checks from raw samples; one planted error per family" \
+    python3 tools/verify/plant.py --db target/e2e/verify-store.db
+else
+  skip "the verifier's planted errors" "tests/report.rs kept no store (no test model)" MEMWALL_REQUIRE_MODELS
+fi
 
-echo "== aarch64 compute-peak kernels under qemu-aarch64"
-./scripts/check-aarch64-peak.sh
+step "GPU bundle: the H200 pass's script, dry-run on this CPU (CPU back end, tiny settings)" \
+  ./scripts/gpu-bundle/dry-run.sh
+
+step "aarch64 compute-peak kernels under qemu-aarch64" ./scripts/check-aarch64-peak.sh
 
 # End-to-end: the built UI with mocked IPC (chromium), then the real app through
 # tauri-driver under Xvfb. Each skips loudly when its tools are absent
 # (MEMWALL_REQUIRE_E2E=1 turns a skip into a failure).
-echo "== ui: mocked-IPC end-to-end (playwright-core + chromium)"
-if command -v node >/dev/null; then node tests/e2e/ui-mocked.mjs
+if command -v node >/dev/null; then
+  step "ui: mocked-IPC end-to-end (playwright-core + chromium)" node tests/e2e/ui-mocked.mjs
 else
-  echo "!!!!!!!! SKIPPED mocked UI test: node not installed !!!!!!!!" >&2
-  [ "${MEMWALL_REQUIRE_E2E:-0}" = "1" ] && exit 1
+  skip "mocked UI test" "node not installed" MEMWALL_REQUIRE_E2E
 fi
-echo "== app: end-to-end in the real app (tauri-driver + WebKitWebDriver under Xvfb)"
-cargo build --release --locked -p memwall-app
-tests/e2e/run.sh
+app_e2e() {
+  cargo build --release --locked -p memwall-app && tests/e2e/run.sh
+}
+step "app: end-to-end in the real app (tauri-driver + WebKitWebDriver under Xvfb)" app_e2e
 
+if [ ${#failed[@]} -gt 0 ]; then
+  echo
+  echo "== ${#failed[@]} step(s) FAILED:" >&2
+  for f in "${failed[@]}"; do echo "   - $f" >&2; done
+  exit 1
+fi
 echo "== all tests passed"

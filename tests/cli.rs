@@ -668,6 +668,7 @@ fn gate_and_bench(db: &Path) -> (i64, i64) {
         target_file: row.target_file.clone(),
         target_sha256: row.target_sha256.clone(),
         prompt_set_sha256: row.prompt_set_sha256.clone(),
+        prompt_set: "builtin:prompts/spec.jsonl".into(),
         engine_build: row.engine_build.clone(),
         max_new: row.max_new,
         n_prompts_set: 2,
@@ -963,7 +964,11 @@ fn calc_devices_and_predict_errors_are_clear() {
 fn vs_llama_speculative_prints_no_auto_ratio_for_an_off_decision() {
     use memwall_core::experiments::speculative::store::{AUTO_OFF_PREDICTED, SpecBenchRow};
     if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("SKIP vs_llama_speculative table test: python3 not found");
+        testing::skip_or_fail(
+            testing::Requirement::E2e,
+            "python3 (for bench/vs_llama_speculative_table.py)",
+            "install Debian's python3",
+        );
         return;
     }
     let script =
@@ -1127,4 +1132,96 @@ fn a_postgres_db_works_for_every_command_through_a_pushed_back_copy() {
         text(&o.stderr)
     );
     assert_eq!(history().len(), 2);
+}
+
+#[test]
+fn bench_split_flags_are_refused_with_the_fix_and_calc_shows_the_split_modes() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let m = d.path().join("tiny.gguf");
+    std::fs::write(&m, tiny_gguf(1)).unwrap();
+    let m = m.to_str().unwrap();
+    for (flags, want) in [
+        (
+            &["--split-mode", "tensor"][..],
+            "--split-mode \"tensor\": use none, layer or row",
+        ),
+        (
+            &["--tensor-split", "1,x"][..],
+            "--tensor-split \"1,x\": \"x\" is not a number",
+        ),
+        (
+            &["--split-mode", "none", "--tensor-split", "1,1"][..],
+            "--tensor-split 1.00/1.00 has no effect with --split-mode none",
+        ),
+        // This machine's llama.cpp has no GPU back end.
+        (
+            &["--tensor-split", "1,1"][..],
+            "--tensor-split 1.00/1.00 names 2 GPUs, llama.cpp sees 0",
+        ),
+        (
+            &["--split-mode", "row"][..],
+            "--split-mode row splits matrices over GPUs and llama.cpp sees none",
+        ),
+    ] {
+        let mut args = vec!["bench", "-m", m, "-t", "1"];
+        args.extend_from_slice(flags);
+        let o = memwall(&db, &args);
+        assert_eq!(o.status.code(), Some(1), "{flags:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(want),
+            "{flags:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    let o = memwall(&db, &["history", "--json"]);
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(runs.is_empty(), "nothing ran: {runs:?}");
+    // calc over two given cards: none, layer and row, each from the given parts.
+    let two = [
+        "calc",
+        "--preset",
+        "qwen2.5-14b",
+        "--quant",
+        "F16",
+        "--gpu-bandwidth",
+        "3000,3000",
+        "--link-latency-us",
+        "10",
+        "--link-gbps",
+        "40",
+        "--json",
+    ];
+    let o = memwall(&db, &two);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["multi_gpu"]["rows"].as_array().unwrap();
+    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["none", "layer", "row"]);
+    let tps: Vec<f64> = rows
+        .iter()
+        .map(|r| r["ceiling"]["ceiling_tps"].as_f64().unwrap())
+        .collect();
+    // Layer split on two equal cards is one card plus a hand-over; rows nearly double.
+    assert!(tps[1] < tps[0] && tps[1] > 0.99 * tps[0], "{tps:?}");
+    assert!(tps[2] > 1.7 * tps[0], "{tps:?}");
+    // Text: every mode on its own line; without the link, layer and row say why.
+    let o = memwall(&db, &two[..two.len() - 5]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("several GPUs: decode ceiling per split mode"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  layer          — (multi-GPU roofline: no peer-copy time"),
+        "{out}"
+    );
+    let o = memwall(&db, &two[..two.len() - 3]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("--link-latency-us and --link-gbps go together"),
+        "{}",
+        text(&o.stderr)
+    );
 }

@@ -35,7 +35,8 @@ out = sys.argv[1]
 fail = []
 log = open(f"{out}/log.txt").read()
 for step in ("build: dry run", "hw", "stream:", "bench qwen2.5-0.5b:Q4_K_M round 1", "batch:", "verify:",
-             "spec: qwen2.5-0.5b:Q4_K_M set acceptance", "calc: qwen2.5-0.5b:Q4_K_M", "done"):
+             "spec: qwen2.5-0.5b:Q4_K_M set acceptance", "calc: qwen2.5-0.5b:Q4_K_M",
+             "multi: 0 GPU(s), split modes none", "multi qwen2.5-0.5b:Q4_K_M split none round 1", "done"):
     if step not in log:
         fail.append(f"log.txt lacks step {step!r}")
 if "no NVIDIA driver" not in log and "CUDA" not in log:
@@ -56,9 +57,20 @@ for a, k, sp, pred, pid, gid, ah in spec_rows:
     if not (sp and sp > 0 and pred and pred > 0 and pid and gid): fail.append(f"set-acceptance row α={a} k={k} lacks a speedup, prediction or gate")
 n_pred = db.execute("SELECT COUNT(*) FROM spec_synth_predictions").fetchone()[0]
 if n_pred != 4: fail.append(f"{n_pred} stored predictions, want 2 α × 2 k")
-names = tarfile.open(f"{out}/results.tgz").getnames()
+# The multi step's rows carry the split as llama-bench writes it, and llama-bench's own
+# JSON for the same flags spells it the same way.
+splits = db.execute("SELECT DISTINCT split_mode, tensor_split FROM bench_results").fetchall()
+if ("none", "0.00") not in splits: fail.append(f"no row with split_mode none (have {splits})")
+tar = tarfile.open(f"{out}/results.tgz")
+names = tar.getnames()
+lbm = "json/multi-lb-qwen2.5-0.5b:Q4_K_M-none-1.json"
+if lbm in names:
+    lb_rows = json.load(tar.extractfile(lbm))
+    lb_splits = {(r["split_mode"], r["tensor_split"]) for r in lb_rows}
+    if lb_splits != {("none", "0.00")}: fail.append(f"llama-bench -sm none wrote {lb_splits}")
 for want in ("json/hw.json", "json/mw-qwen2.5-0.5b:Q4_K_M-1.json", "json/batch.json", "json/verify-mw-qwen2.5-0.5b:Q4_K_M.json",
-             "json/spec-mw-qwen2.5-0.5b:Q4_K_M.json", "json/calc-qwen2.5-0.5b:Q4_K_M.json"):
+             "json/spec-mw-qwen2.5-0.5b:Q4_K_M.json", "json/calc-qwen2.5-0.5b:Q4_K_M.json",
+             "json/multi-mw-qwen2.5-0.5b:Q4_K_M-none-1.json"):
     if want not in names: fail.append(f"results.tgz lacks {want}")
 if "calc qwen2.5-0.5b:Q4_K_M: failed" in log: fail.append("calc failed")
 if fail:

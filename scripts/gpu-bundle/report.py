@@ -152,12 +152,26 @@ def spec_table(w, synth, files):
       "decode tok/s of /completion's timings over the target-only server's.\n")
     w("| call | target | draft | α set | k | target-only t/s | speculative t/s | speedup measured (reps) | predicted before | measured ÷ predicted | predicted at realised α̂ | realised α̂ (tested) | near-ties of emitted tokens | llama.cpp speedup | memwall ÷ llama.cpp | row id |")
     w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    breakdowns = []
     for run in runs:
         rows = [r for r in synth if (r["call"], r["run_id"]) == run]
         base = next((r for r in rows if r["k"] == 0), None)
         target = rows[0]["target_file"]
         m = target[:-5] if target.endswith(".gguf") else target
-        peer = next(iter(rows[0].get("files", files).get(f"spec-peer-{m.replace('-F16', ':F16').replace('-Q8_0', ':Q8_0').replace('-Q4_K_M', ':Q4_K_M')}.json", [])), None)
+        mq = m.replace('-F16', ':F16').replace('-Q8_0', ':Q8_0').replace('-Q4_K_M', ':Q4_K_M')
+        # Alternating rounds (run.sh SPEC_ROUNDS > 1): the i-th set-acceptance run of
+        # this target in the call pairs with the peer's file of round i.
+        same = sorted({rid for (c, rid) in runs if c == run[0]
+                       and any(r["call"] == c and r["run_id"] == rid and r["target_file"] == target for r in synth)})
+        rnd = same.index(run[1]) + 1
+        pf = rows[0].get("files", files)
+        peer = next(iter(pf.get(f"spec-peer-{mq}-r{rnd}.json", pf.get(f"spec-peer-{mq}.json", []))), None)
+        variant = next(iter(pf.get(f"spec-variant-{mq}-r{rnd}.json", [])), None)
+        if variant:
+            peer = None
+            target_label = f"{target} ({variant.get('env')})"
+        else:
+            target_label = target
         for r in rows:
             if r["k"] == 0:
                 continue
@@ -166,11 +180,56 @@ def spec_table(w, synth, files):
             if peer:
                 p = next((x for x in peer.get("rows", []) if x.get("alpha_set") == r["alpha_set"] and x.get("k") == r["k"]), None)
             ps = p.get("speedup_mean") if p else None
-            w(f"| {r['call']} | {target} | {r['draft_file']} | {r['alpha_set']} | {r['k']} | {fmt(base['tps_mean'] if base else None)} | "
+            pss = ", ".join(f"{x:.3f}" for x in (p.get("speedup_samples") or [])) if p else ""
+            w(f"| {r['call']} | {target_label} | {r['draft_file']} | {r['alpha_set']} | {r['k']} | {fmt(base['tps_mean'] if base else None)} | "
               f"{fmt(r['tps_mean'])} | {fmt(r['speedup_mean'], 3)} ({', '.join(f'{x:.3f}' for x in sp)}) | "
               f"{fmt(r['predicted_speedup'], 3)} | {fmt(r['speedup_mean'] / r['predicted_speedup'] if r['predicted_speedup'] else None, 3)} | "
               f"{fmt(r['predicted_after'], 3)} | {fmt(r['alpha_hat'], 3)} ({r['n_tested']}) | {ties(r.get('stats_json'))} | "
-              f"{fmt(ps, 3) if p else '— (peer not run)'} | {fmt(r['speedup_mean'] / ps if ps else None, 3)} | {r['id']} |")
+              f"{(fmt(ps, 3) + (f' ({pss})' if pss else '')) if p else '— (peer not run)'} | {fmt(r['speedup_mean'] / ps if ps else None, 3)} | {r['id']} |")
+        breakdowns.append((run, rows, variant))
+    w("")
+    breakdown_table(w, breakdowns)
+
+
+PARTS = [("draft forward", "draft_forward_ns"), ("draft logits fetch", "draft_fetch_ns"),
+         ("draft pick (argmax / sampling)", "draft_pick_ns"), ("draft KV rollback", "draft_rollback_ns"),
+         ("draft other", "draft_other_ns"), ("verify forward", "verify_forward_ns"),
+         ("verify logits fetch", "verify_fetch_ns"), ("verify pick (argmax / distribution)", "verify_pick_ns"),
+         ("verify discarded mass", "verify_mass_ns"), ("target KV rollback", "target_rollback_ns"),
+         ("verify other", "verify_other_ns"), ("accept / reject", "accept_ns"), ("loop other", "other_ns")]
+
+
+def breakdown_table(w, runs):
+    """Where each set-acceptance run's decode time went, from the stats_json the row
+    stored (SpecStats.breakdown, summed over repetitions and prompts): ms per
+    iteration per part, the parts' sum and the decode clock."""
+    cols = []
+    for (call, rid), rows, variant in runs:
+        for r in rows:
+            st = json.loads(r.get("stats_json") or "{}")
+            b = st.get("breakdown")
+            if not b or not st.get("n_iterations") or not sum(b.get(k, 0) for _, k in PARTS):
+                continue
+            label = f"{call} run {rid}{' (' + variant.get('env') + ')' if variant else ''}: " + ("target only" if r["k"] == 0 else f"α={r['alpha_set']} k={r['k']}")
+            cols.append((label, st, b))
+    if not cols:
+        return
+    w("## Where the time of an iteration goes (SpecStats.breakdown of each row)\n")
+    w("Each part is timed on its own with the engines synchronised at its edges (a forward pass ends with "
+      "`synchronize`); ms per iteration = the part's ns summed over the row's repetitions and prompts ÷ its "
+      "iterations. 'sum ÷ clock' = the parts' sum ÷ the decode time measured by its own clock around the loop.\n")
+    w("| part | " + " | ".join(c[0] for c in cols) + " |")
+    w("| --- |" + " --- |" * len(cols))
+    w("| iterations | " + " | ".join(str(st["n_iterations"]) for _, st, _ in cols) + " |")
+    w("| draft passes per iteration | " + " | ".join(f"{st.get('n_draft_passes', 0) / st['n_iterations']:.2f}" for _, st, _ in cols) + " |")
+    for name, key in PARTS:
+        w(f"| {name} | " + " | ".join(f"{b.get(key, 0) / 1e6 / st['n_iterations']:.3f}" for _, st, b in cols) + " |")
+    w("| draft forward per draft pass | " + " | ".join(
+        f"{b.get('draft_forward_ns', 0) / 1e6 / st['n_draft_passes']:.3f}" if st.get("n_draft_passes") else "—" for _, st, b in cols) + " |")
+    sums = [sum(b.get(k, 0) for _, k in PARTS) for _, _, b in cols]
+    w("| **sum of parts** | " + " | ".join(f"{s_ / 1e6 / st['n_iterations']:.3f}" for s_, (_, st, _) in zip(sums, cols)) + " |")
+    w("| **decode clock** | " + " | ".join(f"{st['decode_ns'] / 1e6 / st['n_iterations']:.3f}" for _, st, _ in cols) + " |")
+    w("| sum ÷ clock | " + " | ".join(f"{s_ / st['decode_ns']:.4f}" for s_, (_, st, _) in zip(sums, cols)) + " |")
     w("")
 
 

@@ -15,6 +15,10 @@
 #          the cost model's best k of SPEC_KS per α (target-only tg, verify-cost times
 #          and predictions stored before the timed runs), then the peer: llama-server
 #          --spec-synth-rates at the same α and k (spec_peer.py) when it was built;
+#   multi  several GPUs (docs/gpus.md): each card's STREAM and the pairwise peer copies
+#          (memwall stream --gpu --peer), then per model in MULTI_MODELS and split mode in
+#          SPLIT_MODES memwall bench and llama-bench alternating over every GPU (tensor
+#          split: equal shares, or TENSOR_SPLIT), depths MULTI_DEPTHS;
 # everything into one SQLite store and logs under $OUT (the device tool brings back
 # at most 8 files): memwall.db, log.txt, results.tgz (every JSON output).
 #
@@ -28,7 +32,7 @@ OUT=${OUT:-$(mktemp -d)}
 work=${MEMWALL_GPU_WORK:-/tmp/memwall-gpu}
 mkdir -p "$work/json" "$work/models" "$OUT"
 log="$OUT/log.txt"
-steps=${STEPS:-build hw stream bench batch verify spec calc}
+steps=${STEPS:-build hw stream bench batch verify spec calc multi}
 reps=${REPS:-5}
 rounds=${ROUNDS:-2}
 if [ "$dry" = 1 ]; then
@@ -43,6 +47,8 @@ if [ "$dry" = 1 ]; then
   SPEC_TARGETS=${SPEC_TARGETS:-qwen2.5-0.5b:Q4_K_M}; SPEC_DRAFT=${SPEC_DRAFT:-qwen2.5-0.5b:Q4_K_M}
   SPEC_ALPHAS=${SPEC_ALPHAS:-0.5,0.9}; SPEC_KS=${SPEC_KS:-1,2}; SPEC_N=${SPEC_N:-8}; SPEC_REPS=${SPEC_REPS:-2}
   SPEC_TIE=${SPEC_TIE:-0.1}
+  # No GPU here: one split mode that needs none, over the CPU back end.
+  MULTI_MODELS=${MULTI_MODELS:-qwen2.5-0.5b:Q4_K_M}; SPLIT_MODES=${SPLIT_MODES:-none}; MULTI_DEPTHS=${MULTI_DEPTHS:-0}
 else
   mw="$root/.bundle/memwall"
   lb="$work/build/bin/llama-bench"
@@ -64,6 +70,10 @@ else
   # target-only token where the verify argmax leads it by ≤ SPEC_TIE logits, and
   # count each such position with its lead; anything further apart still fails.
   SPEC_TIE=${SPEC_TIE:-0.1}
+  # A model that fits one card (14B F16) and one that does not (72B Q8_0, ≈ 77 GB): the
+  # second is refused under `none` on an 80 GB card, and the log says so.
+  MULTI_MODELS=${MULTI_MODELS:-qwen2.5-14b:F16 qwen2.5-72b:Q8_0}; SPLIT_MODES=${SPLIT_MODES:-none layer row}
+  MULTI_DEPTHS=${MULTI_DEPTHS:-0,2048}
 fi
 db="$work/memwall.db"
 # A call has a hard limit (the device tool's 10 minutes): steps that would start with
@@ -178,28 +188,81 @@ for step in $steps; do
       run "$mw" --db "$db" spec gate --target "$f" --draft "$dfile" --prompts "$sp" --drafters draft-model \
         -k "$SPEC_KS" -n "$SPEC_N" --sampling-trials 0 --tie-tolerance "$SPEC_TIE" --ngl "$ngl" $fit --json >"$work/json/spec-gate-$m.json" \
         || say "spec $m: the gate did not pass at every k (only gated k are stored)"
-      time_left || { say "spec $m: set acceptance skipped (time)"; continue; }
-      say "spec: $m set acceptance $SPEC_ALPHAS, the cost model's best k of $SPEC_KS"
-      if ! run "$mw" --db "$db" spec bench --target "$f" --draft "$dfile" --prompts "$sp" --synth-acceptance "$SPEC_ALPHAS" \
-        -k "$SPEC_KS" --synth-prompts 3 -r "$SPEC_REPS" -n "$SPEC_N" --timing-reps 5 --synth-tie-tolerance "$SPEC_TIE" --ngl "$ngl" $fit \
-        --out "$work/json/spec-$m" --json >"$work/json/spec-mw-$m.json"; then
-        say "spec $m: set-acceptance bench failed"; continue
-      fi
-      # The (α, k) memwall measured, for the peer.
-      ks=$(python3 -c '
+      # SPEC_ROUNDS > 1: memwall and the peer alternate, round by round, SPEC_REPS
+      # repetitions each per round (each memwall round measures and predicts anew
+      # before its own timed runs); files then carry -rN.
+      rounds_spec=${SPEC_ROUNDS:-1}
+      for sr in $(seq 1 "$rounds_spec"); do
+        sfx=$([ "$rounds_spec" -gt 1 ] && echo "-r$sr" || true)
+        time_left || { say "spec $m round $sr: set acceptance skipped (time)"; continue; }
+        say "spec: $m set acceptance $SPEC_ALPHAS, the cost model's best k of $SPEC_KS${sfx:+ (round $sr of $rounds_spec)}"
+        if ! run "$mw" --db "$db" spec bench --target "$f" --draft "$dfile" --prompts "$sp" --synth-acceptance "$SPEC_ALPHAS" \
+          -k "$SPEC_KS" --synth-prompts 3 -r "$SPEC_REPS" -n "$SPEC_N" --timing-reps 5 --synth-tie-tolerance "$SPEC_TIE" --ngl "$ngl" $fit \
+          --out "$work/json/spec-$m$sfx" --json >"$work/json/spec-mw-$m$sfx.json"; then
+          say "spec $m: set-acceptance bench failed"; continue
+        fi
+        # The (α, k) memwall measured, for the peer.
+        ks=$(python3 -c '
 import json, sys
 t = open(sys.argv[1]).read()
 rows, _ = json.JSONDecoder().raw_decode(t[0 if t.startswith("[") else t.index("\n[") + 1:])
 r = [x for x in rows if x["k"] > 0]
-print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m.json") || continue
-      if [ -x "$srv" ]; then
-        time_left || { say "spec $m: peer skipped (time)"; continue; }
-        say "spec: $m peer llama-server --spec-synth-rates, k $(echo "$ks" | head -1)"
-        run python3 "$root/scripts/gpu-bundle/spec_peer.py" --server "$srv" --target "$f" --draft "$dfile" \
-          --k "$(echo "$ks" | head -1)" --alphas "$(echo "$ks" | tail -1)" --ngl "$ngl" --n-predict "$SPEC_N" \
-          --reps "$SPEC_REPS" --prompts "$sp" --log "$work/json/spec-server-$m.log" >"$work/json/spec-peer-$m.json" \
-          || say "spec $m: peer failed"
-      else say "spec: llama-server not built here (peer not run)"; fi
+print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m$sfx.json") || continue
+        if [ -x "$srv" ]; then
+          time_left || { say "spec $m: peer skipped (time)"; continue; }
+          say "spec: $m peer llama-server --spec-synth-rates, k $(echo "$ks" | head -1)${sfx:+ (round $sr)}"
+          run python3 "$root/scripts/gpu-bundle/spec_peer.py" --server "$srv" --target "$f" --draft "$dfile" \
+            --k "$(echo "$ks" | head -1)" --alphas "$(echo "$ks" | tail -1)" --ngl "$ngl" --n-predict "$SPEC_N" \
+            --reps "$SPEC_REPS" --prompts "$sp" --log "$work/json/spec-server-$m$sfx.log" >"$work/json/spec-peer-$m$sfx.json" \
+            || say "spec $m: peer failed"
+        else say "spec: llama-server not built here (peer not run)"; fi
+      done
+      # SPEC_AB_ENV=VAR=value: one more memwall round with that environment (an A/B of
+      # a measurement switch, e.g. MEMWALL_SPEC_CATCHUP=one-row), no peer; the round's
+      # spec-variant-*.json names it for report.py.
+      if [ -n "${SPEC_AB_ENV:-}" ]; then
+        sr=$((rounds_spec + 1)); sfx="-r$sr"
+        if time_left; then
+          say "spec: $m set acceptance with $SPEC_AB_ENV (round $sr, no peer)"
+          printf '{"env": "%s"}\n' "$SPEC_AB_ENV" >"$work/json/spec-variant-$m$sfx.json"
+          run env "$SPEC_AB_ENV" "$mw" --db "$db" spec bench --target "$f" --draft "$dfile" --prompts "$sp" --synth-acceptance "$SPEC_ALPHAS" \
+            -k "$SPEC_KS" --synth-prompts 3 -r "$SPEC_REPS" -n "$SPEC_N" --timing-reps 5 --synth-tie-tolerance "$SPEC_TIE" --ngl "$ngl" $fit \
+            --out "$work/json/spec-$m$sfx" --json >"$work/json/spec-mw-$m$sfx.json" || say "spec $m: the $SPEC_AB_ENV round failed"
+        else say "spec $m: the $SPEC_AB_ENV round skipped (time)"; fi
+      fi
+    done
+    ;;
+  multi)
+    if [ "$dry" = 1 ]; then ngpu=0; else ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
+    say "multi: $ngpu GPU(s), split modes $SPLIT_MODES, models $MULTI_MODELS"
+    for d in $(seq 0 $((ngpu - 1))); do
+      run "$mw" --db "$db" stream --gpu --gpu-device "$d" --json >"$work/json/stream-gpu-card$d.json" || say "multi: stream on CUDA$d failed"
+    done
+    if [ "$ngpu" -ge 2 ]; then run "$mw" stream --gpu --peer --json >"$work/json/peer.json" || say "multi: peer copies failed"
+    else say "multi: fewer than two GPUs, no peer copies"; fi
+    # Equal shares over every card unless TENSOR_SPLIT says otherwise (memwall: 1,1;
+    # llama-bench's -ts: 1/1).
+    ts=${TENSOR_SPLIT:-}
+    if [ -z "$ts" ] && [ "$ngpu" -ge 2 ]; then ts=$(seq -s, 1 "$ngpu" | sed 's/[0-9]\+/1/g'); fi
+    for m in $MULTI_MODELS; do
+      time_left || { say "multi $m: skipped (time)"; continue; }
+      f=$(model "$m") || { say "multi: synth $m failed"; continue; }
+      for sm in $SPLIT_MODES; do
+        mwts=(); lbts=()
+        if [ "$sm" != none ] && [ -n "$ts" ]; then mwts=(--tensor-split "$ts"); lbts=(-ts "${ts//,//}"); fi
+        for r in $(seq 1 "$rounds"); do
+          time_left || { say "multi $m $sm round $r: skipped (time)"; continue; }
+          say "multi $m split $sm round $r"
+          reuse=$([ "$r" -gt 1 ] && echo --reuse-stream || true)
+          run "$mw" --db "$db" bench -m "$f" -p "$P" -n "$N" -d "$MULTI_DEPTHS" -r "$reps" --ngl "$ngl" --split-mode "$sm" "${mwts[@]}" \
+            $fit --no-results --quiet $reuse -o json >"$work/json/multi-mw-$m-$sm-$r.json" || say "multi $m $sm: memwall bench failed"
+          if [ -x "$lb" ]; then
+            run "$lb" -m "$f" -p "$P" -n "$N" -d "$MULTI_DEPTHS" -r "$reps" -ngl "$ngl" -sm "$sm" "${lbts[@]}" -o json \
+              >"$work/json/multi-lb-$m-$sm-$r.json" || say "multi $m $sm: llama-bench failed"
+          else say "multi: llama-bench not built here (peer not run)"; fi
+        done
+      done
+      [ "${KEEP_MODELS:-0}" = 1 ] || case " $BATCH_MODEL $VERIFY_MODELS " in *" $m "*) ;; *) rm -f "$f";; esac
     done
     ;;
   *) say "unknown step $step"; exit 2 ;;

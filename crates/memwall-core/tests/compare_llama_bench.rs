@@ -13,6 +13,7 @@ use memwall_core::present::export::Format;
 use memwall_core::probe::hw::HostInfo;
 use memwall_core::store::record::BenchRecord;
 use memwall_core::store::{NewRun, RowFilter, Store};
+use memwall_core::testing;
 use memwall_core::units::Bytes;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,15 +29,8 @@ const ROWS: [(&str, i64, i64, f64); 4] = [
     (COMPARE, 0, 128, 35.1),
 ];
 
-fn required() -> bool {
-    std::env::var("MEMWALL_REQUIRE_LLAMA_TOOLS").as_deref() == Ok("1")
-}
-
 fn skip_or_fail(what: &str, fix: &str) {
-    if required() {
-        panic!("{what} is required (MEMWALL_REQUIRE_LLAMA_TOOLS=1) but missing: {fix}");
-    }
-    eprintln!("\n!!!!!!!! SKIP: {what} not found: {fix} !!!!!!!!\n");
+    testing::skip_or_fail(testing::Requirement::LlamaTools, what, fix);
 }
 
 /// The venv's python and the script, or `None` after a loud skip line.
@@ -233,5 +227,131 @@ async fn compare_llama_bench_reads_every_export() {
         };
         let table = compare(&python, &script, dir.path(), &input, format == Format::Sql);
         assert_eq!(table, expected, "{format:?} export");
+    }
+}
+
+/// The split flags as llama-bench writes them: `memwall bench --split-mode row
+/// --tensor-split 1,1` lands in the row as llama-bench's `-sm row -ts 1/1` does
+/// (`split_mode` `row` and `tensor_split` `1.00/1.00`: llama-bench.cpp's
+/// `split_mode_str` and its `%.2f`-per-device, `/`-joined `test::get_values`), and the
+/// script, whose key properties include both, keeps the modes apart: one table row per
+/// split, each paired across the two builds, with the split shown.
+#[tokio::test]
+async fn split_modes_are_key_columns_for_compare_llama_bench() {
+    use memwall_core::roofline::multi_gpu::{SplitMode, TensorSplit};
+    let row_mode = SplitMode::parse("row").unwrap().name().to_string();
+    let row_split = TensorSplit::parse("1,1").unwrap().llama_bench_text();
+    assert_eq!(
+        (row_mode.as_str(), row_split.as_str()),
+        ("row", "1.00/1.00")
+    );
+    let Some((python, script)) = compare_script() else {
+        return;
+    };
+    if !sqlite3_shell() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("memwall.db")).await.unwrap();
+    // (build, split mode, tensor split, tg128 t/s).
+    let cells = [
+        (BASELINE, "layer", "0.00", 100.0),
+        (BASELINE, row_mode.as_str(), row_split.as_str(), 180.0),
+        (COMPARE, "layer", "0.00", 101.0),
+        (COMPARE, row_mode.as_str(), row_split.as_str(), 171.0),
+    ];
+    for commit in [BASELINE, COMPARE] {
+        let mut rows: Vec<BenchRecord> = cells
+            .iter()
+            .filter(|c| c.0 == commit)
+            .map(|&(c, sm, ts, avg_ts)| {
+                let mut r = BenchRecord {
+                    build_commit: c.into(),
+                    n_prompt: 0,
+                    n_gen: 128,
+                    avg_ts,
+                    test_time: if c == BASELINE {
+                        "2026-01-01T00:00:00Z".into()
+                    } else {
+                        "2026-01-02T00:00:00Z".into()
+                    },
+                    ..BenchRecord::example()
+                };
+                r.llama.split_mode = sm.into();
+                r.llama.tensor_split = ts.into();
+                r
+            })
+            .collect();
+        let run = NewRun {
+            kind: "bench".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:01:00Z".into(),
+            command: "memwall bench".into(),
+            host: host(),
+            notes: String::new(),
+            guard: None,
+        };
+        store.insert_bench_run(&run, &mut rows).await.unwrap();
+    }
+    let rows = store.bench_rows(&RowFilter::default()).await.unwrap();
+    assert_eq!(rows.len(), 4);
+    // Worked out here: 171 / 180 = 0.95 and 101 / 100 = 1.01.
+    let expect = |sm: &str, ts: &str, a: f64, b: f64| -> Vec<String> {
+        vec![
+            "Example CPU".into(),
+            "qwen2 494M Q4_K_M".into(),
+            sm.into(),
+            ts.into(),
+            "tg128".into(),
+            format!("{a:.2}"),
+            format!("{b:.2}"),
+            format!("{:.2}", b / a),
+        ]
+    };
+    let header: Vec<String> = [
+        "CPU",
+        "Model",
+        "Split mode",
+        "Tensor split",
+        "Test",
+        &format!("t/s {BASELINE}"),
+        &format!("t/s {COMPARE}"),
+        "Speedup",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut body = vec![
+        expect("layer", "0.00", 100.0, 101.0),
+        expect("row", "1.00/1.00", 180.0, 171.0),
+    ];
+    body.sort();
+    assert_eq!(body[1][7], "0.95");
+    for format in [Format::Sql, Format::Csv, Format::Json, Format::Jsonl] {
+        let text = format.exporter().render(&rows);
+        let export = dir.path().join(format!("split.{}", format.extension()));
+        std::fs::write(&export, &text).unwrap();
+        let input = if format == Format::Sql {
+            let db = dir.path().join("split.sqlite");
+            let _ = std::fs::remove_file(&db);
+            let out = Command::new("sqlite3")
+                .arg(&db)
+                .stdin(std::fs::File::open(&export).unwrap())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            db
+        } else {
+            export
+        };
+        let mut table = compare(&python, &script, dir.path(), &input, format == Format::Sql);
+        assert_eq!(table[0], header, "{format:?} export");
+        let mut got = table.split_off(1);
+        got.sort();
+        assert_eq!(got, body, "{format:?} export");
     }
 }

@@ -4,7 +4,7 @@
 
 use memwall_core::experiments::bench::{BenchPlan, RunContext};
 use memwall_core::measure::engine::llama::LlamaModelHandle;
-use memwall_core::measure::engine::{BatchItem, ChatMessage, Engine, EngineConfig, argmax};
+use memwall_core::measure::engine::{BatchItem, ChatMessage, Engine, EngineConfig, Vocab, argmax};
 use memwall_core::probe::model::CacheType;
 use memwall_core::roofline::MachineRoof;
 use memwall_core::testing;
@@ -131,7 +131,10 @@ fn tiny_plan_runs_and_respects_the_roofline() {
         allow_battery: true,
         engines: Vec::new(),
         skip_capacity_check: false,
-    };
+        split: Default::default(),
+    }
+    .validate()
+    .unwrap();
     let host = memwall_core::probe::hw::host_info();
     // A fixed roof, not a fresh STREAM: on a shared 2-core machine a STREAM taken
     // now can read low while the decode runs fast, so "decode below STREAM" is a

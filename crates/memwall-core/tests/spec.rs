@@ -28,7 +28,7 @@ fn rollback_edges_on_a_real_model() {
         .unwrap();
     let dh = LlamaModelHandle::load_no_repack(&path).unwrap();
     for text in PROMPTS {
-        let prompt = memwall_core::measure::engine::Engine::tokenize(&target, text, true).unwrap();
+        let prompt = memwall_core::measure::engine::Vocab::tokenize(&target, text, true).unwrap();
         let want = target_greedy(&mut target, &prompt, 24).unwrap().tokens;
         // All accepted: the draft is the target's own model (same kernels).
         for k in [1, 4, 8] {
@@ -75,8 +75,7 @@ fn the_real_pair_is_output_identical() {
     let mut ngram = Ngram::default();
     let mut s = SpecSession::new();
     for text in PROMPTS {
-        let prompt =
-            memwall_core::measure::engine::Engine::tokenize(&p.target, text, true).unwrap();
+        let prompt = memwall_core::measure::engine::Vocab::tokenize(&p.target, text, true).unwrap();
         let want = target_greedy(&mut p.target, &prompt, 24).unwrap().tokens;
         s.invalidate();
         for k in [2, 5, 8] {
@@ -104,6 +103,82 @@ fn the_real_pair_is_output_identical() {
     }
 }
 
+/// A draft whose vocabulary differs from the target's past the first 1,000 ids is
+/// refused before anything runs, the first differing id named: a token's text
+/// (`▁t1100` → `▁x1100`, same length, so the file stays valid), or a token's
+/// special flag alone (type normal → control). Both files are the same tiny
+/// synthetic model, written by `probe::synth` and edited byte for byte; the probe
+/// text tokenizes alike in all three, so only the whole-range comparison sees it.
+#[test]
+fn a_draft_whose_vocabulary_differs_past_id_999_is_refused_naming_the_id() {
+    use memwall_core::probe::shape::{Arch, ModelShape, Recipe};
+    let shape = ModelShape {
+        arch: Arch::Qwen2,
+        n_layer: 1,
+        n_embd: 64,
+        n_head: 2,
+        n_head_kv: 1,
+        head_dim: None,
+        n_ff: 128,
+        n_vocab: 1200,
+        tied_embeddings: true,
+        n_expert: 0,
+        n_expert_used: 0,
+        n_ff_exp: 0,
+        sliding_window: None,
+        n_ctx_train: 2048,
+        lexicographic_order: false,
+    };
+    let d = tempfile::tempdir().unwrap();
+    let target = d.path().join("target.gguf");
+    let recipe = Recipe::parse("F16").unwrap();
+    memwall_core::probe::synth::write(&shape, &recipe, "vocab", 1, &target, |_, _| {}).unwrap();
+    let bytes = std::fs::read(&target).unwrap();
+    let find = |hay: &[u8], needle: &[u8]| {
+        let at: Vec<usize> = hay
+            .windows(needle.len())
+            .enumerate()
+            .filter(|(_, w)| *w == needle)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(at.len(), 1, "{:?} once", String::from_utf8_lossy(needle));
+        at[0]
+    };
+    // Token 1100's text.
+    let mut text = bytes.clone();
+    let at = find(&text, "\u{2581}t1100".as_bytes());
+    text[at + 3] = b'x';
+    let renamed = d.path().join("renamed.gguf");
+    std::fs::write(&renamed, &text).unwrap();
+    // Token 1150's type: key, then u32 array type, u32 element type, u64 count, i32s.
+    let mut flag = bytes.clone();
+    let at = find(&flag, b"tokenizer.ggml.token_type") + "tokenizer.ggml.token_type".len();
+    let t1150 = at + 4 + 4 + 8 + 4 * 1150;
+    assert_eq!(flag[t1150..t1150 + 4], 1i32.to_le_bytes(), "normal");
+    flag[t1150..t1150 + 4].copy_from_slice(&3i32.to_le_bytes());
+    let control = d.path().join("control.gguf");
+    std::fs::write(&control, &flag).unwrap();
+
+    let _lock = testing::engine_lock();
+    let refusal = |draft: &std::path::Path| match pair::load(&target, Some(draft), 256, 2) {
+        Ok(_) => panic!("{} was accepted as a draft", draft.display()),
+        Err(e) => e.to_string(),
+    };
+    let e = refusal(&renamed);
+    assert!(
+        e.starts_with("draft and target tokenizers differ: ")
+            && e.ends_with(": token 1100: target `▁t1100`, draft `▁x1100`"),
+        "{e}"
+    );
+    let e = refusal(&control);
+    assert!(
+        e.contains(": token 1150: text `▁t1150`: attributes 0x4 in the target, 0x8 in the draft"),
+        "{e}"
+    );
+    // The unedited file is its own valid draft.
+    assert!(pair::load(&target, Some(&target), 256, 2).is_ok());
+}
+
 #[test]
 fn set_acceptance_on_a_real_model_is_output_identical_and_hits_its_rate() {
     use memwall_core::experiments::speculative::synth::SetAcceptance;
@@ -126,7 +201,7 @@ fn set_acceptance_on_a_real_model_is_output_identical_and_hits_its_rate() {
     let mut s = SpecSession::new();
     let (mut tested, mut accepted) = (0u64, 0u64);
     for text in PROMPTS {
-        let prompt = memwall_core::measure::engine::Engine::tokenize(&target, text, true).unwrap();
+        let prompt = memwall_core::measure::engine::Vocab::tokenize(&target, text, true).unwrap();
         let want = target_greedy(&mut target, &prompt, 48).unwrap().tokens;
         s.invalidate();
         let mut full = prompt.clone();
@@ -157,20 +232,27 @@ fn set_acceptance_on_a_real_model_is_output_identical_and_hits_its_rate() {
     );
 }
 
-/// The gate's job on MLX (4-bit arm), the default model as its own draft: every
-/// drafter × k reproduces target-only greedy decoding on MLX token for token, and
-/// the stored gate rows carry the MLX build and arm (a llama.cpp gate of the same
-/// file does not unlock an MLX bench, nor one MLX arm another).
+/// The gate's job on MLX (4-bit arm) with a real, different draft: the 1.5B target
+/// and the 0.5B draft, both held as mlx-4bit. The greedy gate reproduces
+/// target-only decoding token for token while the draft is rejected at times (α̂ <
+/// 1, so rollback and replacement run); the sampling check on the same pair at T = 1
+/// draws first tokens from the residual in some runs (a draft equal to the target
+/// never does) and passes χ²; the stored rows carry the MLX build and arm (a
+/// llama.cpp gate of the same file does not unlock an MLX bench, nor one MLX arm
+/// another).
 #[cfg(feature = "mlx")]
 #[test]
-fn the_gate_passes_on_mlx_with_self_speculation() {
+fn the_gate_passes_on_mlx_with_a_real_draft() {
     use memwall_core::experiments::bench::BenchEngine;
     use memwall_core::experiments::speculative::gate::DrafterKind;
     use memwall_core::experiments::speculative::job::{self, GateJobOptions, PairOptions};
     use memwall_core::experiments::speculative::store as sstore;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
-    let Some(path) = testing::model("qwen2.5-coder-0.5b-q4_k_m") else {
+    let (Some(target), Some(draft)) = (
+        testing::model("qwen2.5-coder-1.5b-q4_k_m"),
+        testing::model("qwen2.5-coder-0.5b-q4_k_m"),
+    ) else {
         return;
     };
     let _lock = testing::engine_lock();
@@ -180,19 +262,25 @@ fn the_gate_passes_on_mlx_with_self_speculation() {
         .block_on(memwall_core::store::Store::open(&d.path().join("m.db")))
         .unwrap();
     let pair_opts = PairOptions {
-        target: path.clone(),
-        draft: Some(path.clone()),
+        target: target.clone(),
+        draft: Some(draft.clone()),
         prompts: None,
         n_threads: Some(2),
         n_gpu_layers: 0,
         engine: BenchEngine::Mlx4bit,
     };
+    // Small enough for the suite (MLX's CPU back end runs a 1.5B 4-bit pass at ~1
+    // t/s here): the full record is results/mlx/gate-real-draft.md (3 prompts × 32
+    // tokens at k = 2 and 4: α̂ 0.71; 200 sampling runs, 42 first tokens from the
+    // residual, χ² 1.46 on 3 df, p = 0.69). At its ~21 % rate of first-position
+    // rejections, 40 runs all accepted at the first position would have odds 8e-5.
     let opts = GateJobOptions {
-        ks: vec![1, 2, 4, 6],
-        drafters: vec![DrafterKind::DraftModel, DrafterKind::Ngram],
+        ks: vec![4],
+        drafters: vec![DrafterKind::DraftModel],
         max_new: 16,
-        limit: Some(3),
-        sampling_trials: 0,
+        limit: Some(2),
+        sampling_trials: 40,
+        sampling_k: 4,
         guard: memwall_core::measure::guard::GuardOptions {
             allow_battery: true,
             skip_capacity_check: false,
@@ -210,26 +298,35 @@ fn the_gate_passes_on_mlx_with_self_speculation() {
         ))
         .unwrap();
     for r in &out.greedy {
-        eprintln!("{}", r.line());
+        eprintln!(
+            "{} (α̂ {:?}, {} accepted of {} tested)",
+            r.line(),
+            r.stats.alpha_hat(),
+            r.stats.n_accepted,
+            r.stats.n_tested()
+        );
     }
     assert!(out.passed(), "failed: {:?}", out.failed);
-    assert_eq!(out.greedy.len(), 8, "2 drafters × 4 k");
+    assert_eq!(out.greedy.len(), 1, "draft model at k = 4");
     for r in &out.greedy {
-        assert_eq!(r.n_prompts, 3, "{}", r.line());
-        assert_eq!(r.n_identical, 3, "{}", r.line());
+        assert_eq!((r.n_identical, r.n_prompts), (2, 2), "{}", r.line());
+        assert!(r.drafter_key.ends_with(":mlx-4bit"), "{}", r.drafter_key);
+        // A different model: accepted often, not always.
+        let a = r.stats.alpha_hat().unwrap();
+        assert!(a > 0.0 && a < 1.0, "{}: α̂ = {a}", r.line());
+        assert!(r.stats.n_accepted <= r.stats.n_emitted);
     }
-    // Self-speculation: the draft is the target's own model on the same arm, so it
-    // drafts the target's greedy tokens and most are accepted.
-    let dm = out
-        .greedy
-        .iter()
-        .find(|r| r.drafter == DrafterKind::DraftModel && r.k == 4)
-        .unwrap();
-    assert!(dm.drafter_key.ends_with(":mlx-4bit"), "{}", dm.drafter_key);
-    let a = dm.stats.acceptance_rate().unwrap();
-    assert!(a > 0.9, "self-speculation accepted {a}");
+    let c = &out.sampling[0];
+    eprintln!(
+        "sampling check: χ² = {:.2} on {} df, p = {:?}, α̂ {:?}, first token from the residual in {} of {} runs",
+        c.chi2, c.df, c.p_value, c.alpha_hat, c.n_first_rejected, c.trials
+    );
+    assert!(c.passed, "{c:?}");
+    let a = c.alpha_hat.unwrap();
+    assert!(a > 0.0 && a < 1.0, "sampling α̂ = {a}");
+    assert!(c.n_first_rejected > 0, "{c:?}");
     // Stored under the MLX build and arm, not llama.cpp's.
-    let sha = memwall_core::util::sha256_file(&path).unwrap();
+    let sha = memwall_core::util::sha256_file(&target).unwrap();
     let build = format!(
         "{}, mlx-4bit",
         memwall_core::measure::engine::mlx::engine_build()
@@ -238,7 +335,7 @@ fn the_gate_passes_on_mlx_with_self_speculation() {
     let rows = rt
         .block_on(sstore::greedy_gates(&store, &sha, &build, &set_sha))
         .unwrap();
-    assert_eq!(rows.len(), 8, "gate rows stored under {build}");
+    assert_eq!(rows.len(), 1, "gate rows stored under {build}");
     assert!(build.starts_with("mlx "), "{build}");
     let llama = memwall_core::measure::engine::engine_build();
     let none = rt
