@@ -144,9 +144,16 @@ try {
   await shot("5-chat");
   await wd.exec(`document.querySelector("#maxt").value = "400"; document.querySelector("#msg").value = "Count from 1 to 200, one number per line.";`);
   await wd.click(await wd.find("#send"));
-  await wd.waitFor("first tokens", `return Number(document.querySelector("#ntok").textContent) >= 2`, 60000);
+  // This turn's own tokens: "#why" reads "streaming…" only while the turn runs (the
+  // previous turn's count stays in "#ntok" until the first token of this one).
+  await wd.waitFor("first tokens", `return document.querySelector("#why").textContent === "streaming…" && Number(document.querySelector("#ntok").textContent) >= 2`, 60000);
   await wd.click(await wd.find("#stop"));
-  await wd.waitFor("stop", `return document.querySelector("#why").textContent === "stopped by you"`, 10000);
+  try {
+    await wd.waitFor("stop", `return document.querySelector("#why").textContent === "stopped by you"`, 10000);
+  } catch (e) {
+    // Say what the page showed instead (the reason, the error line, the count).
+    throw new Error(`${e.message}; the page shows why=${JSON.stringify(await textOf("#why"))}, error=${JSON.stringify(await textOf("#cerr"))}, tokens=${JSON.stringify(await textOf("#ntok"))}`);
+  }
   log("chat stop:", await textOf("#ntok"), "tokens,", await textOf("#why"));
 
   // --- History: compare two runs, delete one with confirmation
