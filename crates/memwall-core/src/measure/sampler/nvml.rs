@@ -159,6 +159,29 @@ impl Drop for Api {
     }
 }
 
+/// How long after the newest process sample a read without a newer one still means
+/// "the driver has not sampled again yet" rather than "no process ran a kernel".
+/// Seen on an H100 (driver 580): the driver samples process utilisation about every
+/// 0.2 s, so a 10 Hz sampler found no newer sample at every other read, and reading
+/// those as 0 % halved the mean (48 % for a loop that pmon showed at 99 %).
+pub const PROCESS_SAMPLE_STALE_US: u64 = 1_000_000;
+
+/// One read of other processes' SM utilisation, percent: `new` is what the samples
+/// newer than the last read gave (`None`: there were none), `seen_us` the newest sample
+/// time stamp seen so far (0: none since the sampler started), `now_us` the wall clock
+/// (NVML stamps samples with it, µs since the epoch). No newer sample is 0 % once the
+/// newest is older than [`PROCESS_SAMPLE_STALE_US`] (nothing ran), and not a reading
+/// (`None`) while it is younger (the driver has not sampled again yet).
+pub fn other_reading(new: Option<f64>, seen_us: u64, now_us: u64) -> Option<f64> {
+    match new {
+        Some(u) => Some(u),
+        None if seen_us == 0 || now_us.saturating_sub(seen_us) >= PROCESS_SAMPLE_STALE_US => {
+            Some(0.0)
+        }
+        None => None,
+    }
+}
+
 /// The NVML part; every counter is unavailable, with the reason, when the
 /// library does not load.
 pub struct NvmlSampler {
@@ -172,17 +195,18 @@ pub struct NvmlSampler {
 }
 
 impl Api {
-    /// Other processes' SM utilisation on device `d` since `last_us`, percent, and the
-    /// newest time stamp; `None` when the query fails. No sample since `last_us`
-    /// (NVML's NOT_FOUND) reads as 0 %: no process, ours or another, ran a kernel.
-    fn other_util(&self, d: Dev, last_us: u64) -> Option<(f64, u64)> {
+    /// Other processes' SM utilisation on device `d` since `last_us`, percent (`None`
+    /// when the driver has no sample newer than `last_us`: NVML's NOT_FOUND), and the
+    /// newest time stamp; `None` when the query fails. [`other_reading`] decides what
+    /// "no newer sample" means.
+    fn other_util(&self, d: Dev, last_us: u64) -> Option<(Option<f64>, u64)> {
         let f = self.proc_util?;
         let mut n: c_uint = 0;
         // SAFETY: a NULL buffer with count 0 asks for the needed size (NVML's API).
         let r = unsafe { f(d, std::ptr::null_mut(), &mut n, last_us) };
         match r {
             NVML_ERROR_INSUFFICIENT_SIZE => {}
-            0 | NVML_ERROR_NOT_FOUND => return Some((0.0, last_us)),
+            0 | NVML_ERROR_NOT_FOUND => return Some((None, last_us)),
             _ => return None,
         }
         let mut buf = vec![ProcessSample::default(); n as usize + 8];
@@ -190,7 +214,7 @@ impl Api {
         // SAFETY: buffer of `n` elements, valid handle and out-pointer.
         let r = unsafe { f(d, buf.as_mut_ptr(), &mut n, last_us) };
         if r == NVML_ERROR_NOT_FOUND {
-            return Some((0.0, last_us));
+            return Some((None, last_us));
         }
         if r != 0 {
             return None;
@@ -199,7 +223,7 @@ impl Api {
         let newest = got.iter().map(|s| s.time_stamp).max().unwrap_or(last_us);
         let pairs: Vec<(u32, u32)> = got.iter().map(|s| (s.pid, s.sm_util)).collect();
         Some((
-            other_sm_util(&pairs, std::process::id()),
+            (!got.is_empty()).then(|| other_sm_util(&pairs, std::process::id())),
             newest.max(last_us),
         ))
     }
@@ -344,12 +368,16 @@ impl Sampler for NvmlSampler {
         }
         if self.ok[5] && self.proc_seen_us.len() == a.devs.len() {
             let mut busiest: Option<f64> = None;
+            let now_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |t| t.as_micros() as u64);
             for (i, &d) in a.devs.iter().enumerate() {
-                match a.other_util(d, self.proc_seen_us[i]) {
-                    Some((u, seen)) => {
-                        self.proc_seen_us[i] = seen;
-                        busiest = Some(busiest.map_or(u, |b| b.max(u)));
-                    }
+                match a.other_util(d, self.proc_seen_us[i]).and_then(|(u, seen)| {
+                    let r = other_reading(u, seen, now_us);
+                    self.proc_seen_us[i] = seen;
+                    r
+                }) {
+                    Some(u) => busiest = Some(busiest.map_or(u, |b| b.max(u))),
                     None => {
                         busiest = None;
                         break;
@@ -371,6 +399,23 @@ impl Sampler for NvmlSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_without_a_newer_process_sample_is_no_reading_until_the_last_one_is_stale() {
+        let seen = 1_700_000_000_000_000;
+        // Samples newer than the last read: what they say, whenever they came.
+        assert_eq!(other_reading(Some(99.0), seen, seen + 100_000), Some(99.0));
+        assert_eq!(other_reading(Some(0.0), seen, seen + 100_000), Some(0.0));
+        // None newer, the newest 0.1 s old (the H100's driver samples about every
+        // 0.2 s): the driver has not sampled again, so this read says nothing.
+        assert_eq!(other_reading(None, seen, seen + 100_000), None);
+        assert_eq!(other_reading(None, seen, seen + 999_999), None);
+        // None newer for a whole second, or never one: nothing ran a kernel.
+        assert_eq!(other_reading(None, seen, seen + 1_000_000), Some(0.0));
+        assert_eq!(other_reading(None, 0, seen), Some(0.0));
+        // A stamp ahead of the clock (clock stepped back) is recent, not stale.
+        assert_eq!(other_reading(None, seen + 5, seen), None);
+    }
 
     #[test]
     fn other_processes_sm_use_is_their_mean_share_summed_without_ours() {
