@@ -291,14 +291,40 @@ pub fn unlocked(gates: &[StoredGate], max_new: usize) -> Vec<(String, usize)> {
 /// # Errors
 /// The [`unlocking_gate`] sentences of the rows no gate unlocks (nothing is set then).
 pub fn attach_gates(rows: &mut [SpecBenchRow], gates: &[StoredGate]) -> Result<(), String> {
-    let mut ids = Vec::with_capacity(rows.len());
+    let ids = unlocking_gate_ids(
+        rows.iter().map(|r| {
+            (
+                r.speedup_mean.is_some(),
+                r.drafter_key.as_str(),
+                r.k,
+                r.max_new,
+            )
+        }),
+        gates,
+    )?;
+    for (r, id) in rows.iter_mut().zip(ids) {
+        r.gate_id = id;
+    }
+    Ok(())
+}
+
+/// The gate id of each row (`has_speedup`, drafter key, k, max_new), `None` for a row
+/// without a speculative speedup (k = 0 or none measured); all or nothing.
+///
+/// # Errors
+/// The [`unlocking_gate`] sentences of the rows no gate unlocks, each once.
+fn unlocking_gate_ids<'a>(
+    rows: impl Iterator<Item = (bool, &'a str, usize, usize)>,
+    gates: &[StoredGate],
+) -> Result<Vec<Option<i64>>, String> {
+    let mut ids = Vec::new();
     let mut missing: Vec<String> = Vec::new();
-    for r in rows.iter() {
-        if r.k == 0 || r.speedup_mean.is_none() {
+    for (has_speedup, key, k, max_new) in rows {
+        if k == 0 || !has_speedup {
             ids.push(None);
             continue;
         }
-        match unlocking_gate(gates, &r.drafter_key, r.k, r.max_new) {
+        match unlocking_gate(gates, key, k, max_new) {
             Ok(g) => ids.push(Some(g.id)),
             Err(e) => {
                 if !missing.contains(&e) {
@@ -311,10 +337,7 @@ pub fn attach_gates(rows: &mut [SpecBenchRow], gates: &[StoredGate]) -> Result<(
     if !missing.is_empty() {
         return Err(missing.join(". "));
     }
-    for (r, id) in rows.iter_mut().zip(ids) {
-        r.gate_id = id;
-    }
-    Ok(())
+    Ok(ids)
 }
 
 /// One bench cell: a (category, drafter, k) configuration measured over `reps`
@@ -1006,26 +1029,17 @@ pub fn attach_synth_gates(
     rows: &mut [super::synth::SpecSynthRow],
     gates: &[StoredGate],
 ) -> Result<(), String> {
-    let mut ids = Vec::with_capacity(rows.len());
-    let mut missing: Vec<String> = Vec::new();
-    for r in rows.iter() {
-        if r.k == 0 || r.speedup_mean.is_none() {
-            ids.push(None);
-            continue;
-        }
-        match unlocking_gate(gates, &r.draft_key, r.k, r.max_new) {
-            Ok(g) => ids.push(Some(g.id)),
-            Err(e) => {
-                if !missing.contains(&e) {
-                    missing.push(e);
-                }
-                ids.push(None);
-            }
-        }
-    }
-    if !missing.is_empty() {
-        return Err(missing.join(". "));
-    }
+    let ids = unlocking_gate_ids(
+        rows.iter().map(|r| {
+            (
+                r.speedup_mean.is_some(),
+                r.draft_key.as_str(),
+                r.k,
+                r.max_new,
+            )
+        }),
+        gates,
+    )?;
     for (r, id) in rows.iter_mut().zip(ids) {
         r.gate_id = id;
     }
