@@ -134,7 +134,14 @@ fn sum_exp(xs: &[f32], max: f32, inv_t: f32) -> f64 {
 }
 
 /// `exp(x)` for `x ≤ 0`, branch-free (Cephes' `expf`: Cody–Waite reduction by ln 2
-/// and a degree-5 polynomial, within 2 ulp); 0 below −87.
+/// and a degree-5 polynomial, within 2 ulp); `exp(−87)` below −87 (and for NaN).
+///
+/// Written so that the 8-lane loop in [`sum_exp`] compiles to vector code: the clamp
+/// is a compare-and-select (`f32::max`'s NaN rule is not), and `2ⁿ` comes from the
+/// bits of the rounding sum itself (`1.5 · 2²³ + n` holds `n` in its low mantissa
+/// bits) instead of a saturating float-to-int cast. On an H100 host the old form
+/// took about 0.4 ms per 152k-wide row, 2.6 ms of a 28 ms iteration at k = 6
+/// (results/h100/spec-call2); this one is about 3× faster, with identical values.
 #[inline(always)]
 fn exp_neg(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -142,8 +149,9 @@ fn exp_neg(x: f32) -> f32 {
     const C2: f32 = -2.121_944_4e-4;
     // 1.5 · 2²³: adding and subtracting it rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
-    let x = x.max(-87.0);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let x = if x > -87.0 { x } else { -87.0 };
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = x - n * C1 - n * C2;
     let p = 1.987_569_1e-4_f32;
     let p = p * r + 1.398_199_9e-3;
@@ -152,7 +160,10 @@ fn exp_neg(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 5e-1;
     let e = p * r * r + r + 1.0;
-    e * f32::from_bits((((n as i32) + 127) as u32) << 23)
+    // t's bits: exponent of 2²³ and, in the low 22 mantissa bits, 2²² + n (n in
+    // −126..=0 here). Shifting (bits + 127) left by 23 keeps (n + 127) mod 2⁹ as
+    // the new exponent field: 2ⁿ.
+    e * f32::from_bits(t.to_bits().wrapping_add(127) << 23)
 }
 
 /// Running max and mean of the discarded mass over steps.
@@ -192,6 +203,38 @@ impl MassStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reference form (f32::max clamp, float-to-int cast for 2ⁿ) that
+    /// [`exp_neg`] replaced; both must agree bit for bit on every input ≤ 0.
+    fn exp_neg_reference(x: f32) -> f32 {
+        const LOG2E: f32 = std::f32::consts::LOG2_E;
+        let x = x.max(-87.0);
+        let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
+        let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        let p = 1.987_569_1e-4_f32;
+        let p = p * r + 1.398_199_9e-3;
+        let p = p * r + 8.333_452e-3;
+        let p = p * r + 4.166_579_6e-2;
+        let p = p * r + 1.666_666_5e-1;
+        let p = p * r + 5e-1;
+        let e = p * r * r + r + 1.0;
+        e * f32::from_bits((((n as i32) + 127) as u32) << 23)
+    }
+
+    #[test]
+    fn exp_neg_matches_the_reference_form_and_libm() {
+        // Every 1/1024 step of 0 … −100, the clamp edge, −0, −∞ and NaN.
+        let mut xs: Vec<f32> = (0..=102_400).map(|i| -(i as f32) / 1024.0).collect();
+        xs.extend([-0.0, -86.999, -87.0, -87.001, f32::NEG_INFINITY, f32::NAN]);
+        for x in xs {
+            let (a, b) = (exp_neg(x), exp_neg_reference(x));
+            assert_eq!(a.to_bits(), b.to_bits(), "exp_neg({x}) = {a}, reference {b}");
+            if x >= -87.0 {
+                let e = f64::from(x).exp();
+                assert!((f64::from(a) - e).abs() <= 4.0 * e * f64::from(f32::EPSILON), "exp_neg({x}) = {a}, exp = {e}");
+            }
+        }
+    }
 
     #[test]
     fn discarded_mass_is_the_softmax_tail() {
