@@ -10,6 +10,7 @@ import glob
 import json
 import math
 import os
+import re
 import sqlite3
 import statistics as st
 import sys
@@ -37,7 +38,8 @@ def load(dirs):
             if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'spec_synth'").fetchone():
                 seen_s = {(r["measured_at"], r["alpha_set"], r["k"]) for r in synth}
                 # Run ids restart in every call's store: a run is (call, run_id).
-                new_synth = [dict(r, call=call) for r in c.execute("SELECT * FROM spec_synth ORDER BY id")
+                new_synth = [dict(r, call=call) for r in c.execute(
+                    "SELECT s.*, u.command AS run_command FROM spec_synth s JOIN runs u ON u.id = s.run_id ORDER BY s.id")
                              if (r["measured_at"], r["alpha_set"], r["k"]) not in seen_s]
                 synth += new_synth
             have = {(r["test_time"], r["avg_ts"]) for r in bench}
@@ -46,7 +48,7 @@ def load(dirs):
             if c.execute("SELECT 1 FROM sqlite_master WHERE name = 'row_energy'").fetchone():
                 have_e = {(r["test_time"], r["avg_ts"]) for r in energy}
                 energy += [dict(r) for r in c.execute(
-                    "SELECT b.id AS bench_id, b.model_type, b.n_prompt, b.n_gen, b.n_seqs, b.avg_ts, b.test_time, e.* "
+                    "SELECT b.id AS bench_id, b.model_type, b.n_prompt, b.n_gen, b.n_seqs, b.n_depth, b.avg_ts, b.test_time, e.* "
                     "FROM row_energy e JOIN bench_results b ON b.id = e.row_id ORDER BY b.id")
                     if (r["test_time"], r["avg_ts"]) not in have_e]
         tgz = os.path.join(d, "results.tgz")
@@ -159,14 +161,16 @@ def spec_table(w, synth, files):
         target = rows[0]["target_file"]
         m = target[:-5] if target.endswith(".gguf") else target
         mq = m.replace('-F16', ':F16').replace('-Q8_0', ':Q8_0').replace('-Q4_K_M', ':Q4_K_M')
-        # Alternating rounds (run.sh SPEC_ROUNDS > 1): the i-th set-acceptance run of
-        # this target in the call pairs with the peer's file of round i.
-        same = sorted({rid for (c, rid) in runs if c == run[0]
-                       and any(r["call"] == c and r["run_id"] == rid and r["target_file"] == target for r in synth)})
-        rnd = same.index(run[1]) + 1
+        # Alternating rounds (run.sh SPEC_ROUNDS > 1): the run's own command line names
+        # its round (--out …-rN), and pairs it with the peer's file of that round; a
+        # warm machine's store also holds the runs of earlier calls, so counting runs
+        # would not.
+        out = re.search(r"--out (\S+)", rows[0].get("run_command") or "")
+        rnd = re.search(r"-r(\d+)$", out.group(1)) if out else None
+        sfx = f"-r{rnd.group(1)}" if rnd else ""
         pf = rows[0].get("files", files)
-        peer = next(iter(pf.get(f"spec-peer-{mq}-r{rnd}.json", pf.get(f"spec-peer-{mq}.json", []))), None)
-        variant = next(iter(pf.get(f"spec-variant-{mq}-r{rnd}.json", [])), None)
+        peer = next(iter(pf.get(f"spec-peer-{mq}{sfx}.json", [])), None)
+        variant = next(iter(pf.get(f"spec-variant-{mq}{sfx}.json", [])), None) if sfx else None
         if variant:
             peer = None
             target_label = f"{target} ({variant.get('env')})"
@@ -185,7 +189,7 @@ def spec_table(w, synth, files):
               f"{fmt(r['tps_mean'])} | {fmt(r['speedup_mean'], 3)} ({', '.join(f'{x:.3f}' for x in sp)}) | "
               f"{fmt(r['predicted_speedup'], 3)} | {fmt(r['speedup_mean'] / r['predicted_speedup'] if r['predicted_speedup'] else None, 3)} | "
               f"{fmt(r['predicted_after'], 3)} | {fmt(r['alpha_hat'], 3)} ({r['n_tested']}) | {ties(r.get('stats_json'))} | "
-              f"{(fmt(ps, 3) + (f' ({pss})' if pss else '')) if p else '— (peer not run)'} | {fmt(r['speedup_mean'] / ps if ps else None, 3)} | {r['id']} |")
+              f"{peer_cell(p, ps, pss)} | {fmt(r['speedup_mean'] / ps if ps else None, 3)} | {r['id']} |")
         breakdowns.append((run, rows, variant))
     w("")
     breakdown_table(w, breakdowns)
@@ -233,11 +237,35 @@ def breakdown_table(w, runs):
     w("")
 
 
+def peer_cell(p, ps, pss):
+    """The peer's speedup with its repetitions, or — and why there is none."""
+    if not p:
+        return "— (peer not run)"
+    if ps is None:
+        return f"— (peer: {p.get('error') or 'no speedup'})"
+    return fmt(ps, 3) + (f" ({pss})" if pss else "")
+
+
+def gpu_names(dirs):
+    """The GPUs the calls' runs recorded (runs.host_json "gpus"), e.g. "an NVIDIA H100 80GB HBM3"."""
+    names = []
+    for d in dirs:
+        db = os.path.join(d, "memwall.db")
+        if not os.path.exists(db):
+            continue
+        for (h,) in sqlite3.connect(db).execute("SELECT host_json FROM runs"):
+            for g in json.loads(h).get("gpus") or []:
+                n = g.split(",")[0].strip()
+                if n not in names:
+                    names.append(n)
+    return " and ".join(names) if names else "a machine whose runs name no GPU"
+
+
 def main(dirs):
     stream, bench, energy, files, synth, gates = load(dirs)
     out = []
     w = out.append
-    w("# memwall on an NVIDIA H200\n")
+    w(f"# memwall on {gpu_names(dirs)}\n")
     w("Generated by `scripts/gpu-bundle/report.py " + " ".join(os.path.relpath(d) for d in dirs) + "` from the rows those calls "
       "brought back (memwall.db, results.tgz); no figure here is typed. Models are synthetic, shape-exact "
       "Qwen2.5 files written on the machine by `memwall model synth` (random weights: speed is real, text is not).\n")
@@ -362,7 +390,7 @@ def main(dirs):
         w("| model | test | t/s | mean power W | J/token | tokens per Wh | energy source | peak temp °C | GPU memory util % | implied GB/s | row |")
         w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in energy:
-            test = (f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}") + (f" x{r['n_seqs']}" if (r.get("n_seqs") or 1) > 1 else "")
+            test = (f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}") + (f" x{r['n_seqs']}" if (r.get("n_seqs") or 1) > 1 else "") + (f" @ d{r['n_depth']}" if r.get("n_depth") else "")
             why = f" ({r['reason']})" if r.get("reason") and r.get("j_per_token") is None else ""
             w(f"| {r['model_type']} | {test} | {r['avg_ts']:.1f} | {fmt(r.get('mean_power_w'))} | {fmt(r.get('j_per_token'), 3)}{why} | "
               f"{fmt(r.get('tokens_per_wh'), 0)} | {r['energy_source'] or '—'} | {fmt(r.get('peak_temp_c'))} | {fmt(r.get('gpu_mem_util_pct'))} | "

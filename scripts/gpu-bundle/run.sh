@@ -4,7 +4,8 @@
 #   hw     memwall hw (CUDA devices, their spec);
 #   stream memwall stream --gpu, alternating with PyTorch's copy/triad (torch_stream.py);
 #   bench  per model in MODELS (preset:quant): memwall model synth, then memwall bench and
-#          llama-bench alternating, pp512 + tg128, -ngl 99;
+#          llama-bench alternating, pp512 + tg128 (depths DEPTHS for memwall), -ngl 99
+#          (BENCH_PEER=0: memwall alone, for a call short of time);
 #   batch  parallel sequences on BATCH_MODEL (memwall bench --n-seqs);
 #   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS;
 #   calc   memwall calc --device this (--gpu) for CALC_MODELS: the ceiling beside the
@@ -150,7 +151,8 @@ for step in $steps; do
         say "bench $m round $r"
         reuse=$([ "$r" -gt 1 ] && echo --reuse-stream || true)
         run "$mw" --db "$db" bench -m "$f" -p "$P" -n "$N" -d "${DEPTHS:-0}" -r "$reps" --ngl "$ngl" $fit --no-results --quiet $reuse -o json >"$work/json/mw-$m-$r.json"
-        if [ -x "$lb" ]; then run "$lb" -m "$f" -p "$P" -n "$N" -r "$reps" -ngl "$ngl" -o json >"$work/json/lb-$m-$r.json"
+        if [ "${BENCH_PEER:-1}" = 0 ]; then say "bench: llama-bench not run (BENCH_PEER=0)"
+        elif [ -x "$lb" ]; then run "$lb" -m "$f" -p "$P" -n "$N" -r "$reps" -ngl "$ngl" -o json >"$work/json/lb-$m-$r.json"
         else say "bench: llama-bench not built here (peer not run)"; fi
       done
       [ "${KEEP_MODELS:-0}" = 1 ] || case " $BATCH_MODEL $VERIFY_MODELS " in *" $m "*) ;; *) rm -f "$f";; esac
