@@ -363,6 +363,34 @@ async fn no_template_gets_the_fallback_and_a_literal_bos_gets_one_bos() {
     assert_eq!(p.tokens, reference(&h, &p.text));
     assert_eq!(p.tokens[0], bos);
     assert_eq!(p.tokens.iter().filter(|&&t| t == bos).count(), 1);
+    // spec's runs store the same warning in their notes when the set has chat
+    // prompts (pair::template_note), and none for a set of raw prompts only.
+    {
+        use memwall_core::experiments::speculative::pair::template_note;
+        let e = h
+            .engine(&EngineConfig {
+                n_ctx: 256,
+                n_batch: 64,
+                n_threads: 2,
+                n_threads_batch: 2,
+                ..EngineConfig::default()
+            })
+            .unwrap();
+        let set = PromptSet::builtin().unwrap();
+        assert!(set.prompts.iter().any(|p| p.format == Format::Chat));
+        assert_eq!(template_note(&e, &model, &set).unwrap(), Some(note.clone()));
+        let raw = PromptSet {
+            prompts: set
+                .prompts
+                .iter()
+                .filter(|p| p.format == Format::Raw)
+                .cloned()
+                .collect(),
+            ..set.clone()
+        };
+        assert!(!raw.prompts.is_empty());
+        assert_eq!(template_note(&e, &model, &raw).unwrap(), None);
+    }
     // The same through the server, and its warning.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut o = ServeOptions::new(model.clone());

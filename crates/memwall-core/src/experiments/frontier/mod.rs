@@ -320,6 +320,9 @@ struct NewCell {
     /// The live sampler's recording beside the bench rows and the phase names of
     /// their tests, in the order they finished (speed cells).
     sampled: Option<(crate::experiments::live::Recording, Vec<String>)>,
+    /// What the run's notes add (the fallback-template warning of a task cell whose
+    /// model has no chat template, issue 41 §3).
+    note: Option<String>,
 }
 
 struct CellContext<'a> {

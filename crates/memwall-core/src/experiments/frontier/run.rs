@@ -8,7 +8,7 @@ use super::{
 };
 use crate::experiments::bench::{BenchError, BenchPlan, Progress, RunContext};
 use crate::measure::engine::{
-    ALL_LAYERS, BoxedEngine, EngineConfig, EngineKind, Model, TokenId, Vocab,
+    ALL_LAYERS, BoxedEngine, EngineConfig, EngineError, EngineKind, Model, TokenId, Vocab,
 };
 use crate::measure::evals::EvalError;
 use crate::measure::evals::ppl::{PplConfig, perplexity};
@@ -182,7 +182,18 @@ fn run_blocking(
                 }
                 Measure::Task(k, c) => {
                     let mut mk = |cfg: &EngineConfig| cell_engine(&mut handle, arm, cfg);
-                    measure_task(plan, &mut mk, *k, c, &mut state, cancel, &mut progress)?
+                    let mut cell =
+                        measure_task(plan, &mut mk, *k, c, &mut state, cancel, &mut progress)?;
+                    // The task prompts went through the one prompt path: a model
+                    // without a template got the fallback, and the cell's run says so.
+                    if let Some(m) = &handle {
+                        cell.note = m
+                            .tokenizer()
+                            .chat_format()
+                            .map_err(|e| eval_err(EvalError::from(EngineError::from(e))))?
+                            .fallback_note(&arm.arm.path.display().to_string());
+                    }
+                    cell
                 }
             };
             cell.measure = name.clone();
@@ -290,6 +301,7 @@ fn new_cell(result: serde_json::Value) -> NewCell {
         started_at: String::new(),
         guard: None,
         sampled: None,
+        note: None,
     }
 }
 

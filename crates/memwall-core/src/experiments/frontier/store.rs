@@ -155,10 +155,11 @@ pub(super) async fn store_cell(
         command: cx.command.to_string(),
         host: cx.host.clone(),
         notes: format!(
-            "frontier cell: {} {} of {}",
+            "frontier cell: {} {} of {}{}",
             arm.arm.quant,
             c.measure,
-            cx.source.path.display()
+            cx.source.path.display(),
+            c.note.as_deref().map(|n| format!("; {n}")).unwrap_or_default()
         ),
         guard: c.guard.clone(),
     };
@@ -405,7 +406,42 @@ mod tests {
             started_at: crate::util::now_rfc3339(),
             guard: None,
             sampled,
+            note: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_cells_note_is_stored_in_its_runs_notes() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("f.db")).await.unwrap();
+        let src = source();
+        let host = crate::testing::host();
+        let cx = CellContext {
+            store: &store,
+            host: &host,
+            source: &src,
+            command: "test",
+            n_threads: 2,
+        };
+        let a = arm("Q8_0", 800_000_000);
+        let note = crate::measure::prompt::fallback_note("q8.gguf");
+        let with = store_cell(&cx, &a, NewCell { note: Some(note.clone()), ..cell(None) })
+            .await
+            .unwrap();
+        let without = store_cell(&cx, &arm("Q4_K_M", 450_000_000), cell(None))
+            .await
+            .unwrap();
+        let notes = |id: i64| {
+            sqlx::query_scalar::<_, String>(
+                "SELECT r.notes FROM runs r JOIN frontier_cells c ON c.run_id = r.id WHERE c.id = ?",
+            )
+            .bind(id)
+            .fetch_one(store.pool())
+        };
+        let n = notes(with).await.unwrap();
+        assert!(n.starts_with("frontier cell: Q8_0 speed of "), "{n}");
+        assert!(n.ends_with(&format!("; {note}")), "{n}");
+        assert!(!notes(without).await.unwrap().contains("chat_template"));
     }
 
     #[tokio::test]

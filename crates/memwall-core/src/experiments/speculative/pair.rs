@@ -195,6 +195,30 @@ fn load_one(
     })
 }
 
+/// The warning a run stores in its notes when `set` has chat prompts and the target
+/// `e` (the file `model`) has no chat template: those prompts went through the
+/// fallback template ([`crate::measure::prompt::fallback_note`], issue 41 §3).
+///
+/// # Errors
+/// The target's template does not compile.
+pub fn template_note(
+    e: &dyn Engine,
+    model: &Path,
+    set: &PromptSet,
+) -> Result<Option<String>, SpecError> {
+    if !set
+        .prompts
+        .iter()
+        .any(|p| p.format == super::prompts::Format::Chat)
+    {
+        return Ok(None);
+    }
+    let f = e
+        .chat_format()
+        .map_err(crate::measure::engine::EngineError::from)?;
+    Ok(f.fallback_note(&model.display().to_string()))
+}
+
 /// Renders and tokenizes every prompt of `set` with `e`'s template and tokenizer.
 ///
 /// # Errors

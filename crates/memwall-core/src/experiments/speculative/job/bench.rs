@@ -261,7 +261,7 @@ pub async fn bench_job(
         opts.clone(),
     );
     let mut progress = progress;
-    let (p, inputs, guard, mut progress) = blocking(move || -> Result<_, JobError> {
+    let (p, inputs, guard, mut progress, template_note) = blocking(move || -> Result<_, JobError> {
         let mut p = load(
             engine,
             &target,
@@ -272,6 +272,7 @@ pub async fn bench_job(
             &mut progress,
         )?;
         let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
+        let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
         let inputs = o2.split(&toks)?;
         let longest = inputs
             .iter()
@@ -293,7 +294,7 @@ pub async fn bench_job(
                 &mut progress,
             )?;
         }
-        Ok((p, inputs, guard, progress))
+        Ok((p, inputs, guard, progress, template_note))
     })
     .await??;
     check_cancel(&cancel)?;
@@ -422,6 +423,7 @@ pub async fn bench_job(
             started,
             opts.command.clone(),
             format!("loadavg start {load_start}, end {load_end}"),
+            template_note.as_deref(),
             guard.clone(),
         );
         Some(

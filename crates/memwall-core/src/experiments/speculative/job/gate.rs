@@ -186,6 +186,8 @@ impl GateOutcome {
 struct GateRun {
     pub toks: Vec<TokenizedPrompt>,
     pub n_prompts_set: usize,
+    /// The fallback-template warning ([`pair::template_note`]).
+    pub template_note: Option<String>,
     pub rows: Vec<GateRow>,
     pub sampling: Vec<SamplingCheck>,
     pub top_text: Vec<Vec<String>>,
@@ -217,6 +219,7 @@ fn run_gate(
         progress,
     )?;
     let mut toks = pair::tokenize_set(&p.target, set)?;
+    let template_note = pair::template_note(&*p.target, target, set)?;
     let n_prompts_set = toks.len();
     if let Some(n) = opts.limit {
         toks = limit_round_robin(toks, n);
@@ -301,6 +304,7 @@ fn run_gate(
     Ok(GateRun {
         toks,
         n_prompts_set,
+        template_note,
         rows,
         sampling,
         top_text,
@@ -391,6 +395,7 @@ pub async fn gate_job(
                 started,
                 opts.command.clone(),
                 notes,
+                run.template_note.as_deref(),
                 guard.clone(),
             );
             Some(

@@ -275,6 +275,7 @@ fn new_run(
     started_at: String,
     command: String,
     notes: String,
+    template_note: Option<&str>,
     guard: GuardReport,
 ) -> NewRun {
     NewRun {
@@ -283,7 +284,10 @@ fn new_run(
         finished_at: now_rfc3339(),
         command,
         host: hw::host_info(),
-        notes,
+        notes: match template_note {
+            Some(n) => format!("{notes}; {n}"),
+            None => notes,
+        },
         guard: Some(guard),
     }
 }

@@ -173,7 +173,7 @@ pub async fn synth_job(
         opts.clone(),
     );
     let mut progress = progress;
-    let (p, prompts, guard, mut progress) = blocking(move || -> Result<_, JobError> {
+    let (p, prompts, guard, mut progress, template_note) = blocking(move || -> Result<_, JobError> {
         let mut p = load(
             engine,
             &target,
@@ -184,6 +184,7 @@ pub async fn synth_job(
             &mut progress,
         )?;
         let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
+        let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
         let prompts = limit_round_robin(toks, o2.n_prompts);
         let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
         let need_ctx = context_for(longest, o2.max_new);
@@ -200,7 +201,7 @@ pub async fn synth_job(
                 &mut progress,
             )?;
         }
-        Ok((p, prompts, guard, progress))
+        Ok((p, prompts, guard, progress, template_note))
     })
     .await??;
     check_cancel(&cancel)?;
@@ -375,6 +376,7 @@ pub async fn synth_job(
             started,
             opts.command.clone(),
             format!("set acceptance {:?}, k {:?}", opts.alphas, opts.ks),
+            template_note.as_deref(),
             guard.clone(),
         );
         Some(sstore::insert_synth_run(store, &nr, &mut rows, Some((&recording, &energy))).await?)
