@@ -98,11 +98,17 @@ fn chat_template_comes_from_the_gguf() {
     let h = LlamaModelHandle::load(&path, 0).unwrap();
     let e = h.engine(&cfg(256)).unwrap();
     let s = e
-        .apply_chat_template(&[ChatMessage {
-            role: "user".into(),
-            content: "hi".into(),
-        }])
-        .unwrap();
+        .chat_format()
+        .unwrap()
+        .chat(
+            &e,
+            &[ChatMessage {
+                role: "user".into(),
+                content: "hi".into(),
+            }],
+        )
+        .unwrap()
+        .text;
     assert!(s.contains("<|im_start|>user\nhi<|im_end|>"), "{s}");
     assert!(s.ends_with("<|im_start|>assistant\n"), "{s}");
 }

@@ -580,9 +580,6 @@ mod tests {
         fn bos(&self) -> Option<TokenId> {
             None
         }
-        fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
-            unreachable!("chat prompts go through prompt_vocab")
-        }
         fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
             Ok(text.bytes().map(|_| 1).collect())
         }

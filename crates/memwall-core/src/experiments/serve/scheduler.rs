@@ -843,7 +843,7 @@ fn greedy(logits: &[f32], ignore_eos: bool, is_eog: impl Fn(TokenId) -> bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::engine::{ChatMessage, EngineInfo, Vocab};
+    use crate::measure::engine::{EngineInfo, Vocab};
     use std::sync::Arc;
     use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -984,9 +984,6 @@ mod tests {
         }
         fn bos(&self) -> Option<TokenId> {
             None
-        }
-        fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
-            Ok(String::new())
         }
     }
 

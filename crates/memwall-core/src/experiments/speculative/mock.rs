@@ -11,7 +11,7 @@
 //! an unrelated one.
 
 use crate::measure::engine::{
-    BatchItem, ChatMessage, Engine, EngineError, EngineInfo, TokenId, Vocab, argmax,
+    BatchItem, Engine, EngineError, EngineInfo, TokenId, Vocab, argmax,
 };
 
 fn mix(mut z: u64) -> u64 {
@@ -181,9 +181,6 @@ impl Vocab for Mock {
     fn bos(&self) -> Option<TokenId> {
         None
     }
-    fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
-        Err(EngineError::Unsupported("mock template"))
-    }
 }
 
 /// A toy whose greedy next token is scripted by position: with `L` tokens cached,
@@ -291,9 +288,6 @@ impl Vocab for Scripted {
     fn bos(&self) -> Option<TokenId> {
         None
     }
-    fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
-        Err(EngineError::Unsupported("scripted template"))
-    }
 }
 
 /// A target rigged to diverge: its batched passes (≥ 2 positions with logits) move
@@ -346,9 +340,6 @@ impl Vocab for Diverging {
     }
     fn bos(&self) -> Option<TokenId> {
         None
-    }
-    fn apply_chat_template(&self, m: &[ChatMessage]) -> Result<String, EngineError> {
-        self.0.apply_chat_template(m)
     }
 }
 

@@ -312,6 +312,18 @@ impl LlamaModelHandle {
             .map_err(|e| EngineError::Tokenize(e.to_string()))
     }
 
+    /// llama.cpp's own rendering of the file's template (its built-in matcher), the
+    /// reference the tests compare memwall's one prompt path against
+    /// ([`crate::measure::prompt::ChatFormat::chat`]); no command builds a prompt
+    /// with it.
+    ///
+    /// # Errors
+    /// [`EngineError::Tokenize`] when the model has no template or llama.cpp does
+    /// not recognise it.
+    pub fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
+        self.apply_template(None, messages)
+    }
+
     /// Creates an engine (a context) on this model (most callers open one through
     /// [`super::open`]).
     ///
@@ -344,9 +356,6 @@ impl Vocab for LlamaModelHandle {
         v.should_add_bos().then(|| v.bos().0)
     }
 
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        self.apply_template(None, messages)
-    }
 
     fn apply_builtin_template(
         &self,
@@ -504,9 +513,6 @@ impl Vocab for LlamaEngine {
     }
     fn bos(&self) -> Option<TokenId> {
         self.handle.bos()
-    }
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        self.handle.apply_chat_template(messages)
     }
     fn apply_builtin_template(
         &self,

@@ -48,12 +48,6 @@ pub trait Vocab {
     fn is_eog(&self, token: TokenId) -> bool;
     /// BOS token when the model adds one.
     fn bos(&self) -> Option<TokenId>;
-    /// Applies the model's own chat template (from the GGUF) to `messages`, ending
-    /// with the assistant's opening tag.
-    ///
-    /// # Errors
-    /// [`EngineError::Tokenize`] when the model has no template or it fails.
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError>;
     /// Applies llama.cpp's built-in chat format `name` (`chatml`, `llama3`, …) to
     /// `messages`, for a model whose file has no template.
     ///
@@ -133,9 +127,6 @@ impl<V: Vocab + ?Sized> Vocab for Box<V> {
     }
     fn bos(&self) -> Option<TokenId> {
         (**self).bos()
-    }
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        (**self).apply_chat_template(messages)
     }
     fn apply_builtin_template(
         &self,
@@ -231,9 +222,6 @@ mod tests {
             }
             fn bos(&self) -> Option<TokenId> {
                 None
-            }
-            fn apply_chat_template(&self, _: &[ChatMessage]) -> Result<String, EngineError> {
-                Err(EngineError::Unsupported("chat"))
             }
         }
         let boxed: Box<dyn Vocab> = Box::new(Bytes);

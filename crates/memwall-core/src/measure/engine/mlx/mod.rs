@@ -505,9 +505,6 @@ impl Vocab for MlxEngine {
     fn bos(&self) -> Option<TokenId> {
         self.vocab.bos()
     }
-    fn apply_chat_template(&self, messages: &[ChatMessage]) -> Result<String, EngineError> {
-        self.vocab.apply_chat_template(messages)
-    }
     fn apply_builtin_template(
         &self,
         name: &str,
@@ -709,13 +706,18 @@ mod tests {
         let mut e = MlxEngine::load(&path, MlxQuant::Q4, 128, 128).unwrap();
         // A chat turn the model answers in a few tokens, so an end of generation
         // falls inside n_gen and the early stop is exercised too.
-        let text = e
-            .apply_chat_template(&[ChatMessage {
-                role: "user".into(),
-                content: "Reply with the single word OK.".into(),
-            }])
-            .unwrap();
-        let prompt = e.tokenize(&text, true).unwrap();
+        let prompt = e
+            .chat_format()
+            .unwrap()
+            .chat(
+                &e,
+                &[ChatMessage {
+                    role: "user".into(),
+                    content: "Reply with the single word OK.".into(),
+                }],
+            )
+            .unwrap()
+            .tokens;
         let n_gen = 12;
         // The reference: Engine::decode one token at a time, argmax on the host.
         e.kv_clear();
