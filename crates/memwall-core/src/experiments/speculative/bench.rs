@@ -34,7 +34,7 @@ use super::gate::{DrafterKind, TokenizedPrompt};
 use super::prompts::Category;
 use super::row::argmax_max;
 use super::run::{SpecConfig, SpecSession, SpecStats};
-use super::store::{AUTO_OFF_PREDICTED, AUTO_OFF_UNGATED, SpecBenchRow};
+use super::record::{AUTO_OFF_PREDICTED, AUTO_OFF_UNGATED, SpecBenchRow};
 use crate::measure::engine::{BatchItem, Engine, TokenId};
 use crate::measure::sampler::session::PhaseEvent;
 use crate::measure::stats::Sample;
@@ -329,7 +329,7 @@ pub fn phase_label(category: &str, drafter_kind: &str, k: usize, rep: usize) -> 
 }
 
 /// A stored row's energy from the sampler's recording ([`phase_label`] phases of
-/// its repetitions, pooled by [`super::synth::pooled_energy`]); `None` for a
+/// its repetitions, pooled by [`super::record::pooled_energy`]); `None` for a
 /// decision row or when a phase is missing.
 pub fn row_energy(
     rec: &crate::measure::sampler::session::Recording,
@@ -339,7 +339,7 @@ pub fn row_energy(
     let names: Vec<String> = (0..tps.len())
         .map(|rep| phase_label(&row.category, &row.drafter_kind, row.k, rep))
         .collect();
-    super::synth::pooled_energy(rec, &names, tps, row.n_emitted)
+    super::record::pooled_energy(rec, &names, tps, row.n_emitted)
 }
 
 /// As [`run_bench`], calling `phase(Begin(name))` before each timed cell's prompts
@@ -816,7 +816,7 @@ pub fn table_md(rows: &[SpecBenchRow]) -> String {
             Some((format!("{} {who}", r.category), st))
         })
         .collect();
-    let bd = super::synth::breakdown_md(&cols);
+    let bd = super::record::breakdown_md(&cols);
     if !bd.is_empty() {
         s.push('\n');
         s.push_str(&bd);

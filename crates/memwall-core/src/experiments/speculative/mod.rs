@@ -38,6 +38,7 @@ mod mock;
 #[cfg(feature = "llama")]
 pub mod pair;
 pub mod prompts;
+pub mod record;
 pub mod row;
 pub mod run;
 pub mod sampling;

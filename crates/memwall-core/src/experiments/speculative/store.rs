@@ -10,6 +10,7 @@
 //!   while rows it unlocked exist ([`Store::delete_run`](crate::store::Store::delete_run)).
 
 use super::gate::{GateRow, SamplingCheck, TokenizedPrompt};
+pub use super::record::{AUTO_OFF_PREDICTED, AUTO_OFF_UNGATED, SpecBenchRow};
 use crate::store::{NewRun, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -340,131 +341,6 @@ fn unlocking_gate_ids<'a>(
     Ok(ids)
 }
 
-/// One bench cell: a (category, drafter, k) configuration measured over `reps`
-/// repetitions, or (`decision` set) `--k auto`'s decision to turn speculation off,
-/// which is not a measurement and carries no samples. Units in the names; tok/s is
-/// decode tokens per second (prefill excluded).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpecBenchRow {
-    /// Row id (set on insert).
-    pub id: i64,
-    /// Run id (set on insert).
-    pub run_id: i64,
-    /// Target file name.
-    pub target_file: String,
-    /// sha256 of the target GGUF file.
-    pub target_sha256: String,
-    /// Draft file name (draft-model cells).
-    pub draft_file: Option<String>,
-    /// `none` | `draft-model` | `ngram`.
-    pub drafter_kind: String,
-    /// The drafter's identity: kind and settings (or draft model file).
-    pub drafter_key: String,
-    /// Draft length (0 = target-only).
-    pub k: usize,
-    /// This cell is `--k auto`'s choice.
-    pub k_auto: bool,
-    /// Prompt category: `json`, `code` or `prose`.
-    pub category: String,
-    /// Prompt set sha256 (the gate that unlocked this row covered the same).
-    pub prompt_set_sha256: String,
-    /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`);
-    /// `None` in rows stored before it was kept.
-    pub prompt_set: Option<String>,
-    /// Prompt ids measured.
-    pub prompt_ids: Vec<String>,
-    /// Tokens per prompt.
-    pub max_new: usize,
-    /// Repetitions (0 for a decision row).
-    pub reps: usize,
-    /// CPU threads the engine ran with (llama-bench's `-t`).
-    pub n_threads: u32,
-    /// Decode tok/s per repetition (`None` only for a decision row).
-    pub tps_samples: Option<Vec<f64>>,
-    /// Mean tok/s.
-    pub tps_mean: Option<f64>,
-    /// Sample std of tok/s.
-    pub tps_std: Option<f64>,
-    /// Speedup per repetition (vs target-only of the same repetition).
-    pub speedup_samples: Option<Vec<f64>>,
-    /// Mean speedup.
-    pub speedup_mean: Option<f64>,
-    /// Sample std of the speedup.
-    pub speedup_std: Option<f64>,
-    /// Cost-model prediction.
-    pub predicted_speedup: Option<f64>,
-    /// α̂ of the calibration run.
-    pub alpha_calib: Option<f64>,
-    /// Accepted ÷ drafted.
-    pub acceptance_rate: Option<f64>,
-    /// Accepted ÷ (accepted + rejections).
-    pub alpha_hat: Option<f64>,
-    /// Accepted drafted tokens per iteration.
-    pub mean_accepted: Option<f64>,
-    /// Tokens per target forward pass.
-    pub tokens_per_target_pass: Option<f64>,
-    /// Drafted tokens.
-    pub n_drafted: u64,
-    /// Accepted tokens.
-    pub n_accepted: u64,
-    /// Iterations.
-    pub n_iterations: u64,
-    /// Emitted tokens.
-    pub n_emitted: u64,
-    /// Prompts whose output differed from target-only greedy (any repetition).
-    pub n_output_mismatch: u64,
-    /// Discarded target mass, max.
-    pub p_mass_max: f64,
-    /// Discarded target mass, mean.
-    pub p_mass_mean: f64,
-    /// Discarded draft mass, max.
-    pub q_mass_max: f64,
-    /// Discarded draft mass, mean.
-    pub q_mass_mean: f64,
-    /// Drafting time per iteration, ns.
-    pub draft_ns_per_iteration: Option<f64>,
-    /// Verify time per iteration, ns.
-    pub verify_ns_per_iteration: Option<f64>,
-    /// Summed counters (JSON of [`super::run::SpecStats`]).
-    pub stats_json: String,
-    /// Cost-model timings of the category (JSON of [`super::cost::Timings`]).
-    pub timings_json: Option<String>,
-    /// llama.cpp build the engine was compiled from.
-    pub engine_build: String,
-    /// Git commit of the memwall build that measured it.
-    pub build_commit: String,
-    /// When (UTC RFC 3339).
-    pub measured_at: String,
-    /// Hostname of the machine that measured it.
-    pub hostname: String,
-    /// CPU model name as the OS reports it.
-    pub cpu_info: String,
-    /// A decision instead of a measurement: `--k auto` turning speculation off
-    /// ([`AUTO_OFF_PREDICTED`], [`AUTO_OFF_UNGATED`]). `None` for measured rows.
-    pub decision: Option<String>,
-    /// The `spec_gates` row that unlocked this row's speedup (k > 0).
-    pub gate_id: Option<i64>,
-}
-
-/// `--k auto`'s decision when no gated `k` is predicted to beat target-only
-/// decoding at the lower bound of α.
-pub const AUTO_OFF_PREDICTED: &str = "off (predicted ≤ 1)";
-
-/// `--k auto`'s decision when no `k` of its drafter is unlocked by a gate.
-pub const AUTO_OFF_UNGATED: &str = "off (no gated k)";
-
-impl SpecBenchRow {
-    /// `k` as tables show it: `4`, `auto→4`, `auto→off (predicted ≤ 1)`, `—` for target-only.
-    pub fn k_label(&self) -> String {
-        match (&self.decision, self.k_auto, self.k) {
-            (Some(d), _, _) => format!("auto→{d}"),
-            (None, true, k) => format!("auto→{k}"),
-            (None, false, 0) => "—".into(),
-            (None, false, k) => k.to_string(),
-        }
-    }
-}
-
 const BENCH_COLS: &[&str] = &[
     "run_id",
     "target_file",
@@ -727,62 +603,6 @@ pub async fn bench_rows(
         .collect()
 }
 
-impl SpecBenchRow {
-    /// A filled example (tests, docs).
-    pub fn example() -> SpecBenchRow {
-        SpecBenchRow {
-            id: 0,
-            run_id: 0,
-            target_file: "t.gguf".into(),
-            target_sha256: "aa".repeat(32),
-            draft_file: Some("d.gguf".into()),
-            drafter_kind: "draft-model".into(),
-            drafter_key: "draft:bbbbbbbbbbbbbbbb".into(),
-            k: 4,
-            k_auto: false,
-            category: "code".into(),
-            prompt_set_sha256: "cc".repeat(32),
-            prompt_set: Some("builtin:prompts/spec.jsonl".into()),
-            prompt_ids: vec!["code-01".into()],
-            max_new: 32,
-            reps: 5,
-            n_threads: 2,
-            tps_samples: Some(vec![30.0, 31.0, 29.0, 30.5, 30.2]),
-            tps_mean: Some(30.14),
-            tps_std: Some(0.74),
-            speedup_samples: Some(vec![0.9, 0.92, 0.88, 0.91, 0.9]),
-            speedup_mean: Some(0.902),
-            speedup_std: Some(0.015),
-            predicted_speedup: Some(0.95),
-            alpha_calib: Some(0.8),
-            acceptance_rate: Some(0.7),
-            alpha_hat: Some(0.78),
-            mean_accepted: Some(2.8),
-            tokens_per_target_pass: Some(3.8),
-            n_drafted: 400,
-            n_accepted: 280,
-            n_iterations: 100,
-            n_emitted: 380,
-            n_output_mismatch: 0,
-            p_mass_max: 0.0,
-            p_mass_mean: 0.0,
-            q_mass_max: 0.0,
-            q_mass_mean: 0.0,
-            draft_ns_per_iteration: Some(4e7),
-            verify_ns_per_iteration: Some(6e7),
-            stats_json: "{}".into(),
-            timings_json: None,
-            engine_build: "llama-cpp-sys-2 0.1.161".into(),
-            build_commit: "abc".into(),
-            measured_at: "2026-01-01T00:00:00Z".into(),
-            hostname: "h".into(),
-            cpu_info: "cpu".into(),
-            decision: None,
-            gate_id: None,
-        }
-    }
-}
-
 /// Stores the cost model's predictions of a set-acceptance run, in one transaction,
 /// **before** its timed runs; returns their ids in the order of
 /// `cal.predictions`.
@@ -795,7 +615,7 @@ pub async fn insert_synth_predictions(
     target_sha256: &str,
     draft_key: &str,
     engine_build: &str,
-    cal: &super::synth::SynthCalibration,
+    cal: &super::record::SynthCalibration,
 ) -> Result<Vec<i64>, StoreError> {
     let created_at = crate::util::now_rfc3339();
     let timings = js(&cal.timings);
@@ -877,7 +697,7 @@ const SYNTH_COLS: &[&str] = &[
 pub async fn insert_synth_run(
     store: &Store,
     run: &NewRun,
-    rows: &mut [super::synth::SpecSynthRow],
+    rows: &mut [super::record::SpecSynthRow],
     sampler: Option<SynthSampler<'_>>,
 ) -> Result<i64, StoreError> {
     let mut tx = store.begin().await?;
@@ -1026,7 +846,7 @@ async fn energy_rows(
 /// # Errors
 /// The sentences of the rows no gate unlocks (nothing is set then).
 pub fn attach_synth_gates(
-    rows: &mut [super::synth::SpecSynthRow],
+    rows: &mut [super::record::SpecSynthRow],
     gates: &[StoredGate],
 ) -> Result<(), String> {
     let ids = unlocking_gate_ids(
@@ -1053,7 +873,7 @@ pub fn attach_synth_gates(
 pub async fn synth_rows(
     store: &Store,
     run_id: Option<i64>,
-) -> Result<Vec<super::synth::SpecSynthRow>, StoreError> {
+) -> Result<Vec<super::record::SpecSynthRow>, StoreError> {
     let rows = sqlx::query("SELECT * FROM spec_synth WHERE (? IS NULL OR run_id = ?) ORDER BY id")
         .bind(run_id)
         .bind(run_id)
@@ -1092,7 +912,7 @@ pub async fn synth_rows(
                     serde_json::from_str(&t).map_err(|e| bad(format!("speedup_samples: {e}")))?,
                 ),
             };
-            Ok(super::synth::SpecSynthRow {
+            Ok(super::record::SpecSynthRow {
                 id,
                 run_id: i("run_id")?,
                 prediction_id: o("prediction_id")?,

@@ -33,6 +33,9 @@ use super::row::argmax_max;
 use super::run::{IterBreakdown, SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
 use super::verify::QDist;
+pub use super::record::{
+    SpecSynthRow, SynthCalibration, SynthPrediction, breakdown_md, pooled_energy,
+};
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{Engine, TokenId};
 use crate::measure::sampler::session::{EnergySummary, PhaseEvent, Recording};
@@ -263,28 +266,6 @@ pub fn chosen(plan: &SynthPlan, cal: &SynthCalibration) -> Vec<(f64, usize)> {
         }
     }
     out
-}
-
-/// The cost model's prediction for one (α, k), made before the timed runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SynthPrediction {
-    /// Set acceptance rate.
-    pub alpha: f64,
-    /// Draft length.
-    pub k: usize,
-    /// `cost::predicted_speedup(timings, α, k)`.
-    pub predicted_speedup: f64,
-}
-
-/// The times and predictions made before the timed runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SynthCalibration {
-    /// Prompt whose depth the times were measured at.
-    pub prompt_id: String,
-    /// Measured t_verify(j) and t_draft.
-    pub timings: Timings,
-    /// One prediction per (α, k), α-major.
-    pub predictions: Vec<SynthPrediction>,
 }
 
 /// Measures the cost model's times on `prompt` (target verify of 1…k_max+1 positions,
@@ -594,28 +575,6 @@ pub fn row_energy(rec: &Recording, row: &SpecSynthRow) -> Option<EnergySummary> 
     pooled_energy(rec, &names, &row.tps_samples, row.n_emitted)
 }
 
-/// The energy of one measured configuration pooled over its repetitions: phase
-/// `names[i]` holds repetition `i`, whose prompts' timed decodes are its intervals;
-/// `n_emitted` tokens in all. Integrated over every interval of those phases
-/// ([`Recording::energy_over`]): the prompts' prefills between them are left out.
-/// `None` when a phase is missing or there are no repetitions.
-pub fn pooled_energy(
-    rec: &Recording,
-    names: &[String],
-    tps: &[f64],
-    n_emitted: u64,
-) -> Option<EnergySummary> {
-    if tps.is_empty() || names.len() != tps.len() {
-        return None;
-    }
-    let mut windows = Vec::new();
-    for name in names {
-        rec.phase(name)?;
-        windows.extend(rec.windows(name));
-    }
-    Some(rec.energy_over(&windows, n_emitted))
-}
-
 /// The prompts a set-acceptance bench measures: every prompt of each input, in order.
 pub fn prompts_of(inputs: &[CategoryInput]) -> Vec<TokenizedPrompt> {
     inputs.iter().flat_map(|i| i.measured.clone()).collect()
@@ -658,101 +617,6 @@ pub struct SynthProvenance {
     pub cpu_info: String,
     /// GPU name(s), `None` when none was used.
     pub gpu_info: Option<String>,
-}
-
-/// One stored row of `spec_synth`: a (α, k) configuration or the target-only
-/// baseline of a set-acceptance run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpecSynthRow {
-    /// Row id (set on insert).
-    pub id: i64,
-    /// Run id (set on insert).
-    pub run_id: i64,
-    /// The `spec_synth_predictions` row stored before the timed runs (`None` for
-    /// target-only).
-    pub prediction_id: Option<i64>,
-    /// Set acceptance rate (`None`: target-only).
-    pub alpha_set: Option<f64>,
-    /// Draft length (0 = target-only).
-    pub k: usize,
-    /// Target file name.
-    pub target_file: String,
-    /// sha256 of the target GGUF file.
-    pub target_sha256: String,
-    /// Draft file name.
-    pub draft_file: String,
-    /// The draft model's key (the pair's gate is keyed by it).
-    pub draft_key: String,
-    /// Seed of the acceptance draws.
-    pub seed: u64,
-    /// Prompt set sha256.
-    pub prompt_set_sha256: String,
-    /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`);
-    /// `None` in rows stored before it was kept.
-    pub prompt_set: Option<String>,
-    /// Prompt ids measured.
-    pub prompt_ids: Vec<String>,
-    /// Tokens per prompt.
-    pub max_new: usize,
-    /// Repetitions.
-    pub reps: usize,
-    /// CPU threads.
-    pub n_threads: u32,
-    /// Layers offloaded to the GPU.
-    pub n_gpu_layers: u32,
-    /// Decode tok/s per repetition.
-    pub tps_samples: Vec<f64>,
-    /// Mean tok/s.
-    pub tps_mean: Option<f64>,
-    /// Sample std of tok/s.
-    pub tps_std: Option<f64>,
-    /// Speedup per repetition.
-    pub speedup_samples: Option<Vec<f64>>,
-    /// Mean speedup.
-    pub speedup_mean: Option<f64>,
-    /// Sample std of the speedup.
-    pub speedup_std: Option<f64>,
-    /// The prediction made before the timed runs (copied from `prediction_id`).
-    pub predicted_speedup: Option<f64>,
-    /// The cost model at the realised α̂ and draft lengths ([`post_hoc`]).
-    pub predicted_after: Option<f64>,
-    /// Realised α̂ = accepted ÷ (accepted + rejections).
-    pub alpha_hat: Option<f64>,
-    /// Positions tested (accepted + rejections).
-    pub n_tested: u64,
-    /// Drafted tokens.
-    pub n_drafted: u64,
-    /// Accepted tokens.
-    pub n_accepted: u64,
-    /// Iterations (target passes of the loop).
-    pub n_iterations: u64,
-    /// Emitted tokens.
-    pub n_emitted: u64,
-    /// Draft-model forward passes.
-    pub n_draft_passes: u64,
-    /// Drafter draws made, of which right (`n_right ÷ n_draws` estimates α over
-    /// every drafted position, tested or not).
-    pub n_draws: u64,
-    /// Draws that proposed the target's token.
-    pub n_right: u64,
-    /// Summed counters (JSON of [`SpecStats`]).
-    pub stats_json: String,
-    /// Cost-model timings (JSON of [`Timings`]).
-    pub timings_json: String,
-    /// llama.cpp build.
-    pub engine_build: String,
-    /// memwall's git commit.
-    pub build_commit: String,
-    /// When (UTC RFC 3339).
-    pub measured_at: String,
-    /// Hostname.
-    pub hostname: String,
-    /// CPU model name.
-    pub cpu_info: String,
-    /// GPU name(s).
-    pub gpu_info: Option<String>,
-    /// The greedy gate of the draft model at this k that unlocks the speedup.
-    pub gate_id: Option<i64>,
 }
 
 /// Flattens cells into rows; `prediction_ids` are the stored predictions in the
@@ -948,71 +812,6 @@ pub fn energy_md(
     if !reasons.is_empty() {
         s.push_str(&format!("\nNot measured: {}\n", reasons.join("; ")));
     }
-    s
-}
-
-/// Markdown table of where the decode time went ([`IterBreakdown`]), one column per
-/// configuration: each part in ms per iteration (summed over repetitions and
-/// prompts, ÷ iterations), then the parts' sum against the decode clock. A
-/// configuration without a breakdown (a row stored before it was kept) is left out.
-pub fn breakdown_md(cols: &[(String, SpecStats)]) -> String {
-    let cols: Vec<&(String, SpecStats)> = cols
-        .iter()
-        .filter(|(_, st)| st.breakdown.sum_ns() > 0 && st.n_iterations > 0)
-        .collect();
-    if cols.is_empty() {
-        return String::new();
-    }
-    let mut s = String::from(
-        "Per iteration (ms), each part timed with the engines synchronised at its edges:\n\n| part |",
-    );
-    for (l, _) in &cols {
-        s.push_str(&format!(" {l} |"));
-    }
-    s.push_str("\n|---|");
-    s.push_str(&"---|".repeat(cols.len()));
-    s.push('\n');
-    let per_iter = |st: &SpecStats, ns: u64| ns as f64 / 1e6 / st.n_iterations as f64;
-    let line = |name: &str, f: &dyn Fn(&SpecStats) -> String| {
-        let mut l = format!("| {name} |");
-        for (_, st) in &cols {
-            l.push_str(&format!(" {} |", f(st)));
-        }
-        l.push('\n');
-        l
-    };
-    s.push_str(&line("iterations", &|st: &SpecStats| {
-        st.n_iterations.to_string()
-    }));
-    s.push_str(&line("draft passes per iteration", &|st: &SpecStats| {
-        format!("{:.2}", st.n_draft_passes as f64 / st.n_iterations as f64)
-    }));
-    for (i, (name, _)) in IterBreakdown::default().parts().iter().enumerate() {
-        s.push_str(&line(name, &|st: &SpecStats| {
-            format!("{:.3}", per_iter(st, st.breakdown.parts()[i].1))
-        }));
-    }
-    s.push_str(&line("draft forward per draft pass", &|st: &SpecStats| {
-        if st.n_draft_passes > 0 {
-            format!(
-                "{:.3}",
-                st.breakdown.draft_forward_ns as f64 / 1e6 / st.n_draft_passes as f64
-            )
-        } else {
-            "—".into()
-        }
-    }));
-    s.push_str(&line("**sum of parts**", &|st: &SpecStats| {
-        format!("{:.3}", per_iter(st, st.breakdown.sum_ns()))
-    }));
-    s.push_str(&line("**decode clock**", &|st: &SpecStats| {
-        format!("{:.3}", per_iter(st, st.decode_ns))
-    }));
-    s.push_str(&line("sum ÷ clock", &|st: &SpecStats| {
-        st.breakdown
-            .coverage(st.decode_ns)
-            .map_or("—".into(), |c| format!("{c:.4}"))
-    }));
     s
 }
 
