@@ -94,6 +94,7 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
     }
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
     let pb2 = pb.clone();
+    let quiet = a.quiet;
     let progress = move |p: Progress| match p {
         Progress::Loading { model } => pb2.set_message(format!("loading {model}")),
         Progress::TestStarted {
@@ -109,7 +110,7 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
                 }
                 _ => String::new(),
             };
-            pb2.println(format!(
+            let line = format!(
                 "  {:<9} {:<8} {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%{read}",
                 record.engine,
                 record.quant,
@@ -118,7 +119,15 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
                 record.stddev_ts,
                 record.ceiling_ts,
                 record.achieved * 100.0
-            ));
+            );
+            // A hidden bar (stderr not a terminal: a pipe, a CI log) prints nothing
+            // through println: each row still shows as it finishes, not only in the
+            // table at the end.
+            if pb2.is_hidden() && !quiet {
+                eprintln!("{line}");
+            } else {
+                pb2.println(line);
+            }
         }
     };
     let cancel = Arc::new(AtomicBool::new(false));
