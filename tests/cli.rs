@@ -690,6 +690,8 @@ fn gate_and_bench(db: &Path) -> (i64, i64) {
         n_identical: 2,
         first_diff: None,
         stats: SpecStats::default(),
+        shape_gap: None,
+        tie_tolerance: 0.0,
     };
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let s = Store::open(db).await.unwrap();

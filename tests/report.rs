@@ -105,6 +105,8 @@ fn gate_and_bench(db: &Path) {
         n_identical: 2,
         first_diff: None,
         stats: SpecStats::default(),
+        shape_gap: None,
+        tie_tolerance: 0.0,
     };
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let s = Store::open(db).await.unwrap();
@@ -754,6 +756,8 @@ async fn fixture_spec(s: &memwall_core::store::Store) {
         n_identical: 2,
         first_diff: None,
         stats: SpecStats::default(),
+        shape_gap: None,
+        tie_tolerance: 0.0,
     };
     ss::insert_gate_run(
         s,
@@ -878,6 +882,8 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
         n_identical: 2,
         first_diff: None,
         stats: SpecStats::default(),
+        shape_gap: None,
+        tie_tolerance: 0.0,
     };
     ss::insert_gate_run(
         s,

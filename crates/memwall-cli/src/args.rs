@@ -900,13 +900,17 @@ pub struct SpecGateArgs {
     /// Seed of the sampling check.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Near-tie tolerance of the greedy gate, in logits (default 0: token for
-    /// token). A verified position may take the target-only token where the verify
-    /// pass's argmax leads it by at most this much; each row counts those positions
-    /// and their largest lead. For random-weight synthetic targets, whose top logits
-    /// are near-ties that a k + 1-row kernel's summation order can flip.
-    #[arg(long, default_value_t = 0.0)]
-    pub tie_tolerance: f32,
+    /// Near-tie tolerance of the greedy gate: `measured` or logits (default 0: token
+    /// for token). A verified position may take the target-only token where the
+    /// verify pass's argmax leads it by at most this much; each row counts those
+    /// positions and their largest lead. For random-weight synthetic targets, whose
+    /// top logits are near-ties that a k + 1-row kernel's summation order can flip.
+    /// Before the gate runs, the target's logits in k + 1-row passes are compared
+    /// with 1-row passes at the same positions (the batch-shape gap, stored with the
+    /// gate): `measured` uses that gap as each k's tolerance; a number above it is
+    /// refused.
+    #[arg(long, default_value = "0", value_name = "LOGITS|measured")]
+    pub tie_tolerance: String,
     /// Do not store the result.
     #[arg(long)]
     pub no_store: bool,

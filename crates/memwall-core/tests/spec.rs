@@ -101,6 +101,25 @@ fn the_real_pair_is_output_identical() {
             assert_eq!(out.tokens, want, "n-gram, k = {k}");
         }
     }
+    // The batch-shape gap a gate's near-tie tolerance comes from: on llama.cpp's CPU
+    // back end (weights not repacked, passes of at most 7 rows) a position's logits
+    // are the same in a k + 1-row verify pass as in a 1-row pass, bit for bit.
+    let prompt = memwall_core::measure::engine::Vocab::tokenize(&p.target, PROMPTS[0], true).unwrap();
+    let n_shared = memwall_core::measure::engine::Engine::n_vocab(&p.target);
+    for k in [2, 5, 8] {
+        let g = memwall_core::experiments::speculative::shape::measure(
+            &mut p.target,
+            &prompt,
+            n_shared,
+            18,
+            k + 1,
+            s.max_rows_per_pass,
+        )
+        .unwrap();
+        eprintln!("k = {k}: batch-shape gap {g:?}");
+        assert_eq!(g.max_abs, 0.0, "k = {k}: {g:?}");
+        assert_eq!(g.n_positions as usize, 2 * (18 / (k + 1)) * (k + 1));
+    }
 }
 
 /// A draft whose vocabulary differs from the target's past the first 1,000 ids is

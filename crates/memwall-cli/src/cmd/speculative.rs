@@ -124,6 +124,17 @@ async fn prompts(a: SpecPromptsArgs) -> Result<()> {
 }
 
 async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
+    let (tie_tolerance, tie_measured) = match a.tie_tolerance.trim() {
+        "measured" => (0.0, true),
+        t => (
+            t.parse::<f32>().map_err(|_| {
+                anyhow::anyhow!(
+                    "--tie-tolerance {t}: use `measured` (each k's batch-shape gap) or a number of logits ≥ 0"
+                )
+            })?,
+            false,
+        ),
+    };
     let opts = GateJobOptions {
         ks: a.k.clone(),
         drafters: drafters(&a.drafters)?,
@@ -133,7 +144,8 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
         sampling_k: a.sampling_k,
         temperature: a.temperature,
         seed: a.seed,
-        tie_tolerance: a.tie_tolerance,
+        tie_tolerance,
+        tie_measured,
         guard: a.guard.options(),
         command: command_line(),
     };

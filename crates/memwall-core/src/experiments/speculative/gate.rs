@@ -21,6 +21,7 @@ use super::drafter::{DraftModel, Drafter, Ngram};
 use super::prompts::{Category, Format};
 use super::run::{GreedyOutput, SpecConfig, SpecSession, SpecStats, TieBreak, target_greedy};
 use super::sampling::SamplingParams;
+use super::shape::{self, ShapeGap};
 use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +84,12 @@ pub struct GatePlan {
     /// stats and named in its line.
     #[serde(default)]
     pub tie_tolerance: f32,
+    /// The tolerance is each k's measured batch-shape gap ([`shape::measure`] on
+    /// the first prompt, before any row runs) instead of `tie_tolerance`
+    /// (`--tie-tolerance measured`). A `tie_tolerance` above the measured gap is
+    /// refused (issue 42 §4: a tolerance must come from a measurement).
+    #[serde(default)]
+    pub tie_measured: bool,
 }
 
 /// Where a speculative output first left the reference.
@@ -118,6 +125,15 @@ pub struct GateRow {
     /// Speculative counters summed over the prompts.
     #[ts(skip)]
     pub stats: SpecStats,
+    /// The batch-shape gap of this k's verify passes, measured before the gate ran
+    /// (`None`: no near-tie tolerance asked for, nothing measured).
+    #[ts(skip)]
+    #[serde(default)]
+    pub shape_gap: Option<ShapeGap>,
+    /// The near-tie tolerance this row ran with, in logits (0: token for token).
+    #[ts(skip)]
+    #[serde(default)]
+    pub tie_tolerance: f32,
 }
 
 impl GateRow {
@@ -160,6 +176,12 @@ impl GateRow {
                 self.stats.n_tie_breaks, self.stats.n_emitted, self.stats.tie_gap_max
             ));
         }
+        if let Some(g) = &self.shape_gap {
+            s.push_str(&format!(
+                "; batch-shape gap {:.3e} logits ({}-row vs 1-row passes, {} positions), near-tie tolerance {:.3e}",
+                g.max_abs, g.rows, g.n_positions, self.tie_tolerance
+            ));
+        }
         s
     }
 }
@@ -200,10 +222,58 @@ pub fn greedy_gate<T: Engine, D: Engine>(
                 n_identical: 0,
                 first_diff: None,
                 stats: SpecStats::default(),
+                shape_gap: None,
+                tie_tolerance: 0.0,
             });
         }
     }
     let mut session = SpecSession::new();
+    // Near-ties may be allowed only as far as the target's logits move between a
+    // 1-row pass and a verify pass of each k's shape: measured here, on the first
+    // prompt, before any row runs, and stored with the rows.
+    if plan.tie_measured || plan.tie_tolerance > 0.0 {
+        let n_target = target.n_vocab();
+        let n_shared = draft
+            .as_ref()
+            .and_then(|d| d.n_vocab())
+            .map_or(n_target, |d| d.min(n_target));
+        let first = prompts
+            .first()
+            .ok_or_else(|| SpecError::Config("the gate has no prompts".into()))?;
+        let mut gaps: Vec<(usize, ShapeGap)> = Vec::new();
+        for &k in &plan.ks {
+            if k == 0 || gaps.iter().any(|(kk, _)| *kk == k) {
+                continue;
+            }
+            let g = shape::measure(
+                target,
+                &first.tokens,
+                n_shared,
+                plan.max_new.max(k + 1),
+                k + 1,
+                session.max_rows_per_pass,
+            )?;
+            if !plan.tie_measured && f64::from(plan.tie_tolerance) > g.max_abs {
+                return Err(SpecError::Config(format!(
+                    "--tie-tolerance {} is more than the batch-shape gap measured at k = {k}: {:.3e} logits \
+                     (the target's logits in {}-row passes vs 1-row passes at the same {} positions of prompt {}); \
+                     a gate may allow no more than that: use --tie-tolerance measured",
+                    plan.tie_tolerance, g.max_abs, g.rows, g.n_positions, first.id
+                )));
+            }
+            gaps.push((k, g));
+        }
+        for row in rows.iter_mut() {
+            if let Some((_, g)) = gaps.iter().find(|(k, _)| *k == row.k) {
+                row.shape_gap = Some(*g);
+                row.tie_tolerance = if plan.tie_measured {
+                    g.max_abs as f32
+                } else {
+                    plan.tie_tolerance
+                };
+            }
+        }
+    }
     for (pi, p) in prompts.iter().enumerate() {
         if cancel.load(Ordering::Relaxed) {
             return Err(SpecError::Cancelled);
@@ -214,11 +284,12 @@ pub fn greedy_gate<T: Engine, D: Engine>(
             margins,
         } = target_greedy(target, &p.tokens, plan.max_new)?;
         session.invalidate();
-        session.set_tie_break((plan.tie_tolerance > 0.0).then(|| TieBreak {
-            reference: p.tokens.iter().chain(&want).copied().collect(),
-            tolerance: plan.tie_tolerance,
-        }));
+        let reference: Vec<TokenId> = p.tokens.iter().chain(&want).copied().collect();
         for row in rows.iter_mut() {
+            session.set_tie_break((row.tie_tolerance > 0.0).then(|| TieBreak {
+                reference: reference.clone(),
+                tolerance: row.tie_tolerance,
+            }));
             let cfg = SpecConfig::greedy(row.k, plan.max_new);
             let drafter: &mut dyn Drafter = match row.drafter {
                 DrafterKind::DraftModel => *draft.as_mut().expect("checked above"),
@@ -604,6 +675,7 @@ mod tests {
             max_new: 8,
             ngram: Ngram::default(),
             tie_tolerance: 0.0,
+            tie_measured: false,
         };
         let stop = AtomicBool::new(false);
         let mut seen = Vec::new();
@@ -641,6 +713,7 @@ mod tests {
             max_new: 24,
             ngram: Ngram::default(),
             tie_tolerance: 0.0,
+            tie_measured: false,
         };
         let mut seen = 0;
         let rows = greedy_gate(
@@ -681,6 +754,7 @@ mod tests {
             max_new: 16,
             ngram: Ngram::default(),
             tie_tolerance: 0.0,
+            tie_measured: false,
         };
         let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
         let prompts = tokenized(3);
@@ -723,6 +797,7 @@ mod tests {
                 max_new: 16,
                 ngram: Ngram::default(),
                 tie_tolerance: tolerance,
+                tie_measured: false,
             };
             greedy_gate(
                 target,
@@ -762,6 +837,59 @@ mod tests {
             "{}",
             r.line()
         );
+    }
+
+    #[test]
+    fn a_tolerance_comes_from_the_measured_batch_shape_gap() {
+        fn plan(tolerance: f32, measured: bool) -> GatePlan {
+            GatePlan {
+                ks: vec![3],
+                drafters: vec![DrafterKind::DraftModel],
+                max_new: 16,
+                ngram: Ngram::default(),
+                tie_tolerance: tolerance,
+                tie_measured: measured,
+            }
+        }
+        let run = |target: &mut Mock, p: &GatePlan| {
+            let mut dm = DraftModel::new(Mock::new(30, 4.0), "draft:mock".into());
+            greedy_gate(
+                target,
+                Some(&mut dm),
+                &tokenized(3),
+                p,
+                &mut |_, _, _| {},
+                &AtomicBool::new(false),
+            )
+        };
+        // An exact engine: its gap is 0, so any tolerance above 0 is refused.
+        let err = run(&mut Mock::new(30, 4.0), &plan(1e-3, false)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("--tie-tolerance 0.001 is more than the batch-shape gap measured at k = 3: 0.000e0 logits"),
+            "{err}"
+        );
+        // `measured` there is token for token, and says so in the line.
+        let r = run(&mut Mock::new(30, 4.0), &plan(0.0, true)).unwrap().remove(0);
+        assert!(r.passed(), "{}", r.line());
+        assert_eq!((r.tie_tolerance, r.shape_gap.unwrap().max_abs), (0.0, 0.0));
+        assert!(r.line().contains("batch-shape gap 0.000e0 logits (4-row vs 1-row passes, 32 positions)"), "{}", r.line());
+        // A flipping engine: the tolerance is its gap, the same figure shape::measure
+        // gives on the first prompt, and the near-ties pass within it.
+        let flipping = || {
+            let mut m = Mock::new(30, 4.0);
+            m.batched_flip = Some(1e-4);
+            m
+        };
+        let want = shape::measure(&mut flipping(), &tokenized(3)[0].tokens, 30, 16, 4, 7).unwrap();
+        assert!(want.max_abs > 1e-4);
+        let r = run(&mut flipping(), &plan(0.0, true)).unwrap().remove(0);
+        assert_eq!(r.shape_gap, Some(want));
+        assert_eq!(r.tie_tolerance, want.max_abs as f32);
+        assert!(r.passed() && r.stats.n_tie_breaks > 0, "{}", r.line());
+        // No tolerance asked for: nothing measured, nothing stored.
+        let r = run(&mut Mock::new(30, 4.0), &plan(0.0, false)).unwrap().remove(0);
+        assert_eq!((r.shape_gap, r.tie_tolerance), (None, 0.0));
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod record;
 pub mod row;
 pub mod run;
 pub mod sampling;
+pub mod shape;
 pub mod store;
 pub mod synth;
 pub mod verify;

@@ -78,7 +78,7 @@ pub async fn insert_gate_run(
                     .as_ref()
                     .map(|d| serde_json::to_string(d).expect("serialize")),
             )
-            .bind(serde_json::to_string(&r.stats).expect("serialize"))
+            .bind(gate_detail(r))
             .bind(&prov.engine_build)
             .bind(crate::BUILD_COMMIT)
             .bind(&run.finished_at)
@@ -489,6 +489,18 @@ pub async fn insert_bench_run_sampled(
     }
     tx.commit().await.map_err(|e| sql(store, e))?;
     Ok(run_id)
+}
+
+/// A greedy gate row's `detail_json`: its counters ([`super::run::SpecStats`], what
+/// readers parse) and, where a near-tie tolerance was asked for, the batch-shape gap
+/// measured before the gate ran and the tolerance the row used (issue 42 §4).
+fn gate_detail(r: &GateRow) -> String {
+    let mut v = serde_json::to_value(&r.stats).expect("serialize");
+    if let (Some(o), Some(g)) = (v.as_object_mut(), &r.shape_gap) {
+        o.insert("shape_gap".into(), serde_json::json!(g));
+        o.insert("tie_tolerance".into(), serde_json::json!(r.tie_tolerance));
+    }
+    v.to_string()
 }
 
 fn js<T: Serialize + ?Sized>(v: &T) -> String {
@@ -986,6 +998,8 @@ mod tests {
             n_identical: identical,
             first_diff: None,
             stats: SpecStats::default(),
+            shape_gap: None,
+            tie_tolerance: 0.0,
         }
     }
 
@@ -1050,6 +1064,49 @@ mod tests {
         .await
         .unwrap()
         .get("n")
+    }
+
+    #[tokio::test]
+    async fn a_gates_measured_batch_shape_gap_is_stored_with_its_row() {
+        use crate::experiments::speculative::shape::ShapeGap;
+        let (_d, s) = store().await;
+        let g = ShapeGap {
+            rows: 5,
+            n_positions: 64,
+            max_abs: 6.5e-3,
+        };
+        let row = GateRow {
+            shape_gap: Some(g),
+            tie_tolerance: 6.5e-3,
+            stats: SpecStats {
+                n_tie_breaks: 2,
+                ..SpecStats::default()
+            },
+            ..gate_row(4, 54)
+        };
+        let p = prov();
+        insert_gate_run(&s, &run("spec-gate"), &p, &prompts(54), &[row, gate_row(2, 54)], &[])
+            .await
+            .unwrap();
+        let details: Vec<String> =
+            sqlx::query_scalar("SELECT detail_json FROM spec_gates ORDER BY k DESC")
+                .fetch_all(s.pool())
+                .await
+                .unwrap();
+        let d: serde_json::Value = serde_json::from_str(&details[0]).unwrap();
+        assert_eq!(d["shape_gap"]["max_abs"], 6.5e-3);
+        assert_eq!(d["shape_gap"]["rows"], 5);
+        assert_eq!(d["shape_gap"]["n_positions"], 64);
+        assert!((d["tie_tolerance"].as_f64().unwrap() - 6.5e-3).abs() < 1e-9);
+        assert_eq!(d["n_tie_breaks"], 2);
+        // A row without a tolerance stores its counters alone.
+        let d: serde_json::Value = serde_json::from_str(&details[1]).unwrap();
+        assert!(d.get("shape_gap").is_none() && d.get("tie_tolerance").is_none());
+        // Readers still parse the counters, and the gates still unlock.
+        let gates = greedy_gates(&s, &p.target_sha256, &p.engine_build, &p.prompt_set_sha256)
+            .await
+            .unwrap();
+        assert_eq!(gates.len(), 2);
     }
 
     #[tokio::test]

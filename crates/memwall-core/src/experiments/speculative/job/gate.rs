@@ -65,6 +65,10 @@ pub struct GateJobOptions {
     /// [`gate::GatePlan::tie_tolerance`]).
     #[ts(skip)]
     pub tie_tolerance: f32,
+    /// The near-tie tolerance is each k's measured batch-shape gap
+    /// (`--tie-tolerance measured`, [`gate::GatePlan::tie_measured`]).
+    #[ts(skip)]
+    pub tie_measured: bool,
     /// Battery and memory overrides.
     #[ts(skip)]
     pub guard: GuardOptions,
@@ -85,6 +89,7 @@ impl Default for GateJobOptions {
             temperature: 1.0,
             seed: 1,
             tie_tolerance: 0.0,
+            tie_measured: false,
             guard: GuardOptions::default(),
             command: String::new(),
         }
@@ -246,6 +251,7 @@ fn run_gate(
         max_new: opts.max_new,
         ngram: Ngram::default(),
         tie_tolerance: opts.tie_tolerance,
+        tie_measured: opts.tie_measured,
     };
     let rows = gate::greedy_gate(
         &mut p.target,
