@@ -104,7 +104,8 @@ fn the_real_pair_is_output_identical() {
     // The batch-shape gap a gate's near-tie tolerance comes from: on llama.cpp's CPU
     // back end (weights not repacked, passes of at most 7 rows) a position's logits
     // are the same in a k + 1-row verify pass as in a 1-row pass, bit for bit.
-    let prompt = memwall_core::measure::engine::Vocab::tokenize(&p.target, PROMPTS[0], true).unwrap();
+    let prompt =
+        memwall_core::measure::engine::Vocab::tokenize(&p.target, PROMPTS[0], true).unwrap();
     let n_shared = memwall_core::measure::engine::Engine::n_vocab(&p.target);
     for k in [2, 5, 8] {
         let g = memwall_core::experiments::speculative::shape::measure(

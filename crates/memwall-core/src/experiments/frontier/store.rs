@@ -159,7 +159,10 @@ pub(super) async fn store_cell(
             arm.arm.quant,
             c.measure,
             cx.source.path.display(),
-            c.note.as_deref().map(|n| format!("; {n}")).unwrap_or_default()
+            c.note
+                .as_deref()
+                .map(|n| format!("; {n}"))
+                .unwrap_or_default()
         ),
         guard: c.guard.clone(),
     };
@@ -425,9 +428,16 @@ mod tests {
         };
         let a = arm("Q8_0", 800_000_000);
         let note = crate::measure::prompt::fallback_note("q8.gguf");
-        let with = store_cell(&cx, &a, NewCell { note: Some(note.clone()), ..cell(None) })
-            .await
-            .unwrap();
+        let with = store_cell(
+            &cx,
+            &a,
+            NewCell {
+                note: Some(note.clone()),
+                ..cell(None)
+            },
+        )
+        .await
+        .unwrap();
         let without = store_cell(&cx, &arm("Q4_K_M", 450_000_000), cell(None))
             .await
             .unwrap();

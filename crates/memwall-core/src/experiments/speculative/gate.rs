@@ -870,10 +870,17 @@ mod tests {
             "{err}"
         );
         // `measured` there is token for token, and says so in the line.
-        let r = run(&mut Mock::new(30, 4.0), &plan(0.0, true)).unwrap().remove(0);
+        let r = run(&mut Mock::new(30, 4.0), &plan(0.0, true))
+            .unwrap()
+            .remove(0);
         assert!(r.passed(), "{}", r.line());
         assert_eq!((r.tie_tolerance, r.shape_gap.unwrap().max_abs), (0.0, 0.0));
-        assert!(r.line().contains("batch-shape gap 0.000e0 logits (4-row vs 1-row passes, 32 positions)"), "{}", r.line());
+        assert!(
+            r.line()
+                .contains("batch-shape gap 0.000e0 logits (4-row vs 1-row passes, 32 positions)"),
+            "{}",
+            r.line()
+        );
         // A flipping engine: the tolerance is its gap, the same figure shape::measure
         // gives on the first prompt, and the near-ties pass within it.
         let flipping = || {
@@ -888,7 +895,9 @@ mod tests {
         assert_eq!(r.tie_tolerance, want.max_abs as f32);
         assert!(r.passed() && r.stats.n_tie_breaks > 0, "{}", r.line());
         // No tolerance asked for: nothing measured, nothing stored.
-        let r = run(&mut Mock::new(30, 4.0), &plan(0.0, false)).unwrap().remove(0);
+        let r = run(&mut Mock::new(30, 4.0), &plan(0.0, false))
+            .unwrap()
+            .remove(0);
         assert_eq!((r.shape_gap, r.tie_tolerance), (None, 0.0));
     }
 

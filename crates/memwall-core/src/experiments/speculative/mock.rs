@@ -10,9 +10,7 @@
 //! logits: 0 gives a draft identical to the target (all accepted), large values
 //! an unrelated one.
 
-use crate::measure::engine::{
-    BatchItem, Engine, EngineError, EngineInfo, TokenId, Vocab, argmax,
-};
+use crate::measure::engine::{BatchItem, Engine, EngineError, EngineInfo, TokenId, Vocab, argmax};
 
 fn mix(mut z: u64) -> u64 {
     // splitmix64 finalizer.

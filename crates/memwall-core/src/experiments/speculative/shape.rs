@@ -117,11 +117,7 @@ pub fn measure<E: Engine + ?Sized>(
         for j in 0..rows {
             e.decode_one(fed[s + j], start + j as u32, 0)?;
             let got = e.logits(0)?;
-            compare(
-                &got[..n_shared.min(got.len())],
-                &reference[s + j],
-                &mut gap,
-            );
+            compare(&got[..n_shared.min(got.len())], &reference[s + j], &mut gap);
         }
     }
     e.synchronize();
@@ -168,7 +164,12 @@ mod tests {
         // One row per pass (max_rows 1) is the reference's own shape: no gap.
         let mut one = Mock::new(50, 8.0);
         one.batched_flip = Some(lead);
-        assert_eq!(measure(&mut one, &prompt, 50, n_new, rows, 1).unwrap().max_abs, 0.0);
+        assert_eq!(
+            measure(&mut one, &prompt, 50, n_new, rows, 1)
+                .unwrap()
+                .max_abs,
+            0.0
+        );
     }
 
     #[test]

@@ -1085,9 +1085,16 @@ mod tests {
             ..gate_row(4, 54)
         };
         let p = prov();
-        insert_gate_run(&s, &run("spec-gate"), &p, &prompts(54), &[row, gate_row(2, 54)], &[])
-            .await
-            .unwrap();
+        insert_gate_run(
+            &s,
+            &run("spec-gate"),
+            &p,
+            &prompts(54),
+            &[row, gate_row(2, 54)],
+            &[],
+        )
+        .await
+        .unwrap();
         let details: Vec<String> =
             sqlx::query_scalar("SELECT detail_json FROM spec_gates ORDER BY k DESC")
                 .fetch_all(s.pool())

@@ -29,13 +29,13 @@ use super::bench::{self, CategoryInput};
 use super::cost::{self, LoopOverhead, Timings};
 use super::drafter::{Draft, DraftCtx, Drafter, KvSeq, NoDraft};
 use super::gate::TokenizedPrompt;
+pub use super::record::{
+    SpecSynthRow, SynthCalibration, SynthPrediction, breakdown_md, pooled_energy,
+};
 use super::row::argmax_max;
 use super::run::{IterBreakdown, SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
 use super::verify::QDist;
-pub use super::record::{
-    SpecSynthRow, SynthCalibration, SynthPrediction, breakdown_md, pooled_energy,
-};
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{Engine, TokenId};
 use crate::measure::sampler::session::{EnergySummary, PhaseEvent, Recording};

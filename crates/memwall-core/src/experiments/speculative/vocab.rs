@@ -228,10 +228,17 @@ mod tests {
         xs.extend([-0.0, -86.999, -87.0, -87.001, f32::NEG_INFINITY, f32::NAN]);
         for x in xs {
             let (a, b) = (exp_neg(x), exp_neg_reference(x));
-            assert_eq!(a.to_bits(), b.to_bits(), "exp_neg({x}) = {a}, reference {b}");
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "exp_neg({x}) = {a}, reference {b}"
+            );
             if x >= -87.0 {
                 let e = f64::from(x).exp();
-                assert!((f64::from(a) - e).abs() <= 4.0 * e * f64::from(f32::EPSILON), "exp_neg({x}) = {a}, exp = {e}");
+                assert!(
+                    (f64::from(a) - e).abs() <= 4.0 * e * f64::from(f32::EPSILON),
+                    "exp_neg({x}) = {a}, exp = {e}"
+                );
             }
         }
     }

@@ -356,7 +356,6 @@ impl Vocab for LlamaModelHandle {
         v.should_add_bos().then(|| v.bos().0)
     }
 
-
     fn apply_builtin_template(
         &self,
         name: &str,

@@ -261,42 +261,43 @@ pub async fn bench_job(
         opts.clone(),
     );
     let mut progress = progress;
-    let (p, inputs, guard, mut progress, template_note) = blocking(move || -> Result<_, JobError> {
-        let mut p = load(
-            engine,
-            &target,
-            d2.as_deref(),
-            FIRST_N_CTX,
-            threads,
-            ngl,
-            &mut progress,
-        )?;
-        let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
-        let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
-        let inputs = o2.split(&toks)?;
-        let longest = inputs
-            .iter()
-            .flat_map(|i| i.measured.iter().chain(std::iter::once(&i.calibration)))
-            .map(|t| t.tokens.len())
-            .max()
-            .unwrap_or(0);
-        let need_ctx = context_for(longest, o2.max_new.max(o2.calib_max_new));
-        if need_ctx > FIRST_N_CTX {
-            fit(&mut guard, engine, &target, d2.as_deref(), need_ctx)?;
-            drop(p);
-            p = load(
+    let (p, inputs, guard, mut progress, template_note) =
+        blocking(move || -> Result<_, JobError> {
+            let mut p = load(
                 engine,
                 &target,
                 d2.as_deref(),
-                need_ctx,
+                FIRST_N_CTX,
                 threads,
                 ngl,
                 &mut progress,
             )?;
-        }
-        Ok((p, inputs, guard, progress, template_note))
-    })
-    .await??;
+            let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
+            let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
+            let inputs = o2.split(&toks)?;
+            let longest = inputs
+                .iter()
+                .flat_map(|i| i.measured.iter().chain(std::iter::once(&i.calibration)))
+                .map(|t| t.tokens.len())
+                .max()
+                .unwrap_or(0);
+            let need_ctx = context_for(longest, o2.max_new.max(o2.calib_max_new));
+            if need_ctx > FIRST_N_CTX {
+                fit(&mut guard, engine, &target, d2.as_deref(), need_ctx)?;
+                drop(p);
+                p = load(
+                    engine,
+                    &target,
+                    d2.as_deref(),
+                    need_ctx,
+                    threads,
+                    ngl,
+                    &mut progress,
+                )?;
+            }
+            Ok((p, inputs, guard, progress, template_note))
+        })
+        .await??;
     check_cancel(&cancel)?;
     let engine_build = p.engine_build.clone();
     let gates = sstore::greedy_gates(store, &p.target_sha256, &engine_build, &set.sha256).await?;

@@ -173,37 +173,38 @@ pub async fn synth_job(
         opts.clone(),
     );
     let mut progress = progress;
-    let (p, prompts, guard, mut progress, template_note) = blocking(move || -> Result<_, JobError> {
-        let mut p = load(
-            engine,
-            &target,
-            Some(&d2),
-            FIRST_N_CTX,
-            threads,
-            ngl,
-            &mut progress,
-        )?;
-        let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
-        let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
-        let prompts = limit_round_robin(toks, o2.n_prompts);
-        let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
-        let need_ctx = context_for(longest, o2.max_new);
-        if need_ctx > FIRST_N_CTX {
-            fit(&mut guard, engine, &target, Some(&d2), need_ctx)?;
-            drop(p);
-            p = load(
+    let (p, prompts, guard, mut progress, template_note) =
+        blocking(move || -> Result<_, JobError> {
+            let mut p = load(
                 engine,
                 &target,
                 Some(&d2),
-                need_ctx,
+                FIRST_N_CTX,
                 threads,
                 ngl,
                 &mut progress,
             )?;
-        }
-        Ok((p, prompts, guard, progress, template_note))
-    })
-    .await??;
+            let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
+            let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
+            let prompts = limit_round_robin(toks, o2.n_prompts);
+            let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
+            let need_ctx = context_for(longest, o2.max_new);
+            if need_ctx > FIRST_N_CTX {
+                fit(&mut guard, engine, &target, Some(&d2), need_ctx)?;
+                drop(p);
+                p = load(
+                    engine,
+                    &target,
+                    Some(&d2),
+                    need_ctx,
+                    threads,
+                    ngl,
+                    &mut progress,
+                )?;
+            }
+            Ok((p, prompts, guard, progress, template_note))
+        })
+        .await??;
     check_cancel(&cancel)?;
     let engine_build = p.engine_build.clone();
     let draft_key = p.draft.as_ref().map(|d| d.key()).unwrap_or_default();
