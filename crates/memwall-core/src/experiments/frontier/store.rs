@@ -413,19 +413,40 @@ mod tests {
         }
     }
 
+    /// A throwaway store with the test source and host, for [`store_cell`].
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        store: Store,
+        src: Source,
+        host: crate::probe::hw::HostInfo,
+    }
+
+    impl Fixture {
+        async fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("f.db")).await.unwrap();
+            Fixture {
+                _dir: dir,
+                store,
+                src: source(),
+                host: crate::testing::host(),
+            }
+        }
+        fn cx(&self) -> CellContext<'_> {
+            CellContext {
+                store: &self.store,
+                host: &self.host,
+                source: &self.src,
+                command: "test",
+                n_threads: 2,
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_cells_note_is_stored_in_its_runs_notes() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(&d.path().join("f.db")).await.unwrap();
-        let src = source();
-        let host = crate::testing::host();
-        let cx = CellContext {
-            store: &store,
-            host: &host,
-            source: &src,
-            command: "test",
-            n_threads: 2,
-        };
+        let f = Fixture::new().await;
+        let cx = f.cx();
         let a = arm("Q8_0", 800_000_000);
         let note = crate::measure::prompt::fallback_note("q8.gguf");
         let with = store_cell(
@@ -446,7 +467,7 @@ mod tests {
                 "SELECT r.notes FROM runs r JOIN frontier_cells c ON c.run_id = r.id WHERE c.id = ?",
             )
             .bind(id)
-            .fetch_one(store.pool())
+            .fetch_one(f.store.pool())
         };
         let n = notes(with).await.unwrap();
         assert!(n.starts_with("frontier cell: Q8_0 speed of "), "{n}");
@@ -456,17 +477,8 @@ mod tests {
 
     #[tokio::test]
     async fn planted_energy_gives_the_hand_computed_tokens_per_joule_and_a_missing_one_says_why() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(&d.path().join("f.db")).await.unwrap();
-        let src = source();
-        let host = crate::testing::host();
-        let cx = CellContext {
-            store: &store,
-            host: &host,
-            source: &src,
-            command: "test",
-            n_threads: 2,
-        };
+        let f = Fixture::new().await;
+        let cx = f.cx();
         let arms = vec![
             arm("Q8_0", 800_000_000),
             arm("Q4_K_M", 450_000_000),
@@ -480,7 +492,7 @@ mod tests {
         store_cell(&cx, &arms[1], cell(Some(60.0))).await.unwrap();
         store_cell(&cx, &arms[2], cell(None)).await.unwrap();
 
-        let rows = load_rows(&store, &plan(), &src, &arms).await.unwrap();
+        let rows = load_rows(&f.store, &plan(), &f.src, &arms).await.unwrap();
         let e: Vec<_> = rows.iter().map(|r| r.energy.clone().unwrap()).collect();
         let close = |a: Option<f64>, b: f64| (a.unwrap() - b).abs() < EXACT * b.max(1.0);
         assert!(close(e[0].j_per_token, 0.78125), "{:?}", e[0]);
@@ -499,14 +511,14 @@ mod tests {
         let tg_id: i64 =
             sqlx::query_scalar("SELECT id FROM bench_results WHERE run_id = ? AND n_prompt = 0")
                 .bind(e[0].run_id)
-                .fetch_one(store.pool())
+                .fetch_one(f.store.pool())
                 .await
                 .unwrap();
         assert_eq!(e[0].row_id, Some(tg_id));
         let series = |run: i64| {
             sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM sampler_series WHERE run_id = ?")
                 .bind(run)
-                .fetch_one(store.pool())
+                .fetch_one(f.store.pool())
         };
         assert_eq!(series(e[0].run_id).await.unwrap(), 4);
         assert_eq!(series(e[2].run_id).await.unwrap(), 0);
@@ -555,6 +567,6 @@ mod tests {
         );
 
         // Bench rows are not frontier arms: none of these runs is a `bench` run.
-        assert!(bench_energy_arms(&store).await.unwrap().is_empty());
+        assert!(bench_energy_arms(&f.store).await.unwrap().is_empty());
     }
 }
