@@ -12,10 +12,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 failed=()
+# MEMWALL_ONLY=REGEX (a drill, scripts/ci-skip-drill.sh): only the steps and skips whose
+# names match run; the end then says that this was not the whole suite.
+selected() { [ -z "${MEMWALL_ONLY:-}" ] || grep -Eq -- "$MEMWALL_ONLY" <<<"$1"; }
 # step NAME CMD...: runs CMD, records NAME as failed when it exits non-zero.
 step() {
   local name=$1
   shift
+  if ! selected "$name"; then echo "-- $name: not selected (MEMWALL_ONLY)"; return; fi
   echo "== $name"
   local t0=$SECONDS
   if "$@"; then
@@ -28,6 +32,7 @@ step() {
 }
 # skip NAME REASON [REQUIRE_VAR]: a loud skip, a failure when REQUIRE_VAR=1 (CI).
 skip() {
+  selected "$1" || return 0
   echo "!!!!!!!! SKIPPED $1: $2 !!!!!!!!" >&2
   if [ -n "${3:-}" ] && [ "${!3:-0}" = "1" ]; then
     failed+=("$1 (skipped, but $3=1)")
@@ -107,5 +112,9 @@ if [ ${#failed[@]} -gt 0 ]; then
   echo "== ${#failed[@]} step(s) FAILED:" >&2
   for f in "${failed[@]}"; do echo "   - $f" >&2; done
   exit 1
+fi
+if [ -n "${MEMWALL_ONLY:-}" ]; then
+  echo "== the selected steps passed (MEMWALL_ONLY=$MEMWALL_ONLY): not the whole suite"
+  exit 0
 fi
 echo "== all tests passed"
