@@ -963,6 +963,50 @@ fn calc_devices_and_predict_errors_are_clear() {
 }
 
 #[test]
+fn a_preset_takes_a_vocabulary_and_refuses_other_shape_flags() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("x.db");
+    let params = |extra: &[&str]| {
+        let mut a = vec![
+            "calc",
+            "--preset",
+            "qwen2.5-0.5b",
+            "-q",
+            "F16",
+            "--bandwidth",
+            "100",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        let o = memwall(&db, &a);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["model"]["n_params"].as_u64().unwrap()
+    };
+    // Qwen2.5-0.5B ties its embeddings: 128 more entries of 896 = 114,688 parameters
+    // (its 151,936-entry vocabulary given the 14B's 152,064).
+    assert_eq!(params(&["--vocab", "152064"]) - params(&[]), 128 * 896);
+    let o = memwall(
+        &db,
+        &[
+            "calc",
+            "--preset",
+            "qwen2.5-0.5b",
+            "--layers",
+            "3",
+            "--bandwidth",
+            "100",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("--layers does not combine with --preset"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
 fn vs_llama_speculative_prints_no_auto_ratio_for_an_off_decision() {
     use memwall_core::experiments::speculative::store::{AUTO_OFF_PREDICTED, SpecBenchRow};
     if Command::new("python3").arg("--version").output().is_err() {

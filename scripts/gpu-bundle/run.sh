@@ -87,10 +87,14 @@ db="$work/memwall.db"
 deadline=${DEADLINE:-$([ "$dry" = 1 ] && echo 86400 || echo 540)}
 min_left=${MIN_LEFT:-60}
 . "$root/scripts/gpu-bundle/pass.sh"
-model() { # preset:quant → path (synthesized once)
-  local preset=${1%%:*} quant=${1##*:}
-  local f="$work/models/$preset-$quant.gguf"
-  if [ ! -f "$f" ]; then run "$mw" --db "$db" model synth --preset "$preset" -q "$quant" --out "$f" >&2 || return 1; fi
+model() { # preset:quant[:vNNN] → path (synthesized once); vNNN sets the vocabulary size
+  # (e.g. a draft given its target's 152064 entries, so llama-server's --spec-synth-rates
+  # never feeds the draft a token past its own vocabulary)
+  local preset=${1%%:*} rest=${1#*:}
+  local quant=${rest%%:*} voc=()
+  case $rest in *:v*) voc=(--vocab "${rest##*:v}");; esac
+  local f="$work/models/$preset-$quant${voc[1]:+-v${voc[1]}}.gguf"
+  if [ ! -f "$f" ]; then run "$mw" --db "$db" model synth --preset "$preset" -q "$quant" "${voc[@]}" --out "$f" >&2 || return 1; fi
   echo "$f"
 }
 

@@ -1030,7 +1030,7 @@ pub struct ShapeArgs {
     /// Dense FFN width.
     #[arg(long)]
     pub ffn: Option<u32>,
-    /// Vocabulary size.
+    /// Vocabulary size (with --preset: replaces the preset's, e.g. a draft given its target's)
     #[arg(long)]
     pub vocab: Option<u64>,
     /// Tied embeddings (no separate output head).

@@ -25,8 +25,35 @@ pub(crate) fn shape_from_args(a: &ShapeArgs) -> Result<Option<(ModelShape, Recip
         s
     };
     if let Some(p) = &a.preset {
+        // A preset's shape is whole: only the vocabulary may change (a draft given its
+        // target's vocabulary); any other shape flag would be silently dropped.
+        let other = [
+            ("--layers", a.layers.is_some()),
+            ("--hidden", a.hidden.is_some()),
+            ("--heads", a.heads.is_some()),
+            ("--kv-heads", a.kv_heads.is_some()),
+            ("--head-dim", a.head_dim.is_some()),
+            ("--ffn", a.ffn.is_some()),
+            ("--tied", a.tied),
+            ("--experts", a.experts.is_some()),
+            ("--experts-used", a.experts_used.is_some()),
+            ("--ffn-expert", a.ffn_expert.is_some()),
+            ("--sliding-window", a.sliding_window.is_some()),
+        ];
+        if let Some((flag, _)) = other.iter().find(|(_, given)| *given) {
+            bail!(
+                "{flag} does not combine with --preset (a preset's shape is fixed; only --vocab, --untied and --lexicographic change it): give the whole shape by flags (--arch --layers …) instead"
+            );
+        }
         let p = shape::preset(p)?;
-        return Ok(Some((layout(p.shape), recipe, p.title.to_string())));
+        let mut s = layout(p.shape);
+        let mut title = p.title.to_string();
+        if let Some(v) = a.vocab {
+            s.n_vocab = v;
+            s.validate()?;
+            title = format!("{title} (vocab {v})");
+        }
+        return Ok(Some((s, recipe, title)));
     }
     let Some(arch) = &a.arch else {
         return Ok(None);
