@@ -72,9 +72,18 @@ def load(dirs):
                 # far: one copy of each file is enough.
                 files[os.path.basename(f)] = [doc]
                 call_files[os.path.basename(f)] = [doc]
+        # The rounds this call ran with a measurement switch (run.sh SPEC_AB_ENV), from
+        # the call's own log: a warm machine's results.tgz also holds the
+        # spec-variant-*.json of earlier calls, whose round numbers repeat.
+        variants = {}
+        log = os.path.join(d, "log.txt")
+        if os.path.exists(log):
+            for env, rnd in re.findall(r"set acceptance with (\S+) \(round (\d+), no peer\)", open(log).read()):
+                variants[f"-r{rnd}"] = env
         # The peer's JSON of the same call as a set-acceptance run.
         for r in new_synth:
             r["files"] = call_files
+            r["variants"] = variants
     return stream, bench, energy, files, synth, gates
 
 
@@ -170,7 +179,8 @@ def spec_table(w, synth, files):
         sfx = f"-r{rnd.group(1)}" if rnd else ""
         pf = rows[0].get("files", files)
         peer = next(iter(pf.get(f"spec-peer-{mq}{sfx}.json", [])), None)
-        variant = next(iter(pf.get(f"spec-variant-{mq}{sfx}.json", [])), None) if sfx else None
+        env = rows[0].get("variants", {}).get(sfx) if sfx else None
+        variant = {"env": env} if env else None
         if variant:
             peer = None
             target_label = f"{target} ({variant.get('env')})"

@@ -189,6 +189,7 @@ for step in $steps; do
     ;;
   spec)
     sp="$root/scripts/gpu-bundle/spec-prompts.jsonl"
+    rm -f "$work/json/spec-variant-"*  # an earlier call's (a warm machine keeps $work)
     dfile=$(model "$SPEC_DRAFT") || { say "spec: synth $SPEC_DRAFT failed"; continue; }
     for m in $SPEC_TARGETS; do
       time_left || { say "spec $m: skipped (time)"; continue; }
@@ -227,8 +228,8 @@ print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for
         else say "spec: llama-server not built here (peer not run)"; fi
       done
       # SPEC_AB_ENV=VAR=value: one more memwall round with that environment (an A/B of
-      # a measurement switch, e.g. MEMWALL_SPEC_CATCHUP=one-row), no peer; the round's
-      # spec-variant-*.json names it for report.py.
+      # a measurement switch, e.g. MEMWALL_SPEC_CATCHUP=batch against the one-row
+      # catch-up memwall uses on CUDA), no peer; the log line names it for report.py.
       if [ -n "${SPEC_AB_ENV:-}" ]; then
         sr=$((rounds_spec + 1)); sfx="-r$sr"
         if time_left; then
