@@ -38,21 +38,46 @@ pub(crate) fn ns_since(t: Instant) -> u64 {
     t.elapsed().as_nanos() as u64
 }
 
-/// Whether a drafter's catch-up runs in one-row passes (environment variable
-/// `MEMWALL_SPEC_CATCHUP=one-row`, read once; a measurement switch of issue 42).
+/// How a drafter catches up on the tokens committed since its last proposal before
+/// it drafts: one token after a rejection, two (its own last proposal and the bonus
+/// token) after a fully accepted draft.
 ///
-/// A drafter catches up on the tokens committed since its last proposal before it
-/// drafts: one token after a rejection, two (its own last proposal and the bonus
-/// token) after a fully accepted draft. By default they go in one pass. llama.cpp
-/// rebuilds its graph whenever a pass's shape differs from the last one, and its
-/// CUDA back end then runs two passes without a CUDA graph before it replays one
-/// again, so a two-row catch-up between one-row draft steps costs more than its
-/// own forward; one-row passes keep every draft pass the same shape at the price
-/// of one more pass after a fully accepted draft. Which is faster is measured, not
-/// assumed: `memwall spec bench` with and without the variable.
-pub fn catchup_one_row() -> bool {
-    static ONE_ROW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ONE_ROW.get_or_init(|| std::env::var("MEMWALL_SPEC_CATCHUP").is_ok_and(|v| v == "one-row"))
+/// llama.cpp with layers on a CUDA device re-captures its CUDA graph whenever a pass's
+/// shape differs from the last one and runs the next passes without a graph, so a
+/// two-row catch-up between one-row draft steps costs more than its own forward:
+/// measured on an H100 (results/h100/spec-calls4-7.md, 14B F16 target, 0.5B
+/// F16 draft), a draft pass took 1.56 to 1.75 ms with batched catch-up and 1.37 ms
+/// with one-row passes, and the speedup at α = 0.9, k = 6 rose in
+/// each of three same-call pairs (2.180–2.186 to 2.222–2.228). On the CPU a two-row pass costs about what a
+/// one-row pass does, so one more pass after a full acceptance is the dearer choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CatchUp {
+    /// The tokens in one pass.
+    Batch,
+    /// One pass per token, each keeping its row's logits as a draft step does.
+    OneRow,
+}
+
+impl CatchUp {
+    /// The choice for `engine`: `MEMWALL_SPEC_CATCHUP=one-row|batch` when set (an A/B
+    /// switch: `scripts/gpu-bundle/run.sh`'s SPEC_AB_ENV), else one-row passes where
+    /// the engine says a change of pass shape is costly
+    /// ([`Engine::shape_change_is_costly`]), batched elsewhere.
+    pub fn for_engine<E: Engine + ?Sized>(engine: &E) -> CatchUp {
+        match std::env::var("MEMWALL_SPEC_CATCHUP").as_deref() {
+            Ok("one-row") => CatchUp::OneRow,
+            Ok("batch") => CatchUp::Batch,
+            _ if engine.shape_change_is_costly() => CatchUp::OneRow,
+            _ => CatchUp::Batch,
+        }
+    }
+    /// The name rows and notes use: `batch`, `one-row`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CatchUp::Batch => "batch",
+            CatchUp::OneRow => "one-row",
+        }
+    }
 }
 
 /// A KV-cache sequence (sequence 0) and the tokens it holds, position by position.
@@ -125,7 +150,9 @@ impl KvSeq {
             e.prefill(head, keep as u32, 0, false)?;
             passes += head.len().div_ceil(nb) as u32;
         }
-        if n_logits == 1 && items.len() > 1 && catchup_one_row() {
+        // Only the two-token catch-up after a fully accepted draft: a longer feed (a
+        // prompt) is a prefill and goes in one pass whatever the engine.
+        if n_logits == 1 && items.len() == 2 && CatchUp::for_engine(e) == CatchUp::OneRow {
             // Every pass keeps its row's logits, as a draft step does: the same shape.
             for it in &items {
                 e.decode(&[BatchItem {
@@ -440,6 +467,10 @@ impl<E: Engine> DraftModel<E> {
     pub fn engine(&mut self) -> &mut E {
         &mut self.engine
     }
+    /// How this drafter catches up ([`CatchUp::for_engine`] of its engine).
+    pub fn catch_up(&self) -> CatchUp {
+        CatchUp::for_engine(&self.engine)
+    }
     /// Marks the draft's KV mirror unknown (the engine was used outside the drafter).
     pub fn invalidate(&mut self) {
         self.kv.invalidate();
@@ -618,6 +649,46 @@ impl Drafter for Ngram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_two_token_catch_up_runs_one_row_passes_only_where_a_shape_change_is_costly() {
+        use super::super::mock::Mock;
+        // As after a fully accepted draft: 8 tokens cached, then the draft's own last
+        // proposal and the bonus token come in, one logit row wanted. (The first token
+        // goes in through `sync_prefix`, as a drafter's `begin` does.)
+        let hist: Vec<TokenId> = (1..=8).collect();
+        let more: Vec<TokenId> = (1..=10).collect();
+        let mut rows = Vec::new();
+        for costly in [false, true] {
+            let mut m = Mock::new(40, 3.0);
+            m.costly_shape_change = costly;
+            let expect = if costly {
+                CatchUp::OneRow
+            } else {
+                CatchUp::Batch
+            };
+            assert_eq!(CatchUp::for_engine(&m), expect);
+            let mut kv = KvSeq::default();
+            kv.sync_prefix(&mut m, &[1]).unwrap();
+            // Seven tokens at once are a prefill: one pass either way.
+            let before = m.passes;
+            assert_eq!(kv.feed(&mut m, &hist, &[], 1).unwrap(), 1);
+            assert_eq!(m.passes - before, 1);
+            let before = m.passes;
+            let counted = kv.feed(&mut m, &more, &[], 1).unwrap();
+            let ran = m.passes - before;
+            // One pass of two rows, or two passes of one row; the count the drafter
+            // reports is the engine's own.
+            assert_eq!(ran, if costly { 2 } else { 1 });
+            assert_eq!(counted as u64, ran);
+            assert_eq!(kv.cached, more);
+            rows.push(m.logits(0).unwrap().to_vec());
+        }
+        // The row the next draft step starts from is the same either way, and it is the
+        // row after all ten tokens.
+        assert_eq!(rows[0], rows[1]);
+        assert_eq!(rows[0], Mock::new(40, 3.0).logits_after(&more));
+    }
 
     #[test]
     fn ngram_takes_the_longest_most_recent_match() {

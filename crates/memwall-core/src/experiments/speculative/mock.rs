@@ -42,6 +42,8 @@ pub struct Mock {
     pub batched_flip: Option<f32>,
     /// Batch size.
     pub n_batch: u32,
+    /// What [`Engine::shape_change_is_costly`] answers (llama.cpp on CUDA: true).
+    pub costly_shape_change: bool,
     hashes: Vec<u64>,
     out: Vec<Vec<f32>>,
     /// Forward passes run.
@@ -59,6 +61,7 @@ impl Mock {
             eog: None,
             batched_flip: None,
             n_batch: 64,
+            costly_shape_change: false,
             hashes: Vec::new(),
             out: Vec::new(),
             passes: 0,
@@ -97,6 +100,9 @@ impl Mock {
 }
 
 impl Engine for Mock {
+    fn shape_change_is_costly(&self) -> bool {
+        self.costly_shape_change
+    }
     fn info(&self) -> EngineInfo {
         EngineInfo {
             name: "mock".into(),

@@ -34,6 +34,18 @@ pub struct Pair {
     pub draft_sha256: Option<String>,
 }
 
+/// The run note that names how the draft model catches up
+/// ([`super::drafter::CatchUp`]), joined after `note` (e.g. the fallback-template
+/// warning); `note` alone without a draft model.
+pub fn with_catch_up_note(p: &Pair, note: Option<String>) -> Option<String> {
+    let Some(d) = &p.draft else { return note };
+    let c = format!("draft catch-up: {}", d.catch_up().name());
+    Some(match note {
+        Some(n) => format!("{n}; {c}"),
+        None => c,
+    })
+}
+
 /// Engine settings for speculative runs: context for the longest prompt plus
 /// `max_new` and a verify batch, batch 512, `n_threads` for decode and prefill.
 pub fn engine_config(n_ctx: u32, n_threads: u32) -> EngineConfig {

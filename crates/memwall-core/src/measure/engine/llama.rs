@@ -532,6 +532,9 @@ impl Vocab for LlamaEngine {
 }
 
 impl Engine for LlamaEngine {
+    fn shape_change_is_costly(&self) -> bool {
+        self.handle.n_gpu_layers() > 0 && backends().split(',').any(|b| b == "CUDA")
+    }
     fn info(&self) -> EngineInfo {
         EngineInfo {
             name: "llama.cpp".into(),

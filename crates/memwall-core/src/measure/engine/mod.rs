@@ -235,6 +235,14 @@ pub trait Engine: Vocab {
     fn kv_clear(&mut self);
     /// Waits for queued device work (a no-op on synchronous back ends).
     fn synchronize(&mut self);
+    /// Whether a pass of another shape (number of rows) than the last one costs more
+    /// than its own work: false by default; llama.cpp with layers on a CUDA device
+    /// re-captures its CUDA graph after a change of shape and runs the next passes
+    /// without one. A drafter then keeps its passes one row each
+    /// ([`crate::experiments::speculative::drafter::CatchUp`]).
+    fn shape_change_is_costly(&self) -> bool {
+        false
+    }
     /// How the engine holds the model where that is not the file as it is with the
     /// configuration's threads: `None` by default (llama.cpp maps the file).
     fn held_model(&self) -> Option<HeldModel> {
@@ -358,6 +366,9 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     }
     fn synchronize(&mut self) {
         (**self).synchronize()
+    }
+    fn shape_change_is_costly(&self) -> bool {
+        (**self).shape_change_is_costly()
     }
     fn held_model(&self) -> Option<HeldModel> {
         (**self).held_model()

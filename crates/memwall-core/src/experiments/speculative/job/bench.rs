@@ -299,6 +299,7 @@ pub async fn bench_job(
         })
         .await??;
     check_cancel(&cancel)?;
+    let template_note = super::super::pair::with_catch_up_note(&p, template_note);
     let engine_build = p.engine_build.clone();
     let gates = sstore::greedy_gates(store, &p.target_sha256, &engine_build, &set.sha256).await?;
     // Every fixed configuration needs a gate that unlocks it (passed, the whole

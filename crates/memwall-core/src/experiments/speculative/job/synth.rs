@@ -206,6 +206,7 @@ pub async fn synth_job(
         })
         .await??;
     check_cancel(&cancel)?;
+    let template_note = super::super::pair::with_catch_up_note(&p, template_note);
     let engine_build = p.engine_build.clone();
     let draft_key = p.draft.as_ref().map(|d| d.key()).unwrap_or_default();
     let gates = sstore::greedy_gates(store, &p.target_sha256, &engine_build, &set.sha256).await?;
