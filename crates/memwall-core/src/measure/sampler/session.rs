@@ -804,9 +804,28 @@ fn contention(inside: &[Vec<&Sample>]) -> (Option<f64>, Option<f64>) {
         }
     }
     if secs > 0.0 {
-        (Some(others / secs), Some(steal / secs))
+        (non_negative(others / secs), non_negative(steal / secs))
     } else {
         (None, None)
+    }
+}
+
+/// How far below zero a share of cores may read from the kernel's tick counters
+/// (`/proc/stat` against `/proc/self/stat`, in 1/USER_HZ steps, read one after the
+/// other) before the two counters are taken to disagree: 0.1 core, ten ticks a second.
+/// A share read on an H100 host (16 cores, 0.05 s intervals) came out −0.03.
+pub const TICK_SLACK_CORES: f64 = 0.1;
+
+/// A share of cores as measured: a small negative (the counters' resolution) is 0,
+/// one below [`TICK_SLACK_CORES`] is not a measurement (`None`): nothing uses
+/// negative CPU time.
+fn non_negative(cores: f64) -> Option<f64> {
+    if cores >= 0.0 {
+        Some(cores)
+    } else if cores >= -TICK_SLACK_CORES {
+        Some(0.0)
+    } else {
+        None
     }
 }
 
@@ -952,6 +971,26 @@ mod tests {
         // The phase mean the old formula used, for the record above.
         let phase_w = (joules_at(8.0) - joules_at(1.0)) / 7.0;
         assert!((phase_w * 3.4 - 184.571_428).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_share_of_cores_below_zero_is_zero_within_the_tick_slack_and_absent_beyond() {
+        // memwall's own CPU time grows faster than the whole machine's busy time by
+        // 0.05 core (tick rounding): others read 0; by 0.5 core: the counters disagree.
+        for (excess, want) in [(0.05, Some(0.0)), (0.5, None)] {
+            let mut v = series();
+            for s in &mut v {
+                let t = s.t_ns as f64 / 1e9;
+                s.own_cpu_s = Some((1.8 + excess) * t);
+            }
+            let r = rec(v, true, &[("#0 tg128", 1, 2.2, 3.9)]);
+            let e = r.energy("#0 tg128", 10);
+            assert_eq!(e.other_cpu_cores, want, "excess {excess}");
+            assert_eq!(e.contended(), None);
+            // Steal is read the same way and stays as measured (0.1 core).
+            assert!((e.steal_cores.unwrap() - 0.1).abs() < 1e-9);
+        }
+        assert_eq!(non_negative(0.3), Some(0.3));
     }
 
     #[test]
