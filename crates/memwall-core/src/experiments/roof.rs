@@ -8,7 +8,7 @@ use crate::measure::stream::{self, StreamConfig, StreamResult};
 use crate::probe::hw::HostInfo;
 use crate::roofline::{GpuPeak, MachineRoof};
 use crate::store::{NewRun, Store, StoredStream};
-use crate::units::{Gbps, Gflops};
+use crate::units::{Gbps, Gflops, or_dash};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -585,6 +585,70 @@ pub async fn this_machine(store: &Store, host: &HostInfo) -> Result<ThisMachine,
                 .collect::<Vec<_>>(),
         ),
     })
+}
+
+/// The "spec vs measured" table `memwall calc --device this` prints.
+pub fn render_this(t: &ThisMachine) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let spec = t.spec.as_ref();
+    let _ = writeln!(
+        s,
+        "\nthis machine: spec vs measured ({}; spec from {})",
+        t.host.cpu_model,
+        spec.map_or(
+            "— (CPU/GPU not in catalog/devices.toml)".to_string(),
+            |d| format!("catalogue entry {:?}", d.name)
+        )
+    );
+    let _ = writeln!(s, "| quantity | spec | measured | measured ÷ spec |");
+    let _ = writeln!(s, "| --- | ---: | ---: | ---: |");
+    let ratio = |m: Option<f64>, sp: Option<f64>| match (m, sp) {
+        (Some(m), Some(sp)) if sp > 0.0 => format!("{:.2}", m / sp),
+        _ => "—".into(),
+    };
+    let bw_m = t.triad.as_ref().map(|x| x.best_gbps);
+    let bw_s = spec.map(|d| d.bandwidth_gbps);
+    let _ = writeln!(
+        s,
+        "| memory bandwidth GB/s | {} | {} | {} |",
+        or_dash(bw_s, 1),
+        or_dash(bw_m, 1),
+        ratio(bw_m, bw_s)
+    );
+    let f32_m = t.peak_f32.as_ref().map(|x| x.gflops);
+    let f32_s = spec.and_then(|d| d.fp32_tflops).map(|x| x * 1000.0);
+    let _ = writeln!(
+        s,
+        "| fp32 GFLOP/s | {} | {} | {} |",
+        or_dash(f32_s, 0),
+        or_dash(f32_m, 0),
+        ratio(f32_m, f32_s)
+    );
+    let i8_m = t.peak_int8.as_ref().map(|x| x.gflops);
+    let _ = writeln!(s, "| int8 dot GOP/s | — | {} | — |", or_dash(i8_m, 0));
+    let _ = writeln!(
+        s,
+        "| memory GiB | {} | {:.1} (installed) | — |",
+        spec.map_or("—".to_string(), |d| d
+            .memory_gib
+            .iter()
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+            .join("/")),
+        t.host.ram.gib()
+    );
+    if t.triad.is_none() || t.peak_f32.is_none() {
+        let _ = writeln!(
+            s,
+            "— = not measured on this host yet: run `memwall stream` (STREAM + compute peaks) first."
+        );
+    }
+    let _ = writeln!(
+        s,
+        "A spec sheet is not the bandwidth a program gets: the ratio is itself a measurement."
+    );
+    s
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@
 //! - intensity: decode FLOPs per byte read, against the ridge `peak ÷ bandwidth`;
 //! - fits: weights + KV(d) × b + headroom (1 GiB + 10 % of weights) ≤ memory.
 
+pub mod text;
+
 use crate::probe::model::{CacheType, ModelFacts};
 use crate::roofline;
 use crate::units::{Bytes, Gbps, Gflops};
