@@ -28,7 +28,7 @@ use super::api::{
     ApiError, ChatRequest, Common, CompletionRequest, Endpoint, Ident, Prompt, SseWriter,
     check_fields, full_response,
 };
-use super::scheduler::{Admission, Event, Job, Metrics};
+use super::scheduler::{Admission, Event, GenRequest, Metrics};
 use crate::measure::engine::{TokenId, Vocab};
 use crate::measure::prompt::ChatFormat;
 use axum::Router;
@@ -780,7 +780,7 @@ async fn respond(
         fingerprint: l.fingerprint.clone(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = Job {
+    let job = GenRequest {
         id: n,
         prompt: tokens,
         max_tokens,

@@ -175,7 +175,7 @@ pub struct Finish {
 
 /// A tokenized request as the scheduler sees it.
 #[derive(Debug)]
-pub struct Job {
+pub struct GenRequest {
     /// Caller's id (for logs and tests).
     pub id: u64,
     /// Prompt tokens (≥ 1; BOS already placed).
@@ -191,7 +191,7 @@ pub struct Job {
 
 /// The admission queue was full: the request is handed back.
 #[derive(Debug)]
-pub struct QueueFull(pub Job);
+pub struct QueueFull(pub GenRequest);
 
 /// The bounded strict-FIFO admission queue, shared by the HTTP handlers (which
 /// [`Admission::submit`]) and the engine thread (which takes requests as slots free).
@@ -207,7 +207,7 @@ pub struct Admission {
 
 #[derive(Debug, Default)]
 struct AdmState {
-    queue: VecDeque<Job>,
+    queue: VecDeque<GenRequest>,
     shutdown: bool,
 }
 
@@ -231,7 +231,7 @@ impl Admission {
     ///
     /// # Errors
     /// [`QueueFull`].
-    pub fn submit(&self, job: Job) -> Result<(), QueueFull> {
+    pub fn submit(&self, job: GenRequest) -> Result<(), QueueFull> {
         let mut st = self.lock();
         if st.queue.len() >= self.capacity + self.free_slots.load(Ordering::Relaxed) {
             return Err(QueueFull(job));
@@ -269,7 +269,7 @@ impl Admission {
 
     /// Takes the oldest waiting request whose client is still there (requests whose
     /// client left while queued are dropped here).
-    fn pop(&self) -> Option<Job> {
+    fn pop(&self) -> Option<GenRequest> {
         let mut st = self.lock();
         while let Some(j) = st.queue.pop_front() {
             if !j.events.is_closed() {
@@ -335,7 +335,7 @@ const SLOT_SIMILARITY: f64 = 0.5;
 
 #[derive(Debug)]
 struct Active {
-    job: Job,
+    job: GenRequest,
     start_seq: u64,
     /// Next prompt index to prefill.
     prompt_next: usize,
@@ -473,7 +473,7 @@ impl<E: Engine> Scheduler<E> {
             .store(self.slots.len() - self.busy(), Ordering::Relaxed);
     }
 
-    fn start(&mut self, job: Job) {
+    fn start(&mut self, job: GenRequest) {
         let prompt = &job.prompt;
         // Reuse at most all but the last prompt token (its logits start generation).
         let limit = prompt.len().saturating_sub(1);
@@ -1005,10 +1005,14 @@ mod tests {
         )
     }
 
-    fn job(id: u64, prompt: Vec<TokenId>, max_tokens: u32) -> (Job, UnboundedReceiver<Event>) {
+    fn job(
+        id: u64,
+        prompt: Vec<TokenId>,
+        max_tokens: u32,
+    ) -> (GenRequest, UnboundedReceiver<Event>) {
         let (tx, rx) = unbounded_channel();
         (
-            Job {
+            GenRequest {
                 id,
                 prompt,
                 max_tokens,
@@ -1518,7 +1522,7 @@ mod tests {
             let mut s = sched(e, 1, 512);
             let adm = Admission::new(2);
             let (tx, mut rx) = unbounded_channel();
-            let j = Job {
+            let j = GenRequest {
                 id: 0,
                 prompt: vec![3, 4],
                 max_tokens: 5,

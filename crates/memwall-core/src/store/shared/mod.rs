@@ -458,7 +458,7 @@ impl CopyOutcome {
 }
 
 /// The copy between two open connections.
-struct Copy<'a> {
+struct Copier<'a> {
     src: &'a mut AnyConnection,
     src_at: String,
     dst: &'a mut AnyConnection,
@@ -526,7 +526,7 @@ fn decode(
         .collect()
 }
 
-impl Copy<'_> {
+impl Copier<'_> {
     fn cols(&self, table: &str) -> &[(String, Class)] {
         &self.columns[table]
     }
@@ -979,7 +979,7 @@ impl Copy<'_> {
     }
 }
 
-/// How often [`Copy::lock`] asks again for a lock another session holds.
+/// How often [`Copier::lock`] asks again for a lock another session holds.
 const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The text PostgreSQL's advisory lock of `what` (`run <uuid>`, or a keyed table's
@@ -988,7 +988,7 @@ fn lock_name(what: &str) -> String {
     format!("memwall push: {what}")
 }
 
-/// What [`Copy::run_rows`] did with one run.
+/// What [`Copier::run_rows`] did with one run.
 struct RunCopy {
     /// The run's id in the destination.
     to_id: i64,
@@ -1031,7 +1031,7 @@ async fn copy(
             )));
         }
     }
-    let mut c = Copy {
+    let mut c = Copier {
         src,
         src_at: src_at.clone(),
         dst,
