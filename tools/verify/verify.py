@@ -827,8 +827,9 @@ def expected_energy(d, run_id, windows, tokens):
             if not backwards and len(u) == len(used):
                 idle = j / (idle_ns / 1e9)
     out["idle_power_w"] = idle
-    out["j_per_token_above_idle"] = ((energy - idle * timed_s) / tokens
-                                     if energy is not None and idle is not None and tokens > 0 else None)
+    # A row that drew less than the idle baseline has no figure above it (None).
+    above = (energy - idle * timed_s) if energy is not None and idle is not None else None
+    out["j_per_token_above_idle"] = above / tokens if above is not None and above >= 0 and tokens > 0 else None
     others = steal = secs = 0.0
     for v in full:
         a, b = v[0], v[-1]

@@ -122,6 +122,7 @@ pub fn table(rows: &[BenchRecord], energy: &[RowEnergy]) -> String {
     );
     let mut reasons: Vec<String> = Vec::new();
     let mut idle: Option<(f64, String)> = None;
+    let mut below_idle: Vec<String> = Vec::new();
     for e in energy {
         let Some(r) = rows.iter().find(|r| r.id == e.row_id) else {
             continue;
@@ -134,6 +135,13 @@ pub fn table(rows: &[BenchRecord], energy: &[RowEnergy]) -> String {
         }
         if let (None, Some(w)) = (&idle, x.idle_power_w) {
             idle = Some((w, x.energy_scope.clone()));
+        }
+        if let (Some(m), Some(w), None) = (x.mean_power_w, x.idle_power_w, x.j_per_token_above_idle)
+        {
+            below_idle.push(format!(
+                "J/token above idle —: {} drew {m:.1} W, below the idle baseline of {w:.1} W (the baseline is not this row's floor)",
+                r.test_label()
+            ));
         }
         s.push_str(&format!(
             "| {} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -170,6 +178,9 @@ pub fn table(rows: &[BenchRecord], energy: &[RowEnergy]) -> String {
     }
     for why in reasons {
         s.push_str(&format!("\nenergy —: {why}"));
+    }
+    for line in below_idle {
+        s.push_str(&format!("\n{line}"));
     }
     s
 }

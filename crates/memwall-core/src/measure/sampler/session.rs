@@ -506,7 +506,7 @@ impl Recording {
         let tokens_per_wh = j_per_token.filter(|j| *j > 0.0).map(|j| 3600.0 / j);
         let idle_power_w = energy_j.and_then(|_| self.idle_power(&sources));
         let j_per_token_above_idle = match (energy_j, idle_power_w) {
-            (Some(e), Some(w)) if tokens > 0 => Some((e - w * timed_s) / tokens as f64),
+            (Some(e), Some(w)) => above_idle(e, w, timed_s, tokens),
             _ => None,
         };
         let all: Vec<&Sample> = inside.iter().flatten().copied().collect();
@@ -810,6 +810,14 @@ fn contention(inside: &[Vec<&Sample>]) -> (Option<f64>, Option<f64>) {
     }
 }
 
+/// J/token above the idle baseline: (energy − idle W × timed s) ÷ tokens; `None` when
+/// no token was produced or the row drew less than the baseline (then the baseline is
+/// not this row's floor, and a negative figure would not be a measurement).
+pub fn above_idle(energy_j: f64, idle_w: f64, timed_s: f64, tokens: u64) -> Option<f64> {
+    let above = energy_j - idle_w * timed_s;
+    (tokens > 0 && above >= 0.0).then(|| above / tokens as f64)
+}
+
 /// How far below zero a share of cores may read from the kernel's tick counters
 /// (`/proc/stat` against `/proc/self/stat`, in 1/USER_HZ steps, read one after the
 /// other) before the two counters are taken to disagree: 0.1 core, ten ticks a second.
@@ -991,6 +999,16 @@ mod tests {
             assert!((e.steal_cores.unwrap() - 0.1).abs() < 1e-9);
         }
         assert_eq!(non_negative(0.3), Some(0.3));
+    }
+
+    #[test]
+    fn energy_above_idle_is_absent_where_the_row_drew_less_than_the_baseline() {
+        // 68 J over 3.4 s for 256 tokens: 10 W idle leaves 34 J (0.1328125 J/token);
+        // 25 W idle would leave −17 J: no figure.
+        assert_eq!(above_idle(68.0, 10.0, 3.4, 256), Some(0.1328125));
+        assert_eq!(above_idle(68.0, 20.0, 3.4, 256), Some(0.0));
+        assert_eq!(above_idle(68.0, 25.0, 3.4, 256), None);
+        assert_eq!(above_idle(68.0, 10.0, 3.4, 0), None);
     }
 
     #[test]
