@@ -243,6 +243,11 @@ try {
   ok = true;
 } catch (e) {
   console.error("[e2e] FAILED:", e.message);
+  // What the page said when it failed (the screenshot stays on the CI machine).
+  try {
+    const said = await wd.exec(`return [...document.querySelectorAll(".error, #sphase, #why, #llabel")].filter(e => e.textContent).map(e => "#" + e.id + ": " + e.textContent)`);
+    for (const line of said) console.error("[e2e] page:", line);
+  } catch {}
   try { await shot("failure"); } catch {}
 } finally {
   try { await wd.quit(); } catch {}

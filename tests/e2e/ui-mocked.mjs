@@ -335,6 +335,7 @@ try {
   check((await page.textContent("#sphase")).includes("stored as run 13") && (await page.isEnabled("#sstart")), "stop ends the server and says what was stored");
   await page.waitForTimeout(1200);
   check((await page.textContent("#shealth")) === "—", "after stop the page polls no server");
+  check((await page.textContent("#sphase")).includes("stored as run 13"), "a poll that finds no server keeps what the stop stored on the page");
 
   await page.goto(url + "#history");
   await page.waitForSelector("#runs tbody tr[data-id]");

@@ -98,11 +98,16 @@ export async function servePage(root: HTMLElement) {
   if (models.length === 0) $("#sserr").textContent = "No model is fetched: run `memwall models fetch`.";
   const startBtn = $<HTMLButtonElement>("#sstart"), stopBtn = $<HTMLButtonElement>("#sstop");
 
+  // What the last stop returned stays on the page until the next start: a poll that
+  // finds no server must not wipe it, and a poll answered before a start or stop
+  // finished (its generation is older) is dropped.
+  let stoppedText = "";
+  let generation = 0;
   const show = (l: ServeLive | null) => {
     startBtn.disabled = l !== null;
     stopBtn.disabled = l === null;
     if (!l) {
-      $("#sphase").textContent = "not running";
+      $("#sphase").textContent = stoppedText || "not running";
       for (const id of ["#shealth", "#sbusy", "#squeued", "#sserved", "#sptps", "#sgtps"]) $(id).textContent = "—";
       $("#surl").textContent = "—";
       return;
@@ -125,7 +130,11 @@ export async function servePage(root: HTMLElement) {
   let busy = false;
   const poll = async () => {
     if (busy) return;
-    try { show(await api.serveState()); } catch (e) { $("#sserr").textContent = errText(e); }
+    const g = generation;
+    try {
+      const l = await api.serveState();
+      if (!busy && g === generation) show(l);
+    } catch (e) { $("#sserr").textContent = errText(e); }
   };
 
   startBtn.addEventListener("click", async () => {
@@ -138,6 +147,8 @@ export async function servePage(root: HTMLElement) {
     const bad = [parallel, queue, port].find((v) => typeof v === "string");
     if (bad) { $("#sserr").textContent = bad as string; return; }
     busy = true;
+    generation++;
+    stoppedText = "";
     startBtn.disabled = true;
     try {
       show(await api.serveStart({ model: $<HTMLSelectElement>("#smodel").value, parallel: parallel as number, queue: queue as number,
@@ -145,19 +156,20 @@ export async function servePage(root: HTMLElement) {
     } catch (e) {
       $("#sserr").textContent = errText(e);
       startBtn.disabled = false;
-    } finally { busy = false; }
+    } finally { busy = false; generation++; }
   });
   stopBtn.addEventListener("click", async () => {
     busy = true;
+    generation++;
     stopBtn.disabled = true;
     try {
       const s = await api.serveStop();
+      stoppedText = s ? `stopped: ${s.tokens_predicted} tokens generated${s.run_id === null ? "" : `, stored as run ${s.run_id}`}` : "";
       show(null);
-      $("#sphase").textContent = s ? `stopped: ${s.tokens_predicted} tokens generated${s.run_id === null ? "" : `, stored as run ${s.run_id}`}` : "not running";
     } catch (e) {
       show(null);
       $("#sserr").textContent = errText(e);
-    } finally { busy = false; }
+    } finally { busy = false; generation++; }
   });
 
   $("#lrun").addEventListener("click", async () => {
