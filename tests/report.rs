@@ -72,7 +72,7 @@ fn gate_and_bench(db: &Path) {
     // The example's means and standard deviations as the bench computes them from its
     // per-repetition samples (the verifier recomputes them).
     let stats = |x: &Option<Vec<f64>>| {
-        memwall_core::measure::stats::Sample::new(x.clone().unwrap()).unwrap()
+        memwall_core::measure::stats::Observations::new(x.clone().unwrap()).unwrap()
     };
     let (tps, sp) = (stats(&row.tps_samples), stats(&row.speedup_samples));
     row.tps_mean = Some(tps.mean());
@@ -648,7 +648,7 @@ async fn fixture_spec(s: &memwall_core::store::Store) {
     use memwall_core::experiments::speculative::prompts::{Category, Format};
     use memwall_core::experiments::speculative::run::SpecStats;
     use memwall_core::experiments::speculative::store::{self as ss, GateProvenance, SpecBenchRow};
-    use memwall_core::measure::stats::Sample;
+    use memwall_core::measure::stats::Observations;
     let emitted_per_rep = 32u64;
     // Decode ns of each prompt in each repetition.
     let base_ns = [
@@ -683,7 +683,7 @@ async fn fixture_spec(s: &memwall_core::store::Store) {
     let rec = rec.finish();
     let (t0, t1) = (tps(&base_ns), tps(&spec_ns));
     let sp: Vec<f64> = t1.iter().zip(&t0).map(|(a, b)| a / b).collect();
-    let st = |x: &[f64]| Sample::new(x.to_vec()).unwrap();
+    let st = |x: &[f64]| Observations::new(x.to_vec()).unwrap();
     let example = SpecBenchRow::example();
     let base = SpecBenchRow {
         draft_file: None,
@@ -808,7 +808,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
     use memwall_core::experiments::speculative::synth::{
         SpecSynthRow, SynthCalibration, SynthPrediction, phase_label, row_energy,
     };
-    use memwall_core::measure::stats::Sample;
+    use memwall_core::measure::stats::Observations;
     let (alpha, k, per_rep) = (0.75, 3usize, 24u64);
     let (target, draft_key, build, set) = (
         "ab".repeat(32),
@@ -904,7 +904,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
         .id;
     let (t0, t1) = (tps(&base_ns), tps(&spec_ns));
     let sp: Vec<f64> = t1.iter().zip(&t0).map(|(a, b)| a / b).collect();
-    let st = |x: &[f64]| Sample::new(x.to_vec()).unwrap();
+    let st = |x: &[f64]| Observations::new(x.to_vec()).unwrap();
     let base = SpecSynthRow {
         id: 0,
         run_id: 0,

@@ -15,7 +15,7 @@ use memwall_core::experiments::bench::job::BenchOutcome;
 use memwall_core::experiments::chat::ChatStats;
 use memwall_core::experiments::loadtest::url_chat::{UrlChatRequest, UrlChatStats};
 use memwall_core::experiments::loadtest::view::LoadView;
-use memwall_core::experiments::roof::StreamOutcome;
+use memwall_core::experiments::machine_roof::StreamOutcome;
 use memwall_core::experiments::serve::job::ServeSummary;
 use memwall_core::experiments::serve::session::ServeLive;
 use memwall_core::experiments::speculative::job::{GateOutcome, SpecBenchOutcome, SpecProgress};

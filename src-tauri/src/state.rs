@@ -14,7 +14,7 @@ use memwall_core::experiments::chat::{
 };
 use memwall_core::experiments::live::job::LiveProbe;
 use memwall_core::experiments::live::{Counter, Sample};
-use memwall_core::experiments::roof::{self, StreamOutcome};
+use memwall_core::experiments::machine_roof::{self, StreamOutcome};
 use memwall_core::present::chart::app::{self as charts, AppChart};
 use memwall_core::present::export::Format;
 use memwall_core::present::views::{
@@ -388,7 +388,7 @@ impl AppState {
         let host = self.host().await;
         let store = self.store().await?;
         let t = host.cores_logical.max(1);
-        Ok(roof::stream_job(
+        Ok(machine_roof::stream_job(
             store,
             &host,
             vec![t],

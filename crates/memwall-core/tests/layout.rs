@@ -407,7 +407,7 @@ fn each_rule_catches_a_planted_violation() {
         1
     );
     assert!(
-        adapter_violations("cmd/x.rs", "memwall_core::experiments::roof::stream_job").is_empty()
+        adapter_violations("cmd/x.rs", "memwall_core::experiments::machine_roof::stream_job").is_empty()
     );
 }
 
@@ -420,7 +420,7 @@ const SLICES: [&str; 15] = [
     "progress",
     "evidence",
     "calc",
-    "roof",
+    "machine_roof",
     "live",
     "bench",
     "chat",

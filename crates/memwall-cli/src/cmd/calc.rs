@@ -4,7 +4,7 @@ use super::{open_store, parse_cache, resolve_model};
 use crate::args::{CalcArgs, ShapeArgs};
 use anyhow::{Context, Result, bail};
 use memwall_core::experiments::calc::{self, CalcModel, CalcParams, Roof, Sourced, WeightBasis};
-use memwall_core::experiments::roof;
+use memwall_core::experiments::machine_roof;
 use memwall_core::probe::devices::Devices;
 use memwall_core::probe::model::ModelFacts;
 use memwall_core::probe::shape::{self, Arch, ModelShape, Recipe};
@@ -181,7 +181,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
         Some(d) if d.eq_ignore_ascii_case("this") => {
             let store = open_store(db).await?;
             let host = memwall_core::probe::hw::host_info();
-            let t = roof::this_machine(&store, &host).await?;
+            let t = machine_roof::this_machine(&store, &host).await?;
             let r = t.roof(model.facts.as_ref(), a.gpu);
             this = Some(t);
             r
@@ -268,7 +268,7 @@ pub(crate) async fn calc_cmd(db: &std::path::Path, a: CalcArgs) -> Result<()> {
         print!("{}", calc::text::render_multi_gpu(m, &p));
     }
     if let Some(t) = &this {
-        print!("{}", roof::render_this(t));
+        print!("{}", machine_roof::render_this(t));
     }
     Ok(())
 }

@@ -29,11 +29,11 @@ use memwall_core::store::Store;
 use std::path::PathBuf;
 
 /// Runs the parsed command. A PostgreSQL `--db` (or `MEMWALL_DB`) is worked on
-/// through a local copy ([`memwall_core::store::shared::checkout`]): the command runs
+/// through a local copy ([`memwall_core::store::postgres::checkout`]): the command runs
 /// on the copy and the runs and rows it adds are pushed back; `memwall report` reads
 /// the shared store itself.
 pub async fn dispatch(cli: Cli) -> Result<()> {
-    use memwall_core::store::shared::{checkout, is_postgres_url, redact};
+    use memwall_core::store::postgres::{checkout, is_postgres_url, redact};
     let db = cli
         .db
         .clone()

@@ -2,7 +2,7 @@
 
 use crate::args::PushArgs;
 use anyhow::{Result, bail};
-use memwall_core::store::shared::push_job;
+use memwall_core::store::postgres::push_job;
 
 pub(crate) async fn push(db: &std::path::Path, a: PushArgs) -> Result<()> {
     let out = push_job(db, &a.to, |m| eprintln!("{m}")).await?;

@@ -3,7 +3,7 @@
 use super::{command_line, open_store};
 use crate::args::{IsaArg, PeakArgs, StreamArgs};
 use anyhow::{Result, bail};
-use memwall_core::experiments::roof;
+use memwall_core::experiments::machine_roof;
 use memwall_core::measure::peak::{self, PeakKind};
 use memwall_core::measure::stream::{self, StreamConfig, StreamResult};
 use memwall_core::probe::hw;
@@ -47,7 +47,7 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
             "--array-size: {array} per array is below STREAM's rule (≥ 4 × last-level cache = {rule}): the arrays may be served from cache, so these rates are not stored and no ceiling uses them"
         );
         let n = a.array_size.expect("below the rule only when given");
-        let results = roof::stream_unstored_job(threads, a.quick, n).await?;
+        let results = machine_roof::stream_unstored_job(threads, a.quick, n).await?;
         if a.json {
             let out = serde_json::json!({ "stored": false, "results": results });
             println!("{}", serde_json::to_string_pretty(&out)?);
@@ -60,7 +60,7 @@ pub(crate) async fn stream(db: &std::path::Path, a: StreamArgs) -> Result<()> {
         return Ok(());
     }
     let store = open_store(db).await?;
-    let out = roof::stream_job_sized(
+    let out = machine_roof::stream_job_sized(
         &store,
         &host,
         threads,
@@ -102,7 +102,7 @@ async fn gpu_stream(db: &std::path::Path, host: &hw::HostInfo, a: &StreamArgs) -
         a.gpu_device
     );
     let store = open_store(db).await?;
-    let out = roof::gpu_stream_job(
+    let out = machine_roof::gpu_stream_job(
         &store,
         host,
         a.gpu_device,
@@ -200,7 +200,7 @@ pub(crate) async fn peak_cmd(db: &std::path::Path, a: PeakArgs) -> Result<()> {
         IsaArg::Scalar => Some(peak::Isa::Scalar),
     };
     let store = open_store(db).await?;
-    let out = roof::peak_job(&store, &host, t, forced, &command_line()).await?;
+    let out = machine_roof::peak_job(&store, &host, t, forced, &command_line()).await?;
     let (peaks, lacking) = (&out.peaks, &out.lacking);
     let stored = match out.run_id {
         None => "not stored (a forced lower path is not this CPU's roof)".to_string(),

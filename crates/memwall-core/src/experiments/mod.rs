@@ -36,7 +36,7 @@ pub mod mlx_tg;
 pub mod predict;
 pub mod progress;
 pub mod report;
-pub mod roof;
+pub mod machine_roof;
 pub mod serve;
 pub mod speculative;
 

@@ -1,6 +1,6 @@
 //! Summary statistics of repeated timings.
 //!
-//! [`Sample`] checks its invariants once (≥ 1 point, all finite) and computes
+//! [`Observations`] checks its invariants once (≥ 1 point, all finite) and computes
 //! variance in two passes (mean first, then squared deviations), which avoids the
 //! cancellation of the one-pass formula (criterion's `univariate::Sample`).
 //! Standard deviation is the sample (n − 1) estimate, as llama-bench's `stdev`.
@@ -15,11 +15,11 @@ pub const OUTLIER_Z: f64 = 3.5;
 
 /// A non-empty set of finite observations.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample(Vec<f64>);
+pub struct Observations(Vec<f64>);
 
 /// Why a sample could not be built.
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum SampleError {
+pub enum ObservationsError {
     /// No observations.
     #[error("a sample needs at least one observation")]
     Empty,
@@ -28,19 +28,19 @@ pub enum SampleError {
     NotFinite(usize),
 }
 
-impl Sample {
-    /// Builds a sample.
+impl Observations {
+    /// Checks the invariants and keeps the observations.
     ///
     /// # Errors
-    /// [`SampleError`] when empty or when a value is not finite.
-    pub fn new(xs: Vec<f64>) -> Result<Sample, SampleError> {
+    /// [`ObservationsError`] when empty or when a value is not finite.
+    pub fn new(xs: Vec<f64>) -> Result<Observations, ObservationsError> {
         if xs.is_empty() {
-            return Err(SampleError::Empty);
+            return Err(ObservationsError::Empty);
         }
         if let Some(i) = xs.iter().position(|x| !x.is_finite()) {
-            return Err(SampleError::NotFinite(i));
+            return Err(ObservationsError::NotFinite(i));
         }
-        Ok(Sample(xs))
+        Ok(Observations(xs))
     }
     /// The observations.
     pub fn values(&self) -> &[f64] {
@@ -125,7 +125,7 @@ fn median(xs: &[f64]) -> f64 {
 pub struct Summary {
     /// Arithmetic mean, in the samples' unit.
     pub mean: f64,
-    /// Sample standard deviation.
+    /// Sample standard deviation (n − 1).
     pub std_dev: f64,
     /// Smallest sample.
     pub min: f64,
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn mean_std_match_hand_values() {
         // 2, 4, 4, 4, 5, 5, 7, 9: mean 5, sample std = sqrt(32/7) = 2.13809.
-        let s = Sample::new(vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+        let s = Observations::new(vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
         assert_eq!(s.mean(), 5.0);
         assert!((s.std_dev() - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
         assert_eq!(s.median(), 4.5);
@@ -182,28 +182,28 @@ mod tests {
     #[test]
     fn two_pass_variance_survives_a_large_offset() {
         // One-pass E[x²]−E[x]² loses everything here; two-pass gives exactly 1.
-        let s = Sample::new(vec![1e9 + 1.0, 1e9 + 2.0, 1e9 + 3.0]).unwrap();
+        let s = Observations::new(vec![1e9 + 1.0, 1e9 + 2.0, 1e9 + 3.0]).unwrap();
         assert!((s.std_dev() - 1.0).abs() < 1e-6, "{}", s.std_dev());
     }
 
     #[test]
     fn invariants_are_checked() {
-        assert_eq!(Sample::new(vec![]), Err(SampleError::Empty));
+        assert_eq!(Observations::new(vec![]), Err(ObservationsError::Empty));
         assert_eq!(
-            Sample::new(vec![1.0, f64::NAN]),
-            Err(SampleError::NotFinite(1))
+            Observations::new(vec![1.0, f64::NAN]),
+            Err(ObservationsError::NotFinite(1))
         );
-        assert_eq!(Sample::new(vec![3.0]).unwrap().std_dev(), 0.0);
+        assert_eq!(Observations::new(vec![3.0]).unwrap().std_dev(), 0.0);
     }
 
     #[test]
     fn mad_outliers() {
         // median 10, MAD 1 → z(30) = 0.6745 × 20 = 13.5 > 3.5.
-        let s = Sample::new(vec![9.0, 10.0, 11.0, 10.0, 30.0]).unwrap();
+        let s = Observations::new(vec![9.0, 10.0, 11.0, 10.0, 30.0]).unwrap();
         assert_eq!(s.mad(), 1.0);
         assert_eq!(s.outliers(), vec![4]);
         assert!(
-            Sample::new(vec![1.0, 1.0, 1.0])
+            Observations::new(vec![1.0, 1.0, 1.0])
                 .unwrap()
                 .outliers()
                 .is_empty()

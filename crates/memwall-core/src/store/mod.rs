@@ -20,7 +20,7 @@
 pub mod energy;
 pub mod host;
 pub mod record;
-pub mod shared;
+pub mod postgres;
 
 use crate::measure::peak::Peak;
 use crate::measure::stream::StreamResult;
@@ -384,9 +384,9 @@ impl Store {
     /// [`StoreError`] naming the file.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         let text = path.to_string_lossy();
-        if shared::is_postgres_url(&text) {
+        if postgres::is_postgres_url(&text) {
             return Err(StoreError::PostgresUrl {
-                url: shared::redact(&text),
+                url: postgres::redact(&text),
             });
         }
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());

@@ -3,7 +3,7 @@
 
 use crate::experiments::bench::{BenchError, BenchPlan, Progress, ValidPlan};
 use crate::experiments::evidence::analyses::{Analyses, EvidenceChart};
-use crate::experiments::roof::{RoofSource, machine_roof_at};
+use crate::experiments::machine_roof::{RoofSource, machine_roof_at};
 use crate::experiments::{JobError, blocking};
 use crate::probe::hw::{self};
 use crate::store::record::BenchRecord;
@@ -134,7 +134,7 @@ pub async fn bench_job(
     // STREAM (CUDA0, where llama.cpp puts a single-GPU model and MLX's CUDA back end
     // runs).
     let roof = if on_cuda(&plan)? {
-        crate::experiments::roof::gpu_roof(store, &host, 0, opts.reuse_stream, &opts.command)
+        crate::experiments::machine_roof::gpu_roof(store, &host, 0, opts.reuse_stream, &opts.command)
             .await?
     } else {
         machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?

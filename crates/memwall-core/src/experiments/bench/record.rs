@@ -13,7 +13,7 @@
 use super::{Instance, ModelRun, RunContext};
 use crate::measure::engine::EngineInfo;
 use crate::measure::guard::Findings;
-use crate::measure::stats::Sample;
+use crate::measure::stats::Observations;
 use crate::measure::warning::Warning;
 use crate::probe::hw::LiveState;
 use crate::roofline::{self, InstancePlacement, Workload};
@@ -38,9 +38,9 @@ pub struct Measured {
 #[derive(Debug, Clone)]
 pub struct Timing {
     /// Time per repetition, ns.
-    pub ns: Sample,
+    pub ns: Observations,
     /// Tokens/s per repetition (summed over the sequences), as llama-bench averages them.
-    pub ts: Sample,
+    pub ts: Observations,
     /// The same rates as a list, for the record.
     pub samples_ts: Vec<f64>,
 }
@@ -63,8 +63,8 @@ impl Timing {
             .map(|&ns| tokens * 1e9 / ns as f64)
             .collect();
         let ns =
-            Sample::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
-        let ts = Sample::new(samples_ts.clone()).expect("finite");
+            Observations::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
+        let ts = Observations::new(samples_ts.clone()).expect("finite");
         Timing { ns, ts, samples_ts }
     }
 }

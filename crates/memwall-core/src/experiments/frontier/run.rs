@@ -37,7 +37,7 @@ fn bench_err(e: BenchError) -> FrontierError {
 
 /// Runs every cell of `plan` that is not stored yet, storing each in its own
 /// transaction, then reads the whole table back. `roof` gives the ceilings of the
-/// speed cells (see [`crate::experiments::roof::machine_roof`]). Raising `cancel` stops at the
+/// speed cells (see [`crate::experiments::machine_roof::machine_roof`]). Raising `cancel` stops at the
 /// next step; finished cells stay stored, the cell in progress is dropped.
 ///
 /// # Errors
@@ -85,7 +85,7 @@ pub async fn frontier_job(
             });
         }
         let host = crate::probe::hw::host_info();
-        crate::experiments::roof::machine_roof(
+        crate::experiments::machine_roof::machine_roof(
             store,
             &host,
             plan.n_threads as usize,

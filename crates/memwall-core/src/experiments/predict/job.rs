@@ -3,7 +3,7 @@
 
 use super::{PredictError, Sheet, build_payload, record_sheet};
 use crate::experiments::bench::BenchPlan;
-use crate::experiments::roof;
+use crate::experiments::machine_roof;
 use crate::probe::model::ModelFacts;
 use crate::store::Store;
 
@@ -27,7 +27,7 @@ pub async fn sheet_job(
     }
     let host = crate::probe::hw::host_info();
     let threads = plan.n_threads.iter().copied().max().unwrap_or(1) as usize;
-    let roof = roof::machine_roof(store, &host, threads, true, command)
+    let roof = machine_roof::machine_roof(store, &host, threads, true, command)
         .await
         .map_err(|e| PredictError::Roof(Box::new(e)))?;
     let mut models = Vec::new();

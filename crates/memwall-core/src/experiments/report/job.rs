@@ -60,7 +60,7 @@ fn chart_err(stem: &str, e: impl std::fmt::Display) -> ReportError {
 }
 
 /// The file a report of a PostgreSQL store reads from, inside its output folder: a
-/// copy of the whole shared store with its ids kept ([`crate::store::shared::snapshot`]),
+/// copy of the whole shared store with its ids kept ([`crate::store::postgres::snapshot`]),
 /// so the report's footnotes name the shared store's rows. The verifier checks the
 /// database itself (through `psql`), not this copy. Replaced by each report.
 pub const SHARED_SNAPSHOT: &str = "shared-store.db";
@@ -79,11 +79,11 @@ pub async fn report_job_at(
     mut progress: impl FnMut(&str) + Send,
 ) -> Result<ReportOutcome, ReportError> {
     let text = db.to_string_lossy().to_string();
-    if !crate::store::shared::is_postgres_url(&text) {
+    if !crate::store::postgres::is_postgres_url(&text) {
         let store = Store::open(db).await?;
         return report_job(&store, opts, progress).await;
     }
-    let url = crate::store::shared::redact(&text);
+    let url = crate::store::postgres::redact(&text);
     if opts.rerun.is_some() {
         return Err(ReportError::Io {
             path: url,
@@ -99,7 +99,7 @@ pub async fn report_job_at(
         }
     }
     progress(&format!("copying {url} into {} (ids kept)", snap.display()));
-    let (store, copied) = crate::store::shared::snapshot(&text, &snap).await?;
+    let (store, copied) = crate::store::postgres::snapshot(&text, &snap).await?;
     progress(&format!(
         "{} runs, {} prediction sheets read from {url}",
         copied.copied.len(),
@@ -531,8 +531,8 @@ async fn draw_charts(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::shared::fixture::{HostFixture, host_store};
-    use crate::store::shared::push_job;
+    use crate::store::postgres::fixture::{HostFixture, host_store};
+    use crate::store::postgres::push_job;
     use crate::testing::PgCluster;
 
     #[tokio::test]

@@ -37,7 +37,7 @@ use super::row::argmax_max;
 use super::run::{SpecConfig, SpecSession, SpecStats};
 use crate::measure::engine::{BatchItem, Engine, TokenId};
 use crate::measure::sampler::session::PhaseEvent;
-use crate::measure::stats::Sample;
+use crate::measure::stats::Observations;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -672,8 +672,8 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 .or(r.calibrations.first())
                 .map(|cal| serde_json::to_string(&cal.timings).expect("serialize"));
             let decided = c.decision.is_some();
-            let tps = Sample::new(c.tps.clone()).ok();
-            let sp = c.speedup.as_ref().and_then(|s| Sample::new(s.clone()).ok());
+            let tps = Observations::new(c.tps.clone()).ok();
+            let sp = c.speedup.as_ref().and_then(|s| Observations::new(s.clone()).ok());
             let st = &c.stats;
             let per_iter =
                 |ns: u64| (st.n_iterations > 0).then(|| ns as f64 / st.n_iterations as f64);

@@ -39,7 +39,7 @@ use super::verify::QDist;
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{Engine, TokenId};
 use crate::measure::sampler::session::{EnergySummary, PhaseEvent, Recording};
-use crate::measure::stats::Sample;
+use crate::measure::stats::Observations;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -638,8 +638,8 @@ pub fn to_rows(
                     .iter()
                     .position(|p| p.alpha == a && p.k == c.k)
             });
-            let tps = Sample::new(c.tps.clone()).ok();
-            let sp = c.speedup.as_ref().and_then(|s| Sample::new(s.clone()).ok());
+            let tps = Observations::new(c.tps.clone()).ok();
+            let sp = c.speedup.as_ref().and_then(|s| Observations::new(s.clone()).ok());
             let st = &c.stats;
             SpecSynthRow {
                 id: 0,

@@ -587,7 +587,7 @@ pub fn time_greedy(
         ts.push(n_gen as f64 / dt);
     }
     e.kv_clear();
-    let s = crate::measure::stats::Sample::new(ts)
+    let s = crate::measure::stats::Observations::new(ts)
         .map_err(|err| EngineError::Decode(format!("pipelined tg: {err}")))?;
     Ok(GreedyTiming {
         engine: e.quant.name().into(),

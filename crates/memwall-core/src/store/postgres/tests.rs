@@ -166,7 +166,7 @@ async fn the_copy_carries_every_table_the_migrations_create() {
         .collect();
     assert_eq!(
         tables, carried,
-        "store::shared::CARRIED must list every table (a new table needs its place in the copy)"
+        "store::postgres::CARRIED must list every table (a new table needs its place in the copy)"
     );
 }
 

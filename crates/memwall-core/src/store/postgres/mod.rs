@@ -340,16 +340,16 @@ enum Class {
 
 /// One value on its way between stores.
 #[derive(Debug, Clone, PartialEq)]
-enum Cell {
+enum SqlValue {
     Int(Option<i64>),
     Real(Option<f64>),
     Text(Option<String>),
 }
 
-impl Cell {
+impl SqlValue {
     fn int(&self) -> Option<i64> {
         match self {
-            Cell::Int(v) => *v,
+            SqlValue::Int(v) => *v,
             _ => None,
         }
     }
@@ -357,12 +357,12 @@ impl Cell {
 
 fn bind<'q>(
     q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>,
-    c: Cell,
+    c: SqlValue,
 ) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments> {
     match c {
-        Cell::Int(v) => q.bind(v),
-        Cell::Real(v) => q.bind(v),
-        Cell::Text(v) => q.bind(v),
+        SqlValue::Int(v) => q.bind(v),
+        SqlValue::Real(v) => q.bind(v),
+        SqlValue::Text(v) => q.bind(v),
     }
 }
 
@@ -497,7 +497,7 @@ async fn sqlite_columns(
                         table: "sqlite_master",
                         id: -1,
                         problem: format!(
-                            "column {table}.{name} has declared type {other:?}; the copy knows INTEGER, REAL and TEXT (add the type to store::shared)"
+                            "column {table}.{name} has declared type {other:?}; the copy knows INTEGER, REAL and TEXT (add the type to store::postgres)"
                         ),
                     });
                 }
@@ -512,15 +512,15 @@ fn decode(
     cols: &[(String, Class)],
     at: &str,
     table: &str,
-) -> Result<Vec<Cell>, String> {
+) -> Result<Vec<SqlValue>, String> {
     cols.iter()
         .enumerate()
         .map(|(i, (name, class))| {
             let bad = |e: sqlx::Error| format!("{at}: table {table}, column {name}: {e}");
             Ok(match class {
-                Class::Int => Cell::Int(r.try_get(i).map_err(bad)?),
-                Class::Real => Cell::Real(r.try_get(i).map_err(bad)?),
-                Class::Text => Cell::Text(r.try_get(i).map_err(bad)?),
+                Class::Int => SqlValue::Int(r.try_get(i).map_err(bad)?),
+                Class::Real => SqlValue::Real(r.try_get(i).map_err(bad)?),
+                Class::Text => SqlValue::Text(r.try_get(i).map_err(bad)?),
             })
         })
         .collect()
@@ -545,7 +545,7 @@ impl Copier<'_> {
         filter: &str,
         order: &str,
         arg: Option<i64>,
-    ) -> Result<Vec<Vec<Cell>>, String> {
+    ) -> Result<Vec<Vec<SqlValue>>, String> {
         let sql = self.select(table, filter, order);
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(a) = arg {
@@ -566,7 +566,7 @@ impl Copier<'_> {
     async fn insert(
         &mut self,
         table: &'static str,
-        row: Vec<Cell>,
+        row: Vec<SqlValue>,
         has_id: bool,
     ) -> Result<Option<i64>, String> {
         let cols = self.cols(table).to_vec();
@@ -777,7 +777,7 @@ impl Copier<'_> {
     /// it whose `row_key` the destination lacks.
     async fn run_rows(
         &mut self,
-        run: Vec<Cell>,
+        run: Vec<SqlValue>,
         from_id: i64,
         uuid: &str,
         waiting: impl FnMut(),
@@ -822,7 +822,7 @@ impl Copier<'_> {
             for mut row in rows {
                 let from_row = at("id").and_then(|i| row[i].int());
                 let key = match &row[key_at] {
-                    Cell::Text(Some(k)) => k.clone(),
+                    SqlValue::Text(Some(k)) => k.clone(),
                     _ => {
                         return Err(format!(
                             "{}: a {} row of run {from_id} has no row_key (migration 0025 gives every row one)",
@@ -838,7 +838,7 @@ impl Copier<'_> {
                 }
                 if self.ids == Ids::Remap {
                     if let Some(i) = at("run_id") {
-                        row[i] = Cell::Int(Some(to_run));
+                        row[i] = SqlValue::Int(Some(to_run));
                     }
                     for (col, target) in c.refs {
                         let i = at(col).expect("carried column exists");
@@ -853,7 +853,7 @@ impl Copier<'_> {
                                 None => self.resolve(target, v).await?,
                             },
                         };
-                        row[i] = Cell::Int(Some(mapped));
+                        row[i] = SqlValue::Int(Some(mapped));
                     }
                 }
                 let to_row = self.insert(c.table, row, c.has_id).await?;
@@ -890,7 +890,7 @@ impl Copier<'_> {
         for run in runs {
             let from_id = run[id_at].int().unwrap_or(-1);
             let text = |i: usize| match &run[i] {
-                Cell::Text(Some(s)) => s.clone(),
+                SqlValue::Text(Some(s)) => s.clone(),
                 _ => String::new(),
             };
             let (uuid, kind, hostname) = (text(uuid_at), text(kind_at), text(host_at));
