@@ -810,7 +810,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
     };
     use memwall_core::measure::stats::Observations;
     let (alpha, k, per_rep) = (0.75, 3usize, 24u64);
-    let (target, draft_key, build, set) = (
+    let (target, drafter_key, build, set) = (
         "ab".repeat(32),
         "draft:cdcdcdcdcdcdcdcd",
         "llama-cpp-sys-2 fixture",
@@ -853,7 +853,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
             predicted_speedup: 1.3,
         }],
     };
-    let pred = ss::insert_synth_predictions(s, &host, &target, draft_key, build, &cal)
+    let pred = ss::insert_synth_predictions(s, &host, &target, drafter_key, build, &cal)
         .await
         .unwrap();
     let prov = GateProvenance {
@@ -875,7 +875,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
         })
         .collect();
     let gate = GateRow {
-        drafter_key: draft_key.into(),
+        drafter_key: drafter_key.into(),
         drafter: DrafterKind::DraftModel,
         k,
         n_prompts: 2,
@@ -899,7 +899,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
         .await
         .unwrap()
         .iter()
-        .find(|g| g.drafter_key == draft_key && g.k == k)
+        .find(|g| g.drafter_key == drafter_key && g.k == k)
         .unwrap()
         .id;
     let (t0, t1) = (tps(&base_ns), tps(&spec_ns));
@@ -914,7 +914,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
         target_file: "t.gguf".into(),
         target_sha256: target.clone(),
         draft_file: "d.gguf".into(),
-        draft_key: draft_key.into(),
+        drafter_key: drafter_key.into(),
         seed: 7,
         prompt_set_sha256: set.clone(),
         prompt_set: Some("builtin:prompts/spec.jsonl".into()),

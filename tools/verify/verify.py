@@ -254,6 +254,12 @@ class Data:
     def __init__(self, store):
         self.store = store
         self.t = {name: store.table(name) for name in TABLES}
+        # A store written before migration 0027 names the drafter `draft_key` in the
+        # set-acceptance tables; every other table (and this script) says drafter_key.
+        for name in ("spec_synth", "spec_synth_predictions"):
+            for r in self.t[name]:
+                if "drafter_key" not in r and "draft_key" in r:
+                    r["drafter_key"] = r.pop("draft_key")
         self.by_id = {}
         for name in ("bench_results", "stream_results", "spec_bench", "spec_synth", "loadtest_points",
                      "spec_gates", "spec_synth_predictions", "runs"):
@@ -601,10 +607,10 @@ def check_spec(d, ck):
     preds = d.by_id["spec_synth_predictions"]
 
     def synth_ok(r):
-        good, why = unlocking(gates.get(r["gate_id"]), r, r["draft_key"])
+        good, why = unlocking(gates.get(r["gate_id"]), r, r["drafter_key"])
         p = preds.get(r["prediction_id"])
         pred = (p is not None and p["alpha_set"] == r["alpha_set"] and p["k"] == r["k"]
-                and p["target_sha256"] == r["target_sha256"] and p["draft_key"] == r["draft_key"]
+                and p["target_sha256"] == r["target_sha256"] and p["drafter_key"] == r["drafter_key"]
                 and p["engine_build"] == r["engine_build"] and p["predicted_speedup"] == r["predicted_speedup"]
                 and p["created_at"] <= r["measured_at"])
         if not pred:

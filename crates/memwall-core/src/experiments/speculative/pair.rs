@@ -160,7 +160,7 @@ pub fn load_on(
                 },
             )?;
             let s = sha(d)?;
-            (Some(DraftModel::new(de, draft_key(engine, &s))), Some(s))
+            (Some(DraftModel::new(de, drafter_key(engine, &s))), Some(s))
         }
         None => (None, None),
     };
@@ -179,7 +179,7 @@ pub fn load_on(
 /// The drafter key of a draft model file with this sha256 on `engine`: llama.cpp's
 /// is [`DraftModel::key_for`]; an MLX arm's adds the arm (`draft:…:mlx-4bit`), since
 /// its drafts differ from the file's on llama.cpp.
-pub fn draft_key(engine: EngineKind, sha256: &str) -> String {
+pub fn drafter_key(engine: EngineKind, sha256: &str) -> String {
     let key = DraftModel::<BoxedEngine>::key_for(sha256);
     match engine {
         EngineKind::Llama => key,

@@ -258,7 +258,7 @@ pub struct SpecSynthRow {
     /// Draft file name.
     pub draft_file: String,
     /// The draft model's key (the pair's gate is keyed by it).
-    pub draft_key: String,
+    pub drafter_key: String,
     /// Seed of the acceptance draws.
     pub seed: u64,
     /// Prompt set sha256.

@@ -625,7 +625,7 @@ pub async fn insert_synth_predictions(
     store: &Store,
     hostname: &str,
     target_sha256: &str,
-    draft_key: &str,
+    drafter_key: &str,
     engine_build: &str,
     cal: &super::record::SynthCalibration,
 ) -> Result<Vec<i64>, StoreError> {
@@ -635,12 +635,12 @@ pub async fn insert_synth_predictions(
     let mut ids = Vec::with_capacity(cal.predictions.len());
     for p in &cal.predictions {
         let res = sqlx::query(
-            "INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, draft_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, drafter_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&created_at)
         .bind(hostname)
         .bind(target_sha256)
-        .bind(draft_key)
+        .bind(drafter_key)
         .bind(engine_build)
         .bind(p.alpha)
         .bind(p.k as i64)
@@ -663,7 +663,7 @@ const SYNTH_COLS: &[&str] = &[
     "target_file",
     "target_sha256",
     "draft_file",
-    "draft_key",
+    "drafter_key",
     "seed",
     "prompt_set_sha256",
     "prompt_set",
@@ -729,7 +729,7 @@ pub async fn insert_synth_run(
             .bind(&r.target_file)
             .bind(&r.target_sha256)
             .bind(&r.draft_file)
-            .bind(&r.draft_key)
+            .bind(&r.drafter_key)
             .bind(r.seed as i64)
             .bind(&r.prompt_set_sha256)
             .bind(&r.prompt_set)
@@ -865,7 +865,7 @@ pub fn attach_synth_gates(
         rows.iter().map(|r| {
             (
                 r.speedup_mean.is_some(),
-                r.draft_key.as_str(),
+                r.drafter_key.as_str(),
                 r.k,
                 r.max_new,
             )
@@ -933,7 +933,7 @@ pub async fn synth_rows(
                 target_file: s("target_file")?,
                 target_sha256: s("target_sha256")?,
                 draft_file: s("draft_file")?,
-                draft_key: s("draft_key")?,
+                drafter_key: s("drafter_key")?,
                 seed: i("seed")? as u64,
                 prompt_set_sha256: s("prompt_set_sha256")?,
                 prompt_set: r.try_get("prompt_set").map_err(|e| bad(e.to_string()))?,
@@ -1185,7 +1185,7 @@ mod tests {
             target_file: e.target_file.clone(),
             target_sha256: e.target_sha256.clone(),
             draft_file: "d.gguf".into(),
-            draft_key: key.into(),
+            drafter_key: key.into(),
             prompt_set_sha256: e.prompt_set_sha256.clone(),
             prompt_set: "builtin:prompts/spec.jsonl".into(),
             engine_build: e.engine_build.clone(),

@@ -52,7 +52,7 @@ use std::time::Instant;
 pub struct SetAcceptance<E: Engine> {
     engine: E,
     kv: KvSeq,
-    draft_key: String,
+    drafter_key: String,
     alpha: f64,
     rng: ChaCha8Rng,
     reference: Vec<TokenId>,
@@ -63,17 +63,17 @@ pub struct SetAcceptance<E: Engine> {
 }
 
 impl<E: Engine> SetAcceptance<E> {
-    /// Wraps the draft engine; `draft_key` identifies the draft model
+    /// Wraps the draft engine; `drafter_key` identifies the draft model
     /// ([`DraftModel::key_for`](super::drafter::DraftModel::key_for)).
     ///
     /// # Errors
     /// [`SpecError::Config`] for `alpha` outside `[0, 1]`.
-    pub fn new(engine: E, draft_key: String, alpha: f64, seed: u64) -> Result<Self, SpecError> {
+    pub fn new(engine: E, drafter_key: String, alpha: f64, seed: u64) -> Result<Self, SpecError> {
         check_alpha(alpha)?;
         Ok(SetAcceptance {
             engine,
             kv: KvSeq::default(),
-            draft_key,
+            drafter_key,
             alpha,
             rng: ChaCha8Rng::seed_from_u64(seed),
             reference: Vec::new(),
@@ -110,8 +110,8 @@ impl<E: Engine> SetAcceptance<E> {
     }
 
     /// The draft model's key (the pair's gate is keyed by it).
-    pub fn draft_key(&self) -> &str {
-        &self.draft_key
+    pub fn drafter_key(&self) -> &str {
+        &self.drafter_key
     }
 }
 
@@ -137,7 +137,7 @@ fn wrong(own: TokenId, right: TokenId, n: usize) -> TokenId {
 
 impl<E: Engine> Drafter for SetAcceptance<E> {
     fn key(&self) -> String {
-        format!("synth:{}:{}", self.alpha, self.draft_key)
+        format!("synth:{}:{}", self.alpha, self.drafter_key)
     }
     fn end(&mut self, hist: &[TokenId]) -> Result<(), SpecError> {
         let n = hist.len().saturating_sub(1);
@@ -598,7 +598,7 @@ pub struct SynthProvenance {
     /// Draft file name.
     pub draft_file: String,
     /// The draft model's key (`draft:<sha256 prefix>`).
-    pub draft_key: String,
+    pub drafter_key: String,
     /// Prompt set sha256.
     pub prompt_set_sha256: String,
     /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`).
@@ -650,7 +650,7 @@ pub fn to_rows(
                 target_file: prov.target_file.clone(),
                 target_sha256: prov.target_sha256.clone(),
                 draft_file: prov.draft_file.clone(),
-                draft_key: prov.draft_key.clone(),
+                drafter_key: prov.drafter_key.clone(),
                 seed: plan.seed,
                 prompt_set_sha256: prov.prompt_set_sha256.clone(),
                 prompt_set: Some(prov.prompt_set.clone()),
@@ -1040,7 +1040,7 @@ mod tests {
             target_file: "t".into(),
             target_sha256: "s".into(),
             draft_file: "d".into(),
-            draft_key: "draft:mock".into(),
+            drafter_key: "draft:mock".into(),
             prompt_set_sha256: "p".into(),
             prompt_set: "p.jsonl".into(),
             engine_build: "mock".into(),
@@ -1192,7 +1192,7 @@ mod tests {
             target_file: "t".into(),
             target_sha256: "s".into(),
             draft_file: "d".into(),
-            draft_key: "draft:x".into(),
+            drafter_key: "draft:x".into(),
             prompt_set_sha256: "p".into(),
             prompt_set: "p.jsonl".into(),
             engine_build: "b".into(),

@@ -1055,7 +1055,7 @@ async fn copy(
             "created_at",
             "hostname",
             "target_sha256",
-            "draft_key",
+            "drafter_key",
             "alpha_set",
             "k",
         ],

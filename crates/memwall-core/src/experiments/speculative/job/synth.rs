@@ -208,7 +208,7 @@ pub async fn synth_job(
     check_cancel(&cancel)?;
     let template_note = super::super::pair::with_catch_up_note(&p, template_note);
     let engine_build = p.engine_build.clone();
-    let draft_key = p.draft.as_ref().map(|d| d.key()).unwrap_or_default();
+    let drafter_key = p.draft.as_ref().map(|d| d.key()).unwrap_or_default();
     let gates = sstore::greedy_gates(store, &p.target_sha256, &engine_build, &set.sha256).await?;
     let plan = SynthPlan {
         alphas: opts.alphas.clone(),
@@ -225,7 +225,7 @@ pub async fn synth_job(
     let target_sha256 = p.target_sha256.clone();
     // Calibration: the cost model's times and predictions, before any timed run.
     let (plan2, prompts2) = (plan.clone(), prompts.clone());
-    let dk = draft_key.clone();
+    let dk = drafter_key.clone();
     let (mut p, mut drafter, cal, mut progress) = blocking(move || -> Result<_, JobError> {
         let mut p = p;
         let dm = p.draft.take().expect("loaded with a draft");
@@ -252,7 +252,7 @@ pub async fn synth_job(
     if opts.record {
         let missing: Vec<String> = ks_run
             .iter()
-            .filter_map(|&k| sstore::unlocking_gate(&gates, &draft_key, k, opts.max_new).err())
+            .filter_map(|&k| sstore::unlocking_gate(&gates, &drafter_key, k, opts.max_new).err())
             .collect();
         if !missing.is_empty() {
             return Err(SpecError::NoGate(format!(
@@ -273,7 +273,7 @@ pub async fn synth_job(
             store,
             &host.hostname,
             &target_sha256,
-            &draft_key,
+            &drafter_key,
             &engine_build,
             &cal,
         )
@@ -315,7 +315,7 @@ pub async fn synth_job(
         target_file,
         target_sha256,
         draft_file,
-        draft_key,
+        drafter_key,
         prompt_set_sha256: set.sha256.clone(),
         prompt_set: set.source.clone(),
         engine_build,
