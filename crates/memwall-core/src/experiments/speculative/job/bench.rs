@@ -20,11 +20,10 @@ use {
     super::super::drafter::Ngram,
     super::super::store as sstore,
     super::{
-        FIRST_N_CTX, PairOptions, SpecProgress, check_cancel, context_for, file_name, fit, load,
+        PairOptions, SpecProgress, begin_guard, check_cancel, file_name, load_sized,
         new_run,
     },
     crate::experiments::blocking,
-    crate::measure::guard::Guard,
     crate::probe::hw,
     crate::store::Store,
     crate::util::now_rfc3339,
@@ -241,61 +240,40 @@ pub async fn bench_job(
     }
     let started = now_rfc3339();
     let threads = pair_opts.threads();
-    let ngl = pair_opts.n_gpu_layers;
-    let engine = pair_opts.engine;
-    let mut guard = Guard::begin(opts.guard)?;
-    fit(
-        &mut guard,
-        pair_opts.engine,
-        &pair_opts.target,
-        draft.as_deref(),
-        FIRST_N_CTX,
-    )?;
-    check_cancel(&cancel)?;
-
+    let guard = begin_guard(opts.guard, &pair_opts, draft.as_deref(), &cancel)?;
     // Load, tokenize, split, and load again when the longest input needs more context.
-    let (target, d2, s2, o2) = (
-        pair_opts.target.clone(),
+    let (p2, d2, s2, o2, c2) = (
+        pair_opts.clone(),
         draft.clone(),
         set.clone(),
         opts.clone(),
+        cancel.clone(),
     );
     let mut progress = progress;
     let (p, inputs, guard, mut progress, template_note) =
         blocking(move || -> Result<_, JobError> {
-            let mut p = load(
-                engine,
-                &target,
+            let mut guard = guard;
+            let max_new = o2.max_new.max(o2.calib_max_new);
+            let loaded = load_sized(
+                &p2,
                 d2.as_deref(),
-                FIRST_N_CTX,
-                threads,
-                ngl,
+                &s2,
+                max_new,
+                &mut guard,
                 &mut progress,
+                &c2,
+                |toks| {
+                    let inputs = o2.split(&toks)?;
+                    let longest = inputs
+                        .iter()
+                        .flat_map(|i| i.measured.iter().chain(std::iter::once(&i.calibration)))
+                        .map(|t| t.tokens.len())
+                        .max()
+                        .unwrap_or(0);
+                    Ok((inputs, longest))
+                },
             )?;
-            let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
-            let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
-            let inputs = o2.split(&toks)?;
-            let longest = inputs
-                .iter()
-                .flat_map(|i| i.measured.iter().chain(std::iter::once(&i.calibration)))
-                .map(|t| t.tokens.len())
-                .max()
-                .unwrap_or(0);
-            let need_ctx = context_for(longest, o2.max_new.max(o2.calib_max_new));
-            if need_ctx > FIRST_N_CTX {
-                fit(&mut guard, engine, &target, d2.as_deref(), need_ctx)?;
-                drop(p);
-                p = load(
-                    engine,
-                    &target,
-                    d2.as_deref(),
-                    need_ctx,
-                    threads,
-                    ngl,
-                    &mut progress,
-                )?;
-            }
-            Ok((p, inputs, guard, progress, template_note))
+            Ok((loaded.pair, loaded.inputs, guard, progress, loaded.template_note))
         })
         .await??;
     check_cancel(&cancel)?;

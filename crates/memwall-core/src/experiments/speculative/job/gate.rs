@@ -12,12 +12,11 @@ use serde::{Deserialize, Serialize};
 use {
     super::super::drafter::Ngram,
     super::super::gate::{self, TokenizedPrompt},
-    super::super::pair,
     super::super::prompts::PromptSet,
     super::super::store as sstore,
     super::{
-        FIRST_N_CTX, PairOptions, SpecProgress, check_cancel, context_for, file_name, fit,
-        limit_round_robin, load, new_run,
+        LoadedPair, PairOptions, SpecProgress, begin_guard, check_cancel, file_name,
+        limit_round_robin, load_sized, new_run,
     },
     crate::experiments::{JobError, blocking},
     crate::measure::guard::Guard,
@@ -191,7 +190,7 @@ impl GateOutcome {
 struct GateRun {
     pub toks: Vec<TokenizedPrompt>,
     pub n_prompts_set: usize,
-    /// The fallback-template warning ([`pair::template_note`]).
+    /// The fallback-template warning ([`template_note`](super::super::pair::template_note)).
     pub template_note: Option<String>,
     pub rows: Vec<GateRow>,
     pub sampling: Vec<SamplingCheck>,
@@ -211,40 +210,28 @@ fn run_gate(
     progress: &mut dyn FnMut(SpecProgress),
     cancel: &AtomicBool,
 ) -> Result<GateRun, JobError> {
-    let threads = pair_opts.threads();
-    let target = pair_opts.target.as_path();
-    // Tokenize with a first context, then size the real one.
-    let mut p = load(
-        pair_opts.engine,
-        target,
+    let LoadedPair {
+        pair: mut p,
+        inputs: (toks, n_prompts_set),
+        template_note,
+    } = load_sized(
+        pair_opts,
         draft,
-        FIRST_N_CTX,
-        threads,
-        pair_opts.n_gpu_layers,
+        set,
+        opts.max_new,
+        &mut guard,
         progress,
+        cancel,
+        |toks| {
+            let n_prompts_set = toks.len();
+            let toks = match opts.limit {
+                Some(n) => limit_round_robin(toks, n),
+                None => toks,
+            };
+            let longest = toks.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
+            Ok(((toks, n_prompts_set), longest))
+        },
     )?;
-    let mut toks = pair::tokenize_set(&p.target, set)?;
-    let template_note = pair::template_note(&*p.target, target, set)?;
-    let n_prompts_set = toks.len();
-    if let Some(n) = opts.limit {
-        toks = limit_round_robin(toks, n);
-    }
-    let longest = toks.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
-    let need_ctx = context_for(longest, opts.max_new);
-    if need_ctx > FIRST_N_CTX {
-        check_cancel(cancel)?;
-        fit(&mut guard, pair_opts.engine, target, draft, need_ctx)?;
-        drop(p);
-        p = load(
-            pair_opts.engine,
-            target,
-            draft,
-            need_ctx,
-            threads,
-            pair_opts.n_gpu_layers,
-            progress,
-        )?;
-    }
     let plan = gate::GatePlan {
         ks: opts.ks.clone(),
         drafters: opts.drafters.clone(),
@@ -345,15 +332,7 @@ pub async fn gate_job(
     )?;
     let set = pair_opts.prompt_set()?;
     let started = now_rfc3339();
-    let mut guard = Guard::begin(opts.guard)?;
-    fit(
-        &mut guard,
-        pair_opts.engine,
-        &pair_opts.target,
-        draft.as_deref(),
-        FIRST_N_CTX,
-    )?;
-    check_cancel(&cancel)?;
+    let guard = begin_guard(opts.guard, &pair_opts, draft.as_deref(), &cancel)?;
     let (p2, d2, s2, o2) = (pair_opts.clone(), draft.clone(), set.clone(), opts.clone());
     let mut progress = progress;
     let run =

@@ -318,6 +318,74 @@ fn fit(
     Ok(())
 }
 
+/// The guard every job starts under: begun with `guard_opts`, the target and the
+/// draft checked to fit at [`FIRST_N_CTX`] before anything is loaded.
+#[cfg(feature = "llama")]
+fn begin_guard(
+    guard_opts: crate::measure::guard::GuardOptions,
+    pair_opts: &PairOptions,
+    draft: Option<&Path>,
+    cancel: &AtomicBool,
+) -> Result<Guard, JobError> {
+    let mut guard = Guard::begin(guard_opts)?;
+    fit(
+        &mut guard,
+        pair_opts.engine,
+        &pair_opts.target,
+        draft,
+        FIRST_N_CTX,
+    )?;
+    check_cancel(cancel)?;
+    Ok(guard)
+}
+
+/// The pair loaded at a context that holds the inputs a job chose, with the
+/// fallback-template note of the one prompt path.
+#[cfg(feature = "llama")]
+struct LoadedPair<T> {
+    pair: Pair,
+    inputs: T,
+    template_note: Option<String>,
+}
+
+/// What every job does before it measures (blocking): loads the pair at
+/// [`FIRST_N_CTX`], tokenizes the set ([`pair::tokenize_set`]), lets `choose` pick
+/// the inputs (returning them and their longest prompt in tokens), and loads the
+/// pair again, once the guard has checked it fits, where that prompt plus `max_new`
+/// generated tokens needs more context.
+#[cfg(feature = "llama")]
+#[allow(clippy::too_many_arguments)]
+fn load_sized<T>(
+    pair_opts: &PairOptions,
+    draft: Option<&Path>,
+    set: &PromptSet,
+    max_new: usize,
+    guard: &mut Guard,
+    progress: &mut dyn FnMut(SpecProgress),
+    cancel: &AtomicBool,
+    choose: impl FnOnce(Vec<TokenizedPrompt>) -> Result<(T, usize), JobError>,
+) -> Result<LoadedPair<T>, JobError> {
+    let threads = pair_opts.threads();
+    let (engine, ngl) = (pair_opts.engine, pair_opts.n_gpu_layers);
+    let target = pair_opts.target.as_path();
+    let mut p = load(engine, target, draft, FIRST_N_CTX, threads, ngl, progress)?;
+    let toks = pair::tokenize_set(&p.target, set)?;
+    let template_note = pair::template_note(&*p.target, target, set)?;
+    let (inputs, longest) = choose(toks)?;
+    let need_ctx = context_for(longest, max_new);
+    if need_ctx > FIRST_N_CTX {
+        check_cancel(cancel)?;
+        fit(guard, engine, target, draft, need_ctx)?;
+        drop(p);
+        p = load(engine, target, draft, need_ctx, threads, ngl, progress)?;
+    }
+    Ok(LoadedPair {
+        pair: p,
+        inputs,
+        template_note,
+    })
+}
+
 #[cfg(feature = "llama")]
 #[allow(clippy::too_many_arguments)]
 fn load(

@@ -10,11 +10,10 @@ use std::path::PathBuf;
 use {
     super::super::store as sstore,
     super::{
-        FIRST_N_CTX, PairOptions, SpecProgress, check_cancel, context_for, file_name, fit,
-        limit_round_robin, load, new_run,
+        PairOptions, SpecProgress, begin_guard, check_cancel, file_name, limit_round_robin,
+        load_sized, new_run,
     },
     crate::experiments::{JobError, blocking},
-    crate::measure::guard::Guard,
     crate::probe::hw,
     crate::store::Store,
     crate::util::now_rfc3339,
@@ -156,53 +155,33 @@ pub async fn synth_job(
     let started = now_rfc3339();
     let threads = pair_opts.threads();
     let ngl = pair_opts.n_gpu_layers;
-    let engine = pair_opts.engine;
-    let mut guard = Guard::begin(opts.guard)?;
-    fit(
-        &mut guard,
-        pair_opts.engine,
-        &pair_opts.target,
-        Some(&draft),
-        FIRST_N_CTX,
-    )?;
-    check_cancel(&cancel)?;
-    let (target, d2, s2, o2) = (
-        pair_opts.target.clone(),
+    let guard = begin_guard(opts.guard, &pair_opts, Some(&draft), &cancel)?;
+    let (p2, d2, s2, o2, c2) = (
+        pair_opts.clone(),
         draft.clone(),
         set.clone(),
         opts.clone(),
+        cancel.clone(),
     );
     let mut progress = progress;
     let (p, prompts, guard, mut progress, template_note) =
         blocking(move || -> Result<_, JobError> {
-            let mut p = load(
-                engine,
-                &target,
+            let mut guard = guard;
+            let loaded = load_sized(
+                &p2,
                 Some(&d2),
-                FIRST_N_CTX,
-                threads,
-                ngl,
+                &s2,
+                o2.max_new,
+                &mut guard,
                 &mut progress,
+                &c2,
+                |toks| {
+                    let prompts = limit_round_robin(toks, o2.n_prompts);
+                    let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
+                    Ok((prompts, longest))
+                },
             )?;
-            let toks = super::super::pair::tokenize_set(&p.target, &s2)?;
-            let template_note = super::super::pair::template_note(&*p.target, &target, &s2)?;
-            let prompts = limit_round_robin(toks, o2.n_prompts);
-            let longest = prompts.iter().map(|t| t.tokens.len()).max().unwrap_or(0);
-            let need_ctx = context_for(longest, o2.max_new);
-            if need_ctx > FIRST_N_CTX {
-                fit(&mut guard, engine, &target, Some(&d2), need_ctx)?;
-                drop(p);
-                p = load(
-                    engine,
-                    &target,
-                    Some(&d2),
-                    need_ctx,
-                    threads,
-                    ngl,
-                    &mut progress,
-                )?;
-            }
-            Ok((p, prompts, guard, progress, template_note))
+            Ok((loaded.pair, loaded.inputs, guard, progress, loaded.template_note))
         })
         .await??;
     check_cancel(&cancel)?;
