@@ -6,7 +6,6 @@
 //!
 //! Environment: `MEMWALL_DB` (the store), `MEMWALL_EXPORTS` (where exports and
 //! results go), `MEMWALL_TRAY_ONLY=1` (start with no window, as after closing it).
-#![deny(missing_docs)]
 
 pub mod commands;
 pub mod error;

@@ -86,7 +86,6 @@ pub struct MachineView {
 pub struct ModelItem {
     /// Catalogue name.
     pub name: String,
-    /// Title.
     pub title: String,
     /// File size, bytes.
     pub bytes: u64,
@@ -105,7 +104,6 @@ pub struct BenchRequest {
     pub n_prompt: Vec<u32>,
     /// Generation lengths.
     pub n_gen: Vec<u32>,
-    /// Depths.
     pub n_depth: Vec<u32>,
     /// Parallel sequences decoded together in tg tests (`--n-seqs`; empty: 1).
     #[serde(default)]
@@ -123,7 +121,6 @@ pub struct BenchRequest {
     pub engines: Vec<String>,
 }
 
-/// A chat request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ChatRequest {
     /// Catalogue model name.

@@ -528,7 +528,6 @@ pub enum Mutation {
 pub struct Case {
     /// Index of the seed in the fuzzer's list.
     pub seed: usize,
-    /// The bytes.
     pub bytes: Vec<u8>,
     /// The file length the reader is told.
     pub claimed_len: u64,
@@ -880,7 +879,6 @@ pub struct Stats {
     pub cases: u64,
     /// Cases whose facts were derived and checked.
     pub facts_ok: u64,
-    /// Panics.
     pub panics: u64,
     /// Broken invariants.
     pub invariants: u64,

@@ -88,7 +88,6 @@ pub enum StopReason {
     MaxTokens,
     /// The user pressed stop.
     Cancelled,
-    /// The context is full.
     ContextFull,
 }
 
@@ -155,7 +154,6 @@ impl ChatStats {
 pub enum ChatEvent {
     /// The prompt was templated and tokenized.
     Started {
-        /// Prompt tokens.
         prompt_tokens: u32,
     },
     /// New text (complete UTF-8 only) and the figures so far.

@@ -13,7 +13,6 @@ pub enum Progress {
         /// Path of the GGUF file being loaded.
         model: String,
     },
-    /// A test started.
     TestStarted {
         /// Index in the plan.
         index: usize,

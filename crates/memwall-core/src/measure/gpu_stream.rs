@@ -103,11 +103,9 @@ pub enum GpuStreamError {
     /// A rate above what the memory interface can carry.
     #[error("stream --gpu: {kernel} measured {got:.0} GB/s, above the memory interface's bound {bound:.0} GB/s ({bus} bit × {clock_mhz} MHz × 2): the timing is broken, results are discarded", kernel = kernel.name())]
     Impossible {
-        /// Kernel.
         kernel: Kernel,
         /// Rate measured.
         got: f64,
-        /// The bound.
         bound: f64,
         /// Bus width, bits.
         bus: u32,
@@ -123,7 +121,6 @@ fn drv(e: cudarc::driver::DriverError) -> GpuStreamError {
 /// What a GPU STREAM run measured, and on which device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GpuStreamResult {
-    /// The device.
     pub device: CudaDevice,
     /// The rates, in the CPU instrument's shape (`threads` is 1: one host thread
     /// drives the device; `isa` is absent).

@@ -66,13 +66,11 @@ pub enum GuardError {
         model: String,
         /// Total needed.
         needed: Bytes,
-        /// Weights.
         weights: Bytes,
         /// KV cache.
         kv: Bytes,
         /// Context tokens (the largest of the models').
         n_ctx: u64,
-        /// Headroom.
         headroom: Bytes,
         /// Available memory.
         available: Bytes,

@@ -229,7 +229,6 @@ pub struct Bound {
     /// Cores counted: the threads used, at most the logical CPUs (SMT siblings
     /// counted as cores: generous).
     pub cores: usize,
-    /// Clock, GHz.
     pub clock_ghz: f64,
     /// Where the clock came from.
     pub clock_source: ClockSource,
@@ -267,7 +266,6 @@ impl Bound {
 /// A CPU clock with its source.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Clock {
-    /// GHz.
     pub ghz: f64,
     /// Where it came from.
     pub source: ClockSource,
@@ -320,7 +318,6 @@ pub enum PeakError {
         unit: &'static str,
         /// The measured rate.
         measured: f64,
-        /// The bound.
         bound: f64,
         /// The bound's arithmetic.
         formula: String,
@@ -929,7 +926,7 @@ fn add_chain_secs(n: u64) -> f64 {
 /// 2.5 GHz. Runs are short so that many finish without a pause: a run that spans a
 /// pause (the core lent to another thread, or to another guest of a virtual
 /// machine's host) reads a clock that is too low, and with 3 ms runs every run on a
-/// busy VM spanned one, reading 1.9–2.45 GHz on a core that ran at 2.45 (stop 37).
+/// busy VM spanned one, reading 1.9–2.45 GHz on a core that ran at 2.45.
 /// The timer's own cost (~25 ns) is 0.05 % of a run.
 const CHAIN_RUN: u64 = 1 << 14;
 
@@ -1169,7 +1166,7 @@ mod tests {
     /// the chain still gives a reading, and one in the range of real CPUs. How much
     /// readings move alone against busy (they must stay within
     /// [`MEASURED_CLOCK_MARGIN`]; 1.9–2.45 GHz on one busy VM made a true scalar FMA
-    /// peak fail its bound: stop 37) is timing on a shared machine, measured by
+    /// peak fail its bound) is timing on a shared machine, measured by
     /// bench/add-chain-clock.sh, not asserted here.
     #[test]
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

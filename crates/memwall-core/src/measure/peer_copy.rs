@@ -146,7 +146,6 @@ pub enum PeerCopyError {
         dst: usize,
         /// Rate measured.
         got: f64,
-        /// The bound.
         bound: f64,
     },
 }

@@ -298,7 +298,6 @@ impl StreamConfig {
 /// Result of one kernel at one thread count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelResult {
-    /// The kernel.
     pub kernel: Kernel,
     /// Best rate (from the minimum time), STREAM's reported figure.
     pub best_gbps: Gbps,

@@ -21,7 +21,6 @@ pub enum Warning {
     },
     /// Some repetitions were outliers by MAD z-score.
     Outliers {
-        /// How many.
         n: usize,
     },
     /// Coefficient of variation above 5 %.

@@ -475,7 +475,6 @@ pub struct FrontierViewRow {
     pub quant: String,
     /// Decode tok/s of this run (tg, depth 0, one sequence, the run's largest thread count).
     pub decode_tps: Option<f64>,
-    /// Its ceiling.
     pub decode_ceiling_tps: Option<f64>,
     /// Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
     pub prefill_tps: Option<f64>,
@@ -496,7 +495,6 @@ pub struct FrontierViewRow {
 pub struct FrontierView {
     /// Quality measures that have at least one stored cell (`ppl:wikitext`, `task:mmlu`).
     pub measures: Vec<String>,
-    /// Rows.
     pub rows: Vec<FrontierViewRow>,
 }
 
@@ -717,7 +715,6 @@ pub fn split_label(r: &BenchRecord) -> String {
     }
 }
 
-/// Errors of [`export_path`].
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExportPathError {
     /// The name is not a plain file name.
@@ -728,7 +725,6 @@ pub enum ExportPathError {
     /// The extension does not match the format.
     #[error("export file name {name:?} must end in .{ext} for this format")]
     BadExtension {
-        /// The name.
         name: String,
         /// The extension wanted.
         ext: String,

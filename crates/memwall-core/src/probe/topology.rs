@@ -78,7 +78,6 @@ pub enum Link {
     /// NVLink, `links` bonded links (`NV18`); `switched` when through an NVSwitch
     /// (then the count is the GPU's active links, as `nvidia-smi topo -m` shows it).
     NvLink {
-        /// Links.
         links: u32,
         /// Through an NVSwitch.
         switched: bool,
@@ -90,7 +89,6 @@ pub enum Link {
     },
     /// NVML did not say; the reason.
     Unknown {
-        /// Why.
         why: String,
     },
 }

@@ -186,7 +186,6 @@ pub struct GpuSplit {
     /// `--split-mode`.
     #[serde(default)]
     pub mode: SplitMode,
-    /// `--tensor-split`.
     #[serde(default)]
     pub tensor_split: TensorSplit,
 }
@@ -246,7 +245,6 @@ pub enum SplitError {
         "--tensor-split {given:?}: {why} (give one proportion per GPU, comma-separated, e.g. --tensor-split 1,1 for two equal shares)"
     )]
     TensorSplit {
-        /// As given.
         given: String,
         /// What is wrong.
         why: String,

@@ -34,7 +34,6 @@ use sqlx::{Column, Connection, Row, Sqlite, Transaction};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// Errors of the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -63,7 +62,6 @@ pub enum StoreError {
     Decode {
         /// Database file.
         path: String,
-        /// Table.
         table: &'static str,
         /// Store id of the row.
         id: i64,
@@ -108,7 +106,6 @@ pub enum StoreError {
     },
 }
 
-/// The store.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: SqlitePool,
@@ -142,13 +139,11 @@ pub struct NewRun {
 pub struct RunSummary {
     /// Store id of the run (a `runs` row).
     pub id: i64,
-    /// Kind.
     pub kind: String,
     /// Start time.
     pub started_at: String,
     /// Git commit of the memwall build that measured it.
     pub build_commit: String,
-    /// Command.
     pub command: String,
     /// Hostname of the machine that measured it.
     pub hostname: String,
@@ -173,7 +168,6 @@ pub struct StoredStream {
     pub kernel: String,
     /// Threads that ran the STREAM kernels.
     pub threads: i64,
-    /// Bytes per array.
     pub array_bytes: i64,
     /// Best rate, GB/s.
     pub best_gbps: f64,
@@ -213,7 +207,6 @@ pub struct StoredPeak {
 pub struct FrontierCellValue {
     /// The frontier run.
     pub run_id: i64,
-    /// Its host.
     pub host: String,
     /// The arm's file.
     pub arm_file: String,

@@ -53,7 +53,6 @@ pub enum ColumnValue {
     Int(i64),
     /// Real number.
     Real(f64),
-    /// Text.
     Text(String),
     /// Not measured / not applicable (printed `—` in tables, NULL in SQL, empty in CSV).
     Null,

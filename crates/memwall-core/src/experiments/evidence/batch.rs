@@ -23,7 +23,6 @@ pub struct BatchRow {
     pub n_seqs: i64,
     /// Aggregate tok/s (all sequences), mean.
     pub aggregate_tps: f64,
-    /// Std of the aggregate.
     pub aggregate_std: f64,
     /// Per-sequence tok/s = aggregate ÷ b.
     pub per_seq_tps: f64,

@@ -80,7 +80,6 @@ fn yes() -> bool {
     true
 }
 
-/// Errors of the frontier.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FrontierError {
@@ -99,10 +98,8 @@ pub enum FrontierError {
     /// Evaluation.
     #[error(transparent)]
     Eval(#[from] crate::measure::evals::EvalError),
-    /// Engine.
     #[error(transparent)]
     Engine(#[from] crate::measure::engine::EngineError),
-    /// Store.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     /// Dataset catalogue.
@@ -141,7 +138,6 @@ pub enum Measure {
     Speed,
     /// Perplexity (+ KLD) on a slice.
     Ppl(PplConfig),
-    /// A task.
     Task(TaskKind, TaskConfig),
 }
 

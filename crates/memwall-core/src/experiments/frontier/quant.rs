@@ -246,7 +246,6 @@ pub struct Arm {
     pub source_sha256: String,
     /// The source's type (`general.file_type`).
     pub source_quant: String,
-    /// Bits per weight of the source.
     pub source_bits_per_weight: f64,
     /// Relation to the source's precision.
     pub relation: Relation,

@@ -15,11 +15,9 @@ pub struct FrontierRow {
     pub arm: String,
     /// Relation to the source's precision.
     pub relation: Relation,
-    /// File bytes.
     pub file_bytes: u64,
     /// Weight bytes streamed per decode step.
     pub streamed_bytes: u64,
-    /// Bits per weight.
     pub bits_per_weight: f64,
     /// sha256 of the arm's file.
     pub sha256: String,

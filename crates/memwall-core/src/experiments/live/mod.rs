@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 pub struct RowEnergy {
     /// The bench row (`bench_results.id`).
     pub row_id: i64,
-    /// Its run.
     pub run_id: i64,
     /// The phase's name in the recording.
     pub phase: String,

@@ -104,7 +104,6 @@ pub struct LoadChart {
     pub stem: String,
     /// The title drawn on it.
     pub title: String,
-    /// The SVG.
     pub svg: String,
 }
 

@@ -41,7 +41,6 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Mean, median, p90 and p99 of a metric, ms; all `None` when no request had it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Dist {
-    /// Mean, ms.
     pub mean_ms: Option<f64>,
     /// Median (p50), ms.
     pub median_ms: Option<f64>,
@@ -178,13 +177,9 @@ pub struct LoadPoint {
     pub request_throughput_rps: f64,
     /// Output tokens per second, all requests together.
     pub output_throughput_tps: f64,
-    /// TTFT.
     pub ttft: Dist,
-    /// TPOT.
     pub tpot: Dist,
-    /// ITL.
     pub itl: Dist,
-    /// E2EL.
     pub e2el: Dist,
     /// Requests meeting every SLO per second (`None` without `--slo`).
     pub goodput_rps: Option<f64>,

@@ -22,7 +22,6 @@ pub struct LoadProvenance {
     pub request_model: String,
     /// `model` the streamed chunks named.
     pub server_model: Option<String>,
-    /// The `Server` header.
     pub server_header: Option<String>,
     /// `system_fingerprint` of the chunks.
     pub system_fingerprint: Option<String>,
@@ -39,7 +38,6 @@ pub struct LoadProvenance {
 pub struct StoredPoint {
     /// Row id.
     pub id: i64,
-    /// The run.
     pub run_id: i64,
     /// When, UTC RFC 3339.
     pub measured_at: String,

@@ -34,7 +34,6 @@ pub struct UrlChatRequest {
     pub api_key: Option<String>,
     /// The conversation so far, ending with the user's message.
     pub messages: Vec<ChatMessage>,
-    /// `max_tokens`.
     pub max_tokens: u32,
 }
 

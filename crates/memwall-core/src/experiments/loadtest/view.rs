@@ -25,7 +25,6 @@ pub struct LoadRow {
     pub rate_rps: Option<f64>,
     /// Measured requests sent.
     pub n_sent: u64,
-    /// Completed.
     pub n_completed: u64,
     /// Refused with 429.
     pub n_rejected: u64,
@@ -37,13 +36,9 @@ pub struct LoadRow {
     pub request_throughput_rps: f64,
     /// Where output token counts came from.
     pub token_source: TokenSource,
-    /// TTFT.
     pub ttft: Dist,
-    /// TPOT.
     pub tpot: Dist,
-    /// ITL.
     pub itl: Dist,
-    /// E2EL.
     pub e2el: Dist,
     /// Mean prefix-cache hits the server reported, tokens.
     pub mean_cached_tokens: Option<f64>,

@@ -121,11 +121,9 @@ pub struct PredictedRatio {
     pub test: String,
     /// Numerator model file.
     pub numerator: String,
-    /// Numerator sha256.
     pub numerator_sha256: String,
     /// Denominator model file (the plan's first model).
     pub denominator: String,
-    /// Denominator sha256.
     pub denominator_sha256: String,
     /// Predicted tg(numerator) ÷ tg(denominator).
     pub predicted_ratio: f64,
@@ -274,7 +272,6 @@ pub struct ScoredRatio {
     pub predicted: f64,
     /// Measured ratio.
     pub measured: Option<f64>,
-    /// % error.
     pub error_pct: Option<f64>,
 }
 

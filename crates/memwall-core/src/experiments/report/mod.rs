@@ -24,7 +24,6 @@ pub use job::{ReportOptions, ReportOutcome, report_job, report_job_at, verify_jo
 
 use serde::Serialize;
 
-/// Errors of the report.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReportError {
@@ -50,9 +49,7 @@ pub enum ReportError {
     /// A stored row holds a value that cannot be (a JSON column that does not parse).
     #[error("report: table {table}, row {row_id}: {problem}")]
     BadRow {
-        /// Table.
         table: &'static str,
-        /// Row id.
         row_id: i64,
         /// What is wrong, and the fix.
         problem: String,
@@ -140,7 +137,6 @@ pub enum Cell {
         text: String,
         /// Which conclusion.
         claim: String,
-        /// Its value.
         value: bool,
     },
     /// Not measured: prints `—`.
@@ -239,9 +235,7 @@ pub struct Section {
     pub n_rows: usize,
     /// Paragraphs before the tables.
     pub text: Vec<String>,
-    /// Tables.
     pub tables: Vec<Table>,
-    /// Charts.
     pub charts: Vec<ChartRef>,
     /// Set when nothing is stored for this section: why, and the command that measures it.
     pub not_measured: Option<String>,

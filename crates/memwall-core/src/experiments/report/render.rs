@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Figure {
     /// Section anchor.
     pub section: &'static str,
-    /// Table caption.
     pub table_caption: String,
     /// Column header.
     pub header: String,
@@ -25,7 +24,6 @@ pub struct Figure {
     pub footnote: Option<String>,
     /// The printed cells of the row (its labels).
     pub labels: Vec<String>,
-    /// The cell.
     #[serde(flatten)]
     pub cell: Cell,
 }
@@ -71,7 +69,6 @@ pub struct PrintedRow {
 pub struct PrintedTable {
     /// Section anchor.
     pub section: &'static str,
-    /// Caption.
     pub caption: String,
     /// Column headers.
     pub headers: Vec<String>,

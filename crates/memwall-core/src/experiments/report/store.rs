@@ -18,7 +18,6 @@ pub struct RunRow {
     pub started_at: String,
     /// Machine that measured it.
     pub hostname: String,
-    /// Its CPU.
     pub cpu_info: String,
     /// Logical CPUs of its machine.
     pub cores_logical: i64,
@@ -31,13 +30,11 @@ pub struct RunRow {
 pub struct StreamRow {
     /// Store id.
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
     /// Machine.
     pub hostname: String,
     /// `copy`, `scale`, `add`, `triad`, `read`.
     pub kernel: String,
-    /// Threads.
     pub threads: i64,
     /// Best rate, GB/s (1e9 B/s).
     pub best_gbps: f64,
@@ -48,13 +45,11 @@ pub struct StreamRow {
 pub struct PeakRow {
     /// Store id.
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
     /// Machine.
     pub hostname: String,
     /// `f32 FMA` | `int8 dot`.
     pub kind: String,
-    /// Threads.
     pub threads: i64,
     /// Measured GFLOP/s (GOP/s).
     pub gflops: f64,
@@ -68,7 +63,6 @@ pub struct PeakRow {
 pub struct KvRow {
     /// Store id.
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
     /// Model file.
     pub model_filename: String,
@@ -88,7 +82,6 @@ pub struct KvRow {
     pub measured_state_bytes_per_token: f64,
     /// Cell metadata per token.
     pub metadata_bytes_per_token: f64,
-    /// Measured KV bytes per token.
     pub measured_kv_bytes_per_token: f64,
     /// Measured ÷ predicted.
     pub ratio: f64,
@@ -103,13 +96,10 @@ pub struct KvRow {
 pub struct GateRow {
     /// Store id.
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
     /// `greedy` | `sampling`.
     pub mode: String,
-    /// Target file.
     pub target_file: String,
-    /// Drafter key.
     pub drafter_key: String,
     /// Draft length.
     pub k: i64,
@@ -119,7 +109,6 @@ pub struct GateRow {
     pub n_prompts_set: Option<i64>,
     /// Identical outputs.
     pub n_identical: i64,
-    /// Passed.
     pub passed: bool,
 }
 
@@ -128,13 +117,10 @@ pub struct GateRow {
 pub struct SpecRow {
     /// Store id.
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
-    /// Target file.
     pub target_file: String,
     /// `none` | `draft-model` | `ngram`.
     pub drafter_kind: String,
-    /// Drafter key.
     pub drafter_key: String,
     /// Draft length (0: target only).
     pub k: i64,
@@ -161,7 +147,6 @@ pub struct SpecRow {
 pub struct FrontierRow {
     /// Store id.
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
     /// Machine.
     pub hostname: String,
@@ -184,7 +169,6 @@ pub struct FrontierRow {
 /// A `prediction_scores` row.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct ScoreRow {
-    /// The sheet.
     pub sheet_id: i64,
     /// The run scored.
     pub run_id: i64,
@@ -225,13 +209,9 @@ pub struct LoadtestRow {
     pub n_rejected: i64,
     /// Output tokens per second over the level.
     pub output_throughput_tps: f64,
-    /// Median TTFT, ms.
     pub ttft_median_ms: Option<f64>,
-    /// Median TPOT, ms.
     pub tpot_median_ms: Option<f64>,
-    /// Median ITL, ms.
     pub itl_median_ms: Option<f64>,
-    /// Median E2EL, ms.
     pub e2el_median_ms: Option<f64>,
     /// Requests per second within the SLO.
     pub goodput_rps: Option<f64>,
@@ -269,7 +249,6 @@ pub struct EnergyRow {
     pub avg_ts: f64,
     /// Sampler readings in the phase.
     pub samples: i64,
-    /// Mean power, W.
     pub mean_power_w: Option<f64>,
     /// Energy over the phase, J.
     pub energy_j: Option<f64>,
@@ -299,7 +278,6 @@ pub struct EnergyRow {
 pub struct FrontierEnergyRow {
     /// The cell (`frontier_cells.id`).
     pub id: i64,
-    /// Its run.
     pub run_id: i64,
     /// Machine.
     pub hostname: String,
@@ -330,7 +308,6 @@ pub struct FrontierEnergyRow {
 /// Everything the report draws from.
 #[derive(Debug, Clone, Default)]
 pub struct ReportRows {
-    /// `runs`.
     pub runs: Vec<RunRow>,
     /// The machine of each run (by run id), from its stored host facts: machines
     /// are told apart by hostname, CPU, logical cores and GPUs, not hostname alone.

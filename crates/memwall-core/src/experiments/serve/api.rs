@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
 
-/// `stream_options`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct StreamOptions {
     /// Send a usage chunk before `[DONE]`.
@@ -70,7 +69,6 @@ pub struct Common {
     /// Stream as server-sent events.
     #[serde(default)]
     pub stream: bool,
-    /// Stream options.
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
     /// Sampling temperature: only 0 (greedy) is served.
@@ -112,7 +110,6 @@ pub enum Prompt {
 /// `POST /v1/completions` body.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CompletionRequest {
-    /// The prompt.
     pub prompt: Prompt,
     /// Common fields.
     #[serde(flatten)]
@@ -780,7 +777,6 @@ const MESSAGE_FIELDS: &[(&str, Rule)] = &[
     ),
 ];
 
-/// Fields of `stream_options`.
 const STREAM_OPTION_FIELDS: &[(&str, Rule)] = &[
     ("include_usage", Rule::Served),
     (
@@ -902,10 +898,8 @@ pub struct PromptTokensDetails {
     pub cached_tokens: u32,
 }
 
-/// `usage`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Usage {
-    /// Prompt tokens.
     pub prompt_tokens: u32,
     /// Generated tokens.
     pub completion_tokens: u32,

@@ -141,7 +141,6 @@ pub enum ServeStatus {
         model_id: String,
         /// Where the chat format comes from.
         template: String,
-        /// Slots.
         n_slots: u32,
         /// Context per slot, tokens.
         n_ctx_slot: u32,

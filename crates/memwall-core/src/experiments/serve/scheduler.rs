@@ -169,7 +169,6 @@ pub struct Finish {
     pub prompt_tokens: u32,
     /// Generated tokens (EOG excluded).
     pub completion_tokens: u32,
-    /// Timings.
     pub timings: Timings,
 }
 

@@ -637,7 +637,6 @@ pub struct BenchProvenance {
     pub target_sha256: String,
     /// Draft file name.
     pub draft_file: Option<String>,
-    /// Prompt set sha256.
     pub prompt_set_sha256: String,
     /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`).
     pub prompt_set: String,

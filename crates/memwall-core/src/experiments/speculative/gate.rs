@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "kebab-case")]
 pub enum DrafterKind {
-    /// A draft model.
     DraftModel,
     /// Prompt lookup.
     Ngram,

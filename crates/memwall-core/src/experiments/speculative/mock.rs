@@ -497,7 +497,7 @@ mod tests {
         }
     }
 
-    /// The "Say OK" case of issue 39: the answer ends two tokens in, and the n-gram
+    /// An answer of a few tokens ("Say OK"): the answer ends two tokens in, and the n-gram
     /// drafter copies an earlier occurrence of it that goes on past the end token.
     /// Prompt `P` (13 tokens) holds `5 7 | 10 11 99 12 13 14 15 16`; its suffix
     /// `5 7` matches at 0, so the drafter proposes `10 11 99 12 13 14 15 16`. The

@@ -1,5 +1,5 @@
 //! The records the speculative slice's bench, set-acceptance and store modules
-//! share, below all three (issue 40 §3: bench → store → synth → bench was a circle):
+//! share, below all three (so that none of them imports another to reach a row type):
 //! the stored row types ([`SpecBenchRow`], [`SpecSynthRow`], the calibration made
 //! before a set-acceptance run), `--k auto`'s decisions, the energy of a measured
 //! configuration ([`pooled_energy`]) and the per-iteration breakdown table
@@ -58,7 +58,6 @@ pub struct SpecBenchRow {
     pub tps_std: Option<f64>,
     /// Speedup per repetition (vs target-only of the same repetition).
     pub speedup_samples: Option<Vec<f64>>,
-    /// Mean speedup.
     pub speedup_mean: Option<f64>,
     /// Sample std of the speedup.
     pub speedup_std: Option<f64>,
@@ -78,7 +77,6 @@ pub struct SpecBenchRow {
     pub n_drafted: u64,
     /// Accepted tokens.
     pub n_accepted: u64,
-    /// Iterations.
     pub n_iterations: u64,
     /// Emitted tokens.
     pub n_emitted: u64,
@@ -261,7 +259,6 @@ pub struct SpecSynthRow {
     pub drafter_key: String,
     /// Seed of the acceptance draws.
     pub seed: u64,
-    /// Prompt set sha256.
     pub prompt_set_sha256: String,
     /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`);
     /// `None` in rows stored before it was kept.
@@ -284,7 +281,6 @@ pub struct SpecSynthRow {
     pub tps_std: Option<f64>,
     /// Speedup per repetition.
     pub speedup_samples: Option<Vec<f64>>,
-    /// Mean speedup.
     pub speedup_mean: Option<f64>,
     /// Sample std of the speedup.
     pub speedup_std: Option<f64>,
@@ -321,7 +317,6 @@ pub struct SpecSynthRow {
     pub build_commit: String,
     /// When (UTC RFC 3339).
     pub measured_at: String,
-    /// Hostname.
     pub hostname: String,
     /// CPU model name.
     pub cpu_info: String,

@@ -599,7 +599,6 @@ pub struct SynthProvenance {
     pub draft_file: String,
     /// The draft model's key (`draft:<sha256 prefix>`).
     pub drafter_key: String,
-    /// Prompt set sha256.
     pub prompt_set_sha256: String,
     /// The prompt file, as given (a path, or `builtin:prompts/spec.jsonl`).
     pub prompt_set: String,
@@ -611,7 +610,6 @@ pub struct SynthProvenance {
     pub n_gpu_layers: u32,
     /// When it was measured, UTC RFC 3339.
     pub measured_at: String,
-    /// Hostname.
     pub hostname: String,
     /// CPU model name.
     pub cpu_info: String,

@@ -57,7 +57,6 @@ pub struct BatchItem {
     pub logits: bool,
 }
 
-/// Errors of an engine.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {

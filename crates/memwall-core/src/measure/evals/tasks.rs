@@ -25,12 +25,10 @@ use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// The tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TaskKind {
     /// GSM8K test.
     Gsm8k,
-    /// MMLU.
     Mmlu,
     /// ARC-Easy validation.
     ArcEasy,
@@ -445,7 +443,6 @@ pub struct TaskResult {
     pub n_total: usize,
     /// Items scored.
     pub n: u64,
-    /// Correct.
     pub correct: u64,
     /// correct ÷ n.
     pub accuracy: f64,

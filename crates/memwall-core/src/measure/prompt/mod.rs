@@ -87,7 +87,6 @@ impl TemplateSource {
 /// special-token cache (control, user-defined and unknown tokens).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecialToken {
-    /// Its id.
     pub id: TokenId,
     /// Its text as the vocabulary stores it (`<|im_start|>`).
     pub text: String,

@@ -332,7 +332,6 @@ pub struct UncoreEvent {
     pub config: u64,
     /// First CPU of the PMU's `cpumask`.
     pub cpu: i32,
-    /// Bytes per count.
     pub bytes_per_count: f64,
 }
 

@@ -270,7 +270,6 @@ pub enum PhaseEvent<'a> {
     Begin(&'a str),
     /// Repetition `rep` of phase `phase` was timed over `span`.
     Timed {
-        /// The phase.
         phase: &'a str,
         /// Repetition (or prompt) within the phase, 1-based.
         rep: u32,

@@ -382,7 +382,6 @@ pub struct CopiedRun {
     pub from_id: i64,
     /// Its id in the destination.
     pub to_id: i64,
-    /// Its UUID.
     pub uuid: String,
     /// `bench`, `stream`, …
     pub kind: String,
@@ -400,7 +399,6 @@ pub struct AlreadyThere {
     pub from_id: i64,
     /// Its id in the destination.
     pub to_id: i64,
-    /// Its UUID.
     pub uuid: String,
     /// `bench`, `stream`, …
     pub kind: String,
@@ -415,7 +413,6 @@ pub struct AlreadyThere {
 pub struct FailedRun {
     /// Its id in the source.
     pub from_id: i64,
-    /// Its UUID.
     pub uuid: String,
     /// Why.
     pub error: String,

@@ -152,7 +152,6 @@ pub struct GateOutcome {
     pub prompt_set: String,
     /// The prompt set's sha256.
     pub prompt_set_sha256: String,
-    /// Prompts in the set.
     pub n_prompts_set: usize,
     /// Fewer prompts than the set were gated (`limit`): unlocks no bench.
     pub partial: bool,

@@ -116,7 +116,6 @@ pub struct SynthOutcome {
     pub run_id: Option<i64>,
     /// Ids of the predictions stored before the timed runs.
     pub prediction_ids: Vec<i64>,
-    /// The rows.
     pub rows: Vec<super::super::synth::SpecSynthRow>,
     /// Times and predictions made before the timed runs.
     pub calibration: super::super::synth::SynthCalibration,

@@ -108,7 +108,6 @@ pub enum MlxError {
     Config {
         /// The GGUF file.
         path: String,
-        /// The key.
         key: String,
         /// What is wrong.
         reason: String,
