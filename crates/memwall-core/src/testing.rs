@@ -260,21 +260,32 @@ impl PgCluster {
         Some(c)
     }
 
-    fn pg(&self, tool: &str, args: &[&std::ffi::OsStr]) {
+    /// `tool` of the cluster's PostgreSQL, as the cluster's user when the tests run as root.
+    fn command(&self, tool: &str) -> std::process::Command {
         let exe = self.bin.join(tool);
-        let mut cmd = match &self.run_as {
+        match &self.run_as {
             Some(user) => {
-                let mut c = std::process::Command::new("runuser");
+                let mut c = std::process::Command::new(runuser());
                 c.args(["-u", user, "--"]).arg(&exe);
                 c
             }
             None => std::process::Command::new(&exe),
-        };
+        }
+    }
+
+    fn pg(&self, tool: &str, args: &[&std::ffi::OsStr]) {
+        let mut cmd = self.command(tool);
         let out = cmd
             .args(args)
             .current_dir(self.dir.path())
             .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{:?} {:?}: {e}",
+                    cmd.get_program(),
+                    cmd.get_args().collect::<Vec<_>>()
+                )
+            });
         if !out.status.success() {
             let log =
                 std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
@@ -309,19 +320,24 @@ impl PgCluster {
     }
 }
 
+/// util-linux's `runuser`, which lives in `/usr/sbin` (not on every user's PATH).
+fn runuser() -> std::path::PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(std::path::PathBuf::from))
+        .map(|d| d.join("runuser"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| "runuser".into())
+}
+
 impl Drop for PgCluster {
     fn drop(&mut self) {
         let data = self.dir.path().join("data");
-        let exe = self.bin.join("pg_ctl");
-        let mut cmd = match &self.run_as {
-            Some(user) => {
-                let mut c = std::process::Command::new("runuser");
-                c.args(["-u", user, "--"]).arg(&exe);
-                c
-            }
-            None => std::process::Command::new(&exe),
-        };
-        let _ = cmd
+        let _ = self
+            .command("pg_ctl")
             .arg("-D")
             .arg(&data)
             .args(["-m", "immediate", "stop"])
