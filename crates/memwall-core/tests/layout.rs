@@ -407,7 +407,11 @@ fn each_rule_catches_a_planted_violation() {
         1
     );
     assert!(
-        adapter_violations("cmd/x.rs", "memwall_core::experiments::machine_roof::stream_job").is_empty()
+        adapter_violations(
+            "cmd/x.rs",
+            "memwall_core::experiments::machine_roof::stream_job"
+        )
+        .is_empty()
     );
 }
 

@@ -111,14 +111,14 @@ pub(crate) async fn bench(db: &std::path::Path, a: BenchArgs) -> Result<()> {
                 _ => String::new(),
             };
             let line = format!(
-                "  {:<9} {:<8} {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8.1}   achieved {:>5.1}%{read}",
+                "  {:<9} {:<8} {:<22} {:>9.2} ± {:<6.2} t/s   ceiling {:>8}   achieved {:>5}%{read}",
                 record.engine,
                 record.quant,
                 record.test_label(),
                 record.avg_ts,
                 record.stddev_ts,
-                record.ceiling_ts,
-                record.achieved * 100.0
+                or_dash(record.ceiling_ts, 1),
+                or_dash(record.achieved.map(|a| a * 100.0), 1)
             );
             // A hidden bar (stderr not a terminal: a pipe, a CI log) prints nothing
             // through println: each row still shows as it finishes, not only in the
@@ -181,7 +181,7 @@ async fn summary(store: &memwall_core::store::Store, out: &job::BenchOutcome) ->
         Gbps(r.bandwidth.0),
         out.roof.provenance,
         first.map_or("", |x| x.peak_kind.as_str()),
-        or_dash(first.map(|x| x.peak_gflops), 1),
+        or_dash(first.and_then(|x| x.peak_gflops), 1),
     )?;
     match r.read_bandwidth {
         Some(bw) => writeln!(

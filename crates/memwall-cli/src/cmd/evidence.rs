@@ -139,12 +139,20 @@ pub(crate) async fn analyze(db: &std::path::Path, a: AnalyzeArgs) -> Result<()> 
             if let Some(dir) = &a.chart {
                 charts::batch(&dir.join("batch"), &t)?;
                 let r0 = &rows[0];
-                charts::batch_roofline(
-                    &dir.join("batch_roofline"),
-                    &t,
-                    r0.peak_gflops,
-                    &r0.peak_kind,
-                )?;
+                match r0.peak_gflops {
+                    Some(peak) => {
+                        charts::batch_roofline(
+                            &dir.join("batch_roofline"),
+                            &t,
+                            peak,
+                            &r0.peak_kind,
+                        )?;
+                    }
+                    None => eprintln!(
+                        "batch roofline —: run {run_id} stored no {} peak (run `memwall peak`)",
+                        r0.peak_kind
+                    ),
+                }
             }
         }
         AnalyzeKind::Depth => {

@@ -34,7 +34,8 @@ pub(crate) async fn roofline_cmd(db: &std::path::Path, a: RooflineArgs) -> Resul
             let store = open_store(db).await?;
             let has = store.latest_triad(&host.hostname, None).await?.is_some();
             let threads = host.cores_logical;
-            let src = machine_roof::machine_roof(&store, &host, threads, has, &command_line()).await?;
+            let src =
+                machine_roof::machine_roof(&store, &host, threads, has, &command_line()).await?;
             // `memwall roofline` models CPU inference (no offload).
             let peak = src.roof.peak_for(&f, 0);
             bw = bw.or(Some((src.roof.bandwidth, src.provenance.clone())));

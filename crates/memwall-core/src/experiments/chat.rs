@@ -153,9 +153,7 @@ impl ChatStats {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ChatEvent {
     /// The prompt was templated and tokenized.
-    Started {
-        prompt_tokens: u32,
-    },
+    Started { prompt_tokens: u32 },
     /// New text (complete UTF-8 only) and the figures so far.
     Token {
         /// The text to append.

@@ -32,11 +32,11 @@ pub mod evidence;
 pub mod frontier;
 pub mod live;
 pub mod loadtest;
+pub mod machine_roof;
 pub mod mlx_tg;
 pub mod predict;
 pub mod progress;
 pub mod report;
-pub mod machine_roof;
 pub mod serve;
 pub mod speculative;
 

@@ -20,9 +20,7 @@ pub enum Warning {
         state: String,
     },
     /// Some repetitions were outliers by MAD z-score.
-    Outliers {
-        n: usize,
-    },
+    Outliers { n: usize },
     /// Coefficient of variation above 5 %.
     HighVariance {
         /// std ÷ mean.

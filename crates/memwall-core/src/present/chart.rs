@@ -97,11 +97,8 @@ where
     let max_y = tg
         .iter()
         .map(|r| {
-            if r.ceiling_ts.is_finite() {
-                r.ceiling_ts.max(r.avg_ts + r.stddev_ts)
-            } else {
-                r.avg_ts + r.stddev_ts
-            }
+            let top = r.avg_ts + r.stddev_ts;
+            r.ceiling_ts.map_or(top, |c| c.max(top))
         })
         .fold(0.0f64, f64::max)
         * 1.1;
@@ -160,11 +157,10 @@ where
         }))?;
         let ceil: Vec<(f64, f64)> = pts
             .iter()
-            .filter(|r| r.ceiling_ts.is_finite())
-            .map(|r| (r.n_depth as f64, r.ceiling_ts))
+            .filter_map(|r| r.ceiling_ts.map(|c| (r.n_depth as f64, c)))
             .collect();
         if !ceil.is_empty() {
-            let bw = pts[0].bandwidth_gbps;
+            let bw = crate::units::or_dash(pts[0].bandwidth_gbps, 1);
             chart
                 .draw_series(DashedLineSeries::new(
                     ceil,
@@ -172,7 +168,7 @@ where
                     5,
                     color.mix(0.7).stroke_width(2),
                 ))?
-                .label(format!("{m} ceiling: STREAM {bw:.1} GB/s ÷ bytes per step"))
+                .label(format!("{m} ceiling: STREAM {bw} GB/s ÷ bytes per step"))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.mix(0.7).stroke_width(1))
                 });
@@ -265,7 +261,7 @@ mod tests {
             .map(|&d| BenchRecord {
                 n_depth: d,
                 avg_ts: 60.0 - d as f64 / 100.0,
-                ceiling_ts: 100.0 - d as f64 / 50.0,
+                ceiling_ts: Some(100.0 - d as f64 / 50.0),
                 ..BenchRecord::example()
             })
             .collect()

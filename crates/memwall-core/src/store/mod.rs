@@ -19,8 +19,8 @@
 
 pub mod energy;
 pub mod host;
-pub mod record;
 pub mod postgres;
+pub mod record;
 
 use crate::measure::peak::Peak;
 use crate::measure::stream::StreamResult;

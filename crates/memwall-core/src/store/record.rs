@@ -12,16 +12,13 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// Reads a JSON/SQL null as NaN (a value that was not finite when stored).
-fn nan() -> f64 {
-    f64::NAN
-}
-
 /// Rows written before `bandwidth_kernel` existed used triad.
 fn triad() -> String {
     "triad".into()
 }
 
+/// llama-bench's t/s columns are numbers in every export; a null read back (a row
+/// whose value was not finite) is NaN there.
 fn f64_or_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
@@ -363,15 +360,15 @@ pub struct BenchRecord {
     /// Every repetition's tokens/s.
     pub samples_ts: Vec<f64>,
     /// STREAM bandwidth used for the ceiling (triad, best), GB/s (10^9 B/s).
-    #[serde(deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub bandwidth_gbps: f64,
+    pub bandwidth_gbps: Option<f64>,
     /// Store id of the STREAM result used.
     pub stream_id: i64,
     /// Measured compute peak used for the prefill ceiling, GFLOP/s (or GOP/s for int8).
-    #[serde(deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub peak_gflops: f64,
+    pub peak_gflops: Option<f64>,
     /// Which peak (`f32 FMA`, `int8 dot`).
     pub peak_kind: String,
     /// Weight bytes streamed per decode step.
@@ -379,30 +376,30 @@ pub struct BenchRecord {
     /// KV-cache bytes per token of context (capacity, all layers).
     pub kv_bytes_per_token: i64,
     /// Mean bytes read per step over the test (weights + KV at the step's depth).
-    #[serde(deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub bytes_per_step: f64,
+    pub bytes_per_step: Option<f64>,
     /// Roofline ceiling for this test, tokens/s.
-    #[serde(deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub ceiling_ts: f64,
+    pub ceiling_ts: Option<f64>,
     /// avg_ts ÷ ceiling_ts.
-    #[serde(deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub achieved: f64,
+    pub achieved: Option<f64>,
     /// Mean FLOPs per token of the test: 2 × active matmul params + attention FLOPs
     /// at the token's context.
-    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub flops_per_token: f64,
+    pub flops_per_token: Option<f64>,
     /// Arithmetic intensity of the test, FLOP per byte read from memory.
-    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub intensity: f64,
+    pub intensity: Option<f64>,
     /// Achieved compute: avg_ts × flops_per_token ÷ 1e9, GFLOP/s.
-    #[serde(default = "nan", deserialize_with = "f64_or_nan")]
+    #[serde(default)]
     #[ts(type = "number | null")]
-    pub achieved_gflops: f64,
+    pub achieved_gflops: Option<f64>,
     /// The STREAM kernel behind `bandwidth_gbps`, `ceiling_ts` and `achieved` (`triad`).
     #[serde(default = "triad")]
     pub bandwidth_kernel: String,
@@ -418,7 +415,7 @@ pub struct BenchRecord {
     #[serde(default)]
     pub achieved_read: Option<f64>,
     /// Bandwidth implied by the measured rate: avg_ts × bytes per token, GB/s (tg rows;
-    /// NaN → `—` for pp rows, where it is not meaningful).
+    /// None for pp rows, where it is not meaningful).
     pub implied_bandwidth_gbps: Option<f64>,
     /// Logical CPUs on the machine.
     pub cores_logical: i64,
@@ -525,23 +522,23 @@ impl BenchRecord {
             ("n_seqs", Key, Int(self.n_seqs)),
             ("min_ts", Measure, real(self.min_ts)),
             ("max_ts", Measure, real(self.max_ts)),
-            ("bandwidth_gbps", Measure, real(self.bandwidth_gbps)),
+            ("bandwidth_gbps", Measure, opt_r(self.bandwidth_gbps)),
             ("stream_id", Provenance, Int(self.stream_id)),
-            ("peak_gflops", Measure, real(self.peak_gflops)),
+            ("peak_gflops", Measure, opt_r(self.peak_gflops)),
             ("peak_kind", Provenance, text(&self.peak_kind)),
             ("streamed_bytes", Measure, Int(self.streamed_bytes)),
             ("kv_bytes_per_token", Measure, Int(self.kv_bytes_per_token)),
-            ("bytes_per_step", Measure, real(self.bytes_per_step)),
-            ("ceiling_ts", Measure, real(self.ceiling_ts)),
-            ("achieved", Measure, real(self.achieved)),
+            ("bytes_per_step", Measure, opt_r(self.bytes_per_step)),
+            ("ceiling_ts", Measure, opt_r(self.ceiling_ts)),
+            ("achieved", Measure, opt_r(self.achieved)),
             (
                 "implied_bandwidth_gbps",
                 Measure,
                 opt_r(self.implied_bandwidth_gbps),
             ),
-            ("flops_per_token", Measure, real(self.flops_per_token)),
-            ("intensity", Measure, real(self.intensity)),
-            ("achieved_gflops", Measure, real(self.achieved_gflops)),
+            ("flops_per_token", Measure, opt_r(self.flops_per_token)),
+            ("intensity", Measure, opt_r(self.intensity)),
+            ("achieved_gflops", Measure, opt_r(self.achieved_gflops)),
             (
                 "bandwidth_kernel",
                 Provenance,
@@ -623,19 +620,19 @@ impl BenchRecord {
             max_ts: 64.5,
             samples_ns: vec![1_990_000_000, 2_010_000_000],
             samples_ts: vec![64.32, 63.68],
-            bandwidth_gbps: 40.0,
+            bandwidth_gbps: Some(40.0),
             stream_id: 1,
-            peak_gflops: 500.0,
+            peak_gflops: Some(500.0),
             peak_kind: "int8 dot".into(),
             streamed_bytes: 400_000_000,
             kv_bytes_per_token: 12288,
-            bytes_per_step: 400_800_000.0,
-            ceiling_ts: 99.8,
-            achieved: 0.641,
+            bytes_per_step: Some(400_800_000.0),
+            ceiling_ts: Some(99.8),
+            achieved: Some(0.641),
             implied_bandwidth_gbps: Some(25.65),
-            flops_per_token: 1.0e9,
-            intensity: 2.5,
-            achieved_gflops: 64.0,
+            flops_per_token: Some(1.0e9),
+            intensity: Some(2.5),
+            achieved_gflops: Some(64.0),
             bandwidth_kernel: "triad".into(),
             read_bandwidth_gbps: Some(48.0),
             decode_ceiling_ts_read: Some(119.76),

@@ -134,8 +134,14 @@ pub async fn bench_job(
     // STREAM (CUDA0, where llama.cpp puts a single-GPU model and MLX's CUDA back end
     // runs).
     let roof = if on_cuda(&plan)? {
-        crate::experiments::machine_roof::gpu_roof(store, &host, 0, opts.reuse_stream, &opts.command)
-            .await?
+        crate::experiments::machine_roof::gpu_roof(
+            store,
+            &host,
+            0,
+            opts.reuse_stream,
+            &opts.command,
+        )
+        .await?
     } else {
         machine_roof_at(store, &host, &counts, opts.reuse_stream, &opts.command).await?
     };

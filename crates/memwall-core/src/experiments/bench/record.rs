@@ -18,6 +18,7 @@ use crate::measure::warning::Warning;
 use crate::probe::hw::LiveState;
 use crate::roofline::{self, InstancePlacement, Workload};
 use crate::store::record::{self, BenchRecord};
+use crate::units::finite;
 
 /// What measuring one instance produced, besides its configuration.
 #[derive(Debug, Clone)]
@@ -62,8 +63,8 @@ impl Timing {
             .iter()
             .map(|&ns| tokens * 1e9 / ns as f64)
             .collect();
-        let ns =
-            Observations::new(samples_ns.iter().map(|&x| x as f64).collect()).expect("reps ≥ 1, finite");
+        let ns = Observations::new(samples_ns.iter().map(|&x| x as f64).collect())
+            .expect("reps ≥ 1, finite");
         let ts = Observations::new(samples_ts.clone()).expect("finite");
         Timing { ns, ts, samples_ts }
     }
@@ -226,19 +227,19 @@ pub fn make_record(
         max_ts: ts.max(),
         samples_ns: measured.samples_ns,
         samples_ts: timing.samples_ts,
-        bandwidth_gbps: cx.roof.bandwidth.0,
+        bandwidth_gbps: finite(cx.roof.bandwidth.0),
         stream_id: cx.roof.stream_id,
-        peak_gflops: placement.peak.gflops.map_or(f64::NAN, |g| g.0),
+        peak_gflops: placement.peak.gflops.and_then(|g| finite(g.0)),
         peak_kind: placement.peak.kind,
         streamed_bytes: facts.streamed_bytes.0 as i64,
         kv_bytes_per_token: facts.kv_bytes_per_token(plan.type_k).0 as i64,
-        bytes_per_step: placement.bytes_per_step,
-        ceiling_ts: placement.triad.map_or(f64::NAN, |p| p.ceiling_tps),
-        achieved: placement.triad.map_or(f64::NAN, |p| p.achieved),
+        bytes_per_step: finite(placement.bytes_per_step),
+        ceiling_ts: placement.triad.and_then(|p| finite(p.ceiling_tps)),
+        achieved: placement.triad.and_then(|p| finite(p.achieved)),
         implied_bandwidth_gbps: placement.implied_bandwidth.map(|g| g.0),
-        flops_per_token: placement.compute.flops_per_token,
-        intensity: placement.compute.arithmetic_intensity,
-        achieved_gflops: placement.achieved_compute.0,
+        flops_per_token: finite(placement.compute.flops_per_token),
+        intensity: finite(placement.compute.arithmetic_intensity),
+        achieved_gflops: finite(placement.achieved_compute.0),
         bandwidth_kernel: "triad".into(),
         read_bandwidth_gbps: cx.roof.read_bandwidth.map(|b| b.0),
         decode_ceiling_ts_read: placement.read.map(|p| p.ceiling_tps),

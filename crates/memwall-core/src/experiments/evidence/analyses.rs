@@ -92,9 +92,9 @@ impl Analyses {
         let batch = (distinct(&|r| r.n_seqs) > 1).then(|| batch::analyze(rows));
         if batch.is_some() {
             charts.push(EvidenceChart::Batch);
-            if let Some(r0) = first_decode {
+            if let Some((r0, peak)) = first_decode.and_then(|r| r.peak_gflops.map(|p| (r, p))) {
                 charts.push(EvidenceChart::BatchRoofline {
-                    peak_gflops: r0.peak_gflops,
+                    peak_gflops: peak,
                     peak_kind: r0.peak_kind.clone(),
                 });
             }
@@ -172,9 +172,9 @@ mod tests {
             row(128, 0, 1, 2, 0),
             row(128, 0, 4, 2, 0),
         ];
-        rows[1].peak_gflops = 123.0;
+        rows[1].peak_gflops = Some(123.0);
         rows[1].peak_kind = "int8 dot".into();
-        rows[2].peak_gflops = 999.0;
+        rows[2].peak_gflops = Some(999.0);
         let a = Analyses::for_rows(&rows, NO_STREAM);
         assert!(a.batch.is_some() && a.depth.is_none());
         assert_eq!(

@@ -8,6 +8,7 @@
 //! `2 × params × b ÷ bytes per step` walks along the roofline toward the ridge.
 
 use crate::store::record::BenchRecord;
+use crate::units::or_dash;
 use serde::{Deserialize, Serialize};
 
 /// One row of the batching table.
@@ -27,17 +28,17 @@ pub struct BatchRow {
     /// Per-sequence tok/s = aggregate ÷ b.
     pub per_seq_tps: f64,
     /// Per-token-read bandwidth, GB/s.
-    pub per_token_read_gbps: f64,
+    pub per_token_read_gbps: Option<f64>,
     /// STREAM bandwidth of the run, GB/s.
-    pub stream_gbps: f64,
+    pub stream_gbps: Option<f64>,
     /// per-token-read > STREAM: weights were shared across the batch.
     pub amortized: bool,
     /// Effective arithmetic intensity, FLOP/byte.
-    pub intensity: f64,
+    pub intensity: Option<f64>,
     /// Achieved GFLOP/s.
-    pub achieved_gflops: f64,
+    pub achieved_gflops: Option<f64>,
     /// Aggregate ceiling tok/s (b × bandwidth ÷ (W + b × KV)).
-    pub ceiling_tps: f64,
+    pub ceiling_tps: Option<f64>,
     /// The same ceiling with the STREAM read kernel's bandwidth (None: not measured).
     #[serde(default)]
     pub ceiling_read_tps: Option<f64>,
@@ -67,7 +68,7 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<BatchRow> {
                     && x.n_depth == r.n_depth
                     && x.n_threads == r.n_threads
             });
-            let bw = r.implied_bandwidth_gbps.unwrap_or(f64::NAN);
+            let bw = r.implied_bandwidth_gbps;
             BatchRow {
                 model_type: r.model_type.clone(),
                 n_depth: r.n_depth,
@@ -78,7 +79,7 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<BatchRow> {
                 per_seq_tps: r.avg_ts / r.n_seqs as f64,
                 per_token_read_gbps: bw,
                 stream_gbps: r.bandwidth_gbps,
-                amortized: bw > r.bandwidth_gbps,
+                amortized: matches!((bw, r.bandwidth_gbps), (Some(b), Some(s)) if b > s),
                 intensity: r.intensity,
                 achieved_gflops: r.achieved_gflops,
                 ceiling_tps: r.ceiling_ts,
@@ -98,21 +99,25 @@ pub fn table(rows: &[BatchRow]) -> String {
     );
     for r in rows {
         s.push_str(&format!(
-            "| {}{} | {} | {:.2} ± {:.2} | {:.2} | {} | {:.1} | {:.1} | {} | {:.2} | {:.1} | {:.1} | {} |\n",
+            "| {}{} | {} | {:.2} ± {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.model_type,
-            if r.n_depth > 0 { format!(" @ d{}", r.n_depth) } else { String::new() },
+            if r.n_depth > 0 {
+                format!(" @ d{}", r.n_depth)
+            } else {
+                String::new()
+            },
             r.n_seqs,
             r.aggregate_tps,
             r.aggregate_std,
             r.per_seq_tps,
             r.speedup_vs_b1.map_or("—".into(), |x| format!("{x:.2}")),
-            r.per_token_read_gbps,
-            r.stream_gbps,
+            or_dash(r.per_token_read_gbps, 1),
+            or_dash(r.stream_gbps, 1),
             if r.amortized { "YES (> STREAM)" } else { "no" },
-            r.intensity,
-            r.achieved_gflops,
-            r.ceiling_tps,
-            crate::units::or_dash(r.ceiling_read_tps, 1)
+            or_dash(r.intensity, 2),
+            or_dash(r.achieved_gflops, 1),
+            or_dash(r.ceiling_tps, 1),
+            or_dash(r.ceiling_read_tps, 1)
         ));
     }
     s
@@ -128,7 +133,7 @@ mod tests {
             n_seqs: b,
             avg_ts: ts,
             implied_bandwidth_gbps: Some(implied),
-            bandwidth_gbps: 40.0,
+            bandwidth_gbps: Some(40.0),
             ..BenchRecord::example()
         };
         let rows = analyze(&[mk(4, 200.0, 80.0), mk(1, 64.0, 25.6)]);

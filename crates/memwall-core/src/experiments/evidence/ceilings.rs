@@ -24,15 +24,15 @@ pub struct CeilingRow {
     /// Std of the tok/s.
     pub std: f64,
     /// Triad bandwidth, GB/s.
-    pub triad_gbps: f64,
+    pub triad_gbps: Option<f64>,
     /// Read bandwidth, GB/s (None: not measured).
     pub read_gbps: Option<f64>,
     /// Ceiling with triad, tok/s.
-    pub ceiling_triad: f64,
+    pub ceiling_triad: Option<f64>,
     /// Ceiling with read, tok/s (None: not measured).
     pub ceiling_read: Option<f64>,
     /// tps ÷ ceiling_triad.
-    pub achieved_triad: f64,
+    pub achieved_triad: Option<f64>,
     /// tps ÷ ceiling_read.
     pub achieved_read: Option<f64>,
     /// `triad` or `read`: the ceiling the measured rate is closer to (None without a
@@ -44,8 +44,12 @@ pub struct CeilingRow {
 
 /// The ceiling `tps` is closer to: `triad` or `read` (ties go to triad, the
 /// established roof); None when a value is missing or not finite.
-pub fn closer_to(tps: f64, ceiling_triad: f64, ceiling_read: Option<f64>) -> Option<&'static str> {
-    let read = ceiling_read?;
+pub fn closer_to(
+    tps: f64,
+    ceiling_triad: Option<f64>,
+    ceiling_read: Option<f64>,
+) -> Option<&'static str> {
+    let (ceiling_triad, read) = (ceiling_triad?, ceiling_read?);
     if !(tps.is_finite() && ceiling_triad.is_finite() && read.is_finite()) {
         return None;
     }
@@ -98,11 +102,11 @@ pub fn table(rows: &[CeilingRow]) -> String {
             r.n_threads,
             r.tps,
             r.std,
-            or_dash(Some(r.triad_gbps), 1),
+            or_dash(r.triad_gbps, 1),
             or_dash(r.read_gbps, 1),
-            or_dash(Some(r.ceiling_triad), 1),
+            or_dash(r.ceiling_triad, 1),
             or_dash(r.ceiling_read, 1),
-            pct(Some(r.achieved_triad)),
+            pct(r.achieved_triad),
             pct(r.achieved_read),
             r.closer_to.as_deref().unwrap_or("—"),
         ));
@@ -117,11 +121,11 @@ mod tests {
     #[test]
     fn verdict_follows_the_nearer_ceiling() {
         // Triad ceiling 99.8, read 119.8: 64 t/s is 35.8 below triad and 55.8 below read.
-        assert_eq!(closer_to(64.0, 99.8, Some(119.8)), Some("triad"));
+        assert_eq!(closer_to(64.0, Some(99.8), Some(119.8)), Some("triad"));
         // 112 t/s is 12.2 above triad and 7.8 below read.
-        assert_eq!(closer_to(112.0, 99.8, Some(119.8)), Some("read"));
-        assert_eq!(closer_to(64.0, 99.8, None), None);
-        assert_eq!(closer_to(f64::NAN, 99.8, Some(119.8)), None);
+        assert_eq!(closer_to(112.0, Some(99.8), Some(119.8)), Some("read"));
+        assert_eq!(closer_to(64.0, Some(99.8), None), None);
+        assert_eq!(closer_to(f64::NAN, Some(99.8), Some(119.8)), None);
     }
 
     #[test]

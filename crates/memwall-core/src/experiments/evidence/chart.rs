@@ -159,7 +159,7 @@ where
         * 1.15;
     let max_bw = rows
         .iter()
-        .flat_map(|r| [r.per_token_read_gbps, r.stream_gbps])
+        .flat_map(|r| [r.per_token_read_gbps, r.stream_gbps].into_iter().flatten())
         .fold(1.0, f64::max)
         * 1.15;
     let groups = batch_groups(rows);
@@ -201,18 +201,18 @@ where
                 8,
             )
         }))?;
-        c2.draw_series(LineSeries::new(
-            pts.iter().map(|r| (r.n_seqs as f64, r.per_token_read_gbps)),
-            color.stroke_width(2),
-        ))?
-        .label(format!("{m} per-token-read"))
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        c2.draw_series(
-            pts.iter()
-                .map(|r| Circle::new((r.n_seqs as f64, r.per_token_read_gbps), 4, color.filled())),
-        )?;
+        let read: Vec<(f64, f64)> = pts
+            .iter()
+            .filter_map(|r| r.per_token_read_gbps.map(|b| (r.n_seqs as f64, b)))
+            .collect();
+        c2.draw_series(LineSeries::new(read.clone(), color.stroke_width(2)))?
+            .label(format!("{m} per-token-read"))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        c2.draw_series(read.into_iter().map(|p| Circle::new(p, 4, color.filled())))?;
     }
-    if let Some(s) = rows.first().map(|r| r.stream_gbps) {
+    if let Some(s) = rows.first().and_then(|r| r.stream_gbps) {
         c2.draw_series(DashedLineSeries::new(
             vec![(0.5, s), (max_b + 0.5, s)],
             8,
@@ -241,9 +241,14 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE)?;
-    let bw = rows.first().map_or(1.0, |r| r.stream_gbps);
+    let Some(bw) = rows.first().and_then(|r| r.stream_gbps) else {
+        return Err(Box::new(ChartError::Empty(
+            "batch roofline: no STREAM bandwidth",
+        )));
+    };
     let ridge = peak_gflops / bw;
-    let x_max = (ridge * 4.0).max(rows.iter().map(|r| r.intensity).fold(1.0, f64::max) * 2.0);
+    let x_max =
+        (ridge * 4.0).max(rows.iter().filter_map(|r| r.intensity).fold(1.0, f64::max) * 2.0);
     let mut chart = ChartBuilder::on(root)
         .caption(
             format!("roofline: STREAM {bw:.1} GB/s, {peak_label} peak {peak_gflops:.0} GFLOP/s"),
@@ -273,28 +278,27 @@ where
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
     for (mi, (m, pts)) in batch_groups(rows).iter().enumerate() {
         let color = PALETTE[mi % PALETTE.len()];
-        let pts: Vec<&BatchRow> = pts
+        let pts: Vec<(i64, f64, f64)> = pts
             .iter()
-            .copied()
-            .filter(|r| r.intensity.is_finite())
+            .filter_map(|r| Some((r.n_seqs, r.intensity?, r.achieved_gflops?)))
             .collect();
         chart
             .draw_series(
                 pts.iter()
-                    .map(|r| Circle::new((r.intensity, r.achieved_gflops), 5, color.filled())),
+                    .map(|&(_, i, g)| Circle::new((i, g), 5, color.filled())),
             )?
             .label(format!(
                 "{m}: b = {}",
                 pts.iter()
-                    .map(|r| r.n_seqs.to_string())
+                    .map(|(b, _, _)| b.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
             .legend(move |(x, y)| Circle::new((x + 10, y), 5, color.filled()));
-        chart.draw_series(pts.iter().map(|r| {
+        chart.draw_series(pts.iter().map(|&(b, i, g)| {
             Text::new(
-                format!("b={}", r.n_seqs),
-                (r.intensity, r.achieved_gflops * 1.15),
+                format!("b={b}"),
+                (i, g * 1.15),
                 ("sans-serif", 12).into_font(),
             )
         }))?;
@@ -568,7 +572,7 @@ mod tests {
                     n_seqs: b,
                     n_depth: d,
                     avg_ts: ts,
-                    bytes_per_step: 4e8 + d as f64 * 12288.0,
+                    bytes_per_step: Some(4e8 + d as f64 * 12288.0),
                     implied_bandwidth_gbps: Some(ts * 0.4),
                     ..crate::store::record::BenchRecord::example()
                 })

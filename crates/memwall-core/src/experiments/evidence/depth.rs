@@ -32,8 +32,8 @@ pub struct DepthRow {
     pub explained: f64,
     /// The rest: slowdown − explained.
     pub rest: f64,
-    /// explained ÷ slowdown (NaN when there is no slowdown).
-    pub explained_share: f64,
+    /// explained ÷ slowdown (None when there is no slowdown).
+    pub explained_share: Option<f64>,
     /// Predicted tok/s from the depth-0 measurement and the model: ts0 ÷ (1 + explained).
     pub predicted_tps: f64,
 }
@@ -76,16 +76,19 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<DepthRow> {
         if g.len() < 2 {
             continue;
         }
-        let x0 = if decode {
-            base.bytes_per_step
-        } else {
-            base.flops_per_token
-        };
-        for r in &g {
-            let x = if decode {
+        let model_x = |r: &BenchRecord| {
+            if decode {
                 r.bytes_per_step
             } else {
                 r.flops_per_token
+            }
+        };
+        let Some(x0) = model_x(base) else {
+            continue;
+        };
+        for r in &g {
+            let Some(x) = model_x(r) else {
+                continue;
             };
             let slowdown = base.avg_ts / r.avg_ts - 1.0;
             let explained = x / x0 - 1.0;
@@ -98,11 +101,7 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<DepthRow> {
                 slowdown,
                 explained,
                 rest: slowdown - explained,
-                explained_share: if slowdown > 0.0 {
-                    explained / slowdown
-                } else {
-                    f64::NAN
-                },
+                explained_share: (slowdown > 0.0).then(|| explained / slowdown),
                 predicted_tps: base.avg_ts / (1.0 + explained),
             });
         }
@@ -117,11 +116,9 @@ pub fn table(rows: &[DepthRow]) -> String {
          | ----- | ----- | ----: | --: | ------------: | -------: | --------------------------------------: | --------------------: | --------------: |\n",
     );
     for r in rows {
-        let share = if r.explained_share.is_finite() {
-            format!("{:.0}%", r.explained_share * 100.0)
-        } else {
-            "—".into()
-        };
+        let share = r
+            .explained_share
+            .map_or_else(|| "—".into(), |x| format!("{:.0}%", x * 100.0));
         s.push_str(&format!(
             "| {} | {} | {} | {:.2} ± {:.2} | {:.2} | {:+.1}% | {:+.1}% | {:+.1}% | {} |\n",
             r.model_type,
@@ -151,7 +148,7 @@ mod tests {
         let mk = |d: i64, ts: f64, bytes: f64| BenchRecord {
             n_depth: d,
             avg_ts: ts,
-            bytes_per_step: bytes,
+            bytes_per_step: Some(bytes),
             ..BenchRecord::example()
         };
         let rows = analyze(&[mk(0, 19.82, 5.03e9), mk(8192, 15.97, 6.24e9)]);
@@ -164,7 +161,8 @@ mod tests {
             "{}",
             r.predicted_tps
         );
-        assert!(r.explained_share > 0.99 && r.explained_share < 1.01);
+        let share = r.explained_share.unwrap();
+        assert!(share > 0.99 && share < 1.01);
         assert_eq!(rows[0].slowdown, 0.0);
     }
 }

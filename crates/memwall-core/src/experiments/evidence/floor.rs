@@ -209,9 +209,14 @@ pub fn fit(scope: FloorScope, mut points: Vec<FloorPoint>) -> Option<FloorFit> {
 }
 
 /// The scope a row belongs to, or None when the row is not a batch-1 decode at
-/// depth 0 with a positive time and byte count.
+/// depth 0 with a positive time and byte count and a STREAM bandwidth.
 pub fn scope_of(r: &BenchRecord) -> Option<FloorScope> {
-    if !(r.is_decode() && r.n_seqs == 1 && r.n_depth == 0 && r.avg_ns > 0 && r.bytes_per_step > 0.0)
+    if !(r.is_decode()
+        && r.n_seqs == 1
+        && r.n_depth == 0
+        && r.avg_ns > 0
+        && r.bytes_per_step.is_some_and(|b| b > 0.0)
+        && r.bandwidth_gbps.is_some())
     {
         return None;
     }
@@ -248,21 +253,22 @@ pub fn analyze(rows: &[BenchRecord]) -> Vec<FloorFit> {
     }
     by.into_iter()
         .filter_map(|(scope, models)| {
-            let points = models.into_values().map(point).collect();
+            let points = models.into_values().filter_map(point).collect();
             fit(scope, points)
         })
         .collect()
 }
 
-/// One row as a point: seconds per token = the mean time of a repetition ÷ n_gen.
-pub fn point(r: &BenchRecord) -> FloorPoint {
-    FloorPoint {
+/// One row as a point: seconds per token = the mean time of a repetition ÷ n_gen;
+/// None for a row without its bytes per step or STREAM bandwidth.
+pub fn point(r: &BenchRecord) -> Option<FloorPoint> {
+    Some(FloorPoint {
         model_type: r.model_type.clone(),
-        bytes_per_token: r.bytes_per_step,
+        bytes_per_token: r.bytes_per_step?,
         seconds_per_token: r.avg_ns as f64 / 1e9 / r.n_gen as f64,
         row_ids: vec![r.id],
-        stream_gbps: r.bandwidth_gbps,
-    }
+        stream_gbps: r.bandwidth_gbps?,
+    })
 }
 
 /// The fit that applies to a model of format `quant` on `hostname` (GPU placement
@@ -382,11 +388,11 @@ mod tests {
                 let mut r = BenchRecord::example();
                 r.id = rows.len() as i64 + 1;
                 (r.n_prompt, r.n_depth, r.n_seqs) = (0, 0, 1);
-                r.bandwidth_gbps = 40.0;
+                r.bandwidth_gbps = Some(40.0);
                 r.cores_logical = cores;
                 r.model_sha256 = format!("m{k}");
                 r.model_type = format!("model {gb} GB");
-                r.bytes_per_step = gb * 1e9;
+                r.bytes_per_step = Some(gb * 1e9);
                 r.n_gen = 128;
                 r.avg_ns = ((t0 + gb * 1e9 / bw) * 128.0 * 1e9).round() as i64;
                 rows.push(r);
@@ -505,7 +511,7 @@ mod tests {
             id,
             model_sha256: sha.into(),
             quant: quant.into(),
-            bytes_per_step: bytes,
+            bytes_per_step: Some(bytes),
             avg_ns: ns,
             n_prompt: 0,
             n_gen: 100,
@@ -514,7 +520,7 @@ mod tests {
             n_gpu_layers: ngl,
             gpu_info: "NVIDIA H200".into(),
             hostname: "gpu1".into(),
-            bandwidth_gbps: 4000.0,
+            bandwidth_gbps: Some(4000.0),
             ..BenchRecord::example()
         };
         let rows = vec![

@@ -225,9 +225,9 @@ pub struct SpeedSummary {
     /// Timed decode repetitions behind the mean.
     pub tg_n: usize,
     /// tg roofline ceiling, tok/s.
-    pub tg_ceiling: f64,
+    pub tg_ceiling: Option<f64>,
     /// tg ÷ ceiling.
-    pub tg_achieved: f64,
+    pub tg_achieved: Option<f64>,
     /// pp mean tok/s.
     pub pp_tps: f64,
     /// Sample standard deviation of the prefill tok/s.
@@ -237,7 +237,7 @@ pub struct SpeedSummary {
     /// pp ÷ ceiling (`None` with the ceiling).
     pub pp_achieved: Option<f64>,
     /// STREAM bandwidth behind the ceilings, GB/s.
-    pub bandwidth_gbps: f64,
+    pub bandwidth_gbps: Option<f64>,
     /// Store ids of the bench rows (pp, tg).
     pub bench_ids: Vec<i64>,
 }

@@ -373,8 +373,8 @@ fn measure_speed(
         tg_achieved: tg.achieved,
         pp_tps: pp.avg_ts,
         pp_std: pp.stddev_ts,
-        pp_ceiling: Some(pp.ceiling_ts).filter(|v| v.is_finite()),
-        pp_achieved: Some(pp.achieved).filter(|v| v.is_finite()),
+        pp_ceiling: pp.ceiling_ts,
+        pp_achieved: pp.achieved,
         bandwidth_gbps: tg.bandwidth_gbps,
         bench_ids: vec![],
     };

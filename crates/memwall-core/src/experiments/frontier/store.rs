@@ -357,13 +357,13 @@ mod tests {
             tg_tps: 64.0,
             tg_std: 0.0,
             tg_n: 3,
-            tg_ceiling: 100.0,
-            tg_achieved: 0.64,
+            tg_ceiling: Some(100.0),
+            tg_achieved: Some(0.64),
             pp_tps: 256.0,
             pp_std: 0.0,
             pp_ceiling: None,
             pp_achieved: None,
-            bandwidth_gbps: 40.0,
+            bandwidth_gbps: Some(40.0),
             bench_ids: vec![],
         };
         let sampled = joules.map(|j| {

@@ -194,7 +194,7 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
                     reasons.push(why);
                 }
                 cols.push(format!("{:.1} ± {:.1}", s.pp_tps, s.pp_std));
-                cols.push(pct(s.pp_achieved.unwrap_or(f64::NAN)));
+                cols.push(pct(s.pp_achieved));
             }
             None => cols.extend([dash(), dash(), dash(), dash(), dash(), dash()]),
         }
@@ -241,11 +241,10 @@ pub fn render_markdown(rows: &[FrontierRow]) -> String {
     out
 }
 
-fn pct(x: f64) -> String {
-    if x.is_finite() {
-        format!("{:.1}%", x * 100.0)
-    } else {
-        dash()
+fn pct(x: Option<f64>) -> String {
+    match x {
+        Some(x) if x.is_finite() => format!("{:.1}%", x * 100.0),
+        _ => dash(),
     }
 }
 

@@ -213,7 +213,10 @@ fn sorted_bench(rows: &ReportRows) -> Vec<&BenchRecord> {
 
 /// Ridge point of a bench row's roof, FLOP per byte: peak ÷ bandwidth.
 pub fn ridge(r: &BenchRecord) -> Option<f64> {
-    opt(r.peak_gflops / r.bandwidth_gbps).filter(|x| *x > 0.0)
+    r.peak_gflops
+        .zip(r.bandwidth_gbps)
+        .and_then(|(p, b)| opt(p / b))
+        .filter(|x| *x > 0.0)
 }
 
 fn bench(rows: &ReportRows) -> Section {
@@ -272,8 +275,8 @@ fn bench(rows: &ReportRows) -> Section {
                         text(r.n_threads.to_string()),
                         num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
                         num(opt(r.stddev_ts), 1.0, 2, "stddev_ts", NULL),
-                        num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
-                        num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                        num(r.ceiling_ts, 1.0, 2, "ceiling_ts", NULL),
+                        num(r.achieved, 100.0, 1, "achieved", NULL),
                         num(
                             r.decode_ceiling_ts_read,
                             1.0,
@@ -282,11 +285,11 @@ fn bench(rows: &ReportRows) -> Section {
                             decode_only,
                         ),
                         num(r.achieved_read, 100.0, 1, "achieved_read", decode_only),
-                        num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
-                        num(opt(r.bytes_per_step), 1e-6, 2, "bytes_per_step", NULL),
-                        num(opt(r.intensity), 1.0, 3, "intensity", NULL),
+                        num(r.bandwidth_gbps, 1.0, 2, "bandwidth_gbps", NULL),
+                        num(r.bytes_per_step, 1e-6, 2, "bytes_per_step", NULL),
+                        num(r.intensity, 1.0, 3, "intensity", NULL),
                         num(ridge, 1.0, 3, "derived:ridge", no_peak),
-                        match (ridge, opt(r.intensity)) {
+                        match (ridge, r.intensity) {
                             (Some(ri), Some(i)) => claim("memory_bound", i < ri),
                             _ => missing(no_peak),
                         },
@@ -336,8 +339,8 @@ fn across_hosts(rows: &ReportRows) -> Option<Table> {
                     text(host),
                     text(placement),
                     num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
-                    num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
-                    num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                    num(r.ceiling_ts, 1.0, 2, "ceiling_ts", NULL),
+                    num(r.achieved, 100.0, 1, "achieved", NULL),
                 ],
             });
         }
@@ -491,8 +494,8 @@ fn evidence(rows: &ReportRows) -> Section {
                             "implied_bandwidth_gbps",
                             NULL,
                         ),
-                        num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
-                        match (r.implied_bandwidth_gbps, opt(r.bandwidth_gbps)) {
+                        num(r.bandwidth_gbps, 1.0, 2, "bandwidth_gbps", NULL),
+                        match (r.implied_bandwidth_gbps, r.bandwidth_gbps) {
                             (Some(i), Some(b)) => claim("amortized", i > b),
                             _ => missing(NULL),
                         },
@@ -548,7 +551,7 @@ fn evidence(rows: &ReportRows) -> Section {
                                 text(&f.scope.quant),
                                 text(&f.scope.placement),
                                 text(&r.model_type),
-                                num(opt(r.bytes_per_step), 1e-9, 3, "bytes_per_step", NULL),
+                                num(r.bytes_per_step, 1e-9, 3, "bytes_per_step", NULL),
                                 num(
                                     opt(p.point.seconds_per_token),
                                     1e3,
@@ -617,8 +620,8 @@ fn evidence(rows: &ReportRows) -> Section {
                         text(r.n_seqs.to_string()),
                         text(r.n_depth.to_string()),
                         num(opt(r.avg_ts), 1.0, 2, "avg_ts", NULL),
-                        num(opt(r.ceiling_ts), 1.0, 2, "ceiling_ts", NULL),
-                        num(opt(r.achieved), 100.0, 1, "achieved", NULL),
+                        num(r.ceiling_ts, 1.0, 2, "ceiling_ts", NULL),
+                        num(r.achieved, 100.0, 1, "achieved", NULL),
                     ]);
                     Row {
                         src: bench_src(r),
@@ -657,7 +660,7 @@ fn evidence(rows: &ReportRows) -> Section {
                             "implied_bandwidth_gbps",
                             NULL,
                         ),
-                        num(opt(r.bandwidth_gbps), 1.0, 2, "bandwidth_gbps", NULL),
+                        num(r.bandwidth_gbps, 1.0, 2, "bandwidth_gbps", NULL),
                     ]);
                     Row {
                         src: bench_src(r),

@@ -284,8 +284,7 @@ async fn draw_charts(
     // a place on it.
     let mut by_host: BTreeMap<String, (String, Vec<BenchRecord>)> = BTreeMap::new();
     for r in &rows.bench {
-        if r.intensity.is_finite() && r.achieved_gflops.is_finite() && r.bandwidth_gbps.is_finite()
-        {
+        if r.intensity.is_some() && r.achieved_gflops.is_some() && r.bandwidth_gbps.is_some() {
             let (label, file) = match rows.hosts.get(&r.run_id) {
                 Some(k) => (k.label(), k.slug()),
                 None => (r.hostname.clone(), slug(&r.hostname)),

@@ -672,7 +672,10 @@ pub fn to_rows(reports: &[CategoryReport], prov: &BenchProvenance) -> Vec<SpecBe
                 .map(|cal| serde_json::to_string(&cal.timings).expect("serialize"));
             let decided = c.decision.is_some();
             let tps = Observations::new(c.tps.clone()).ok();
-            let sp = c.speedup.as_ref().and_then(|s| Observations::new(s.clone()).ok());
+            let sp = c
+                .speedup
+                .as_ref()
+                .and_then(|s| Observations::new(s.clone()).ok());
             let st = &c.stats;
             let per_iter =
                 |ns: u64| (st.n_iterations > 0).then(|| ns as f64 / st.n_iterations as f64);

@@ -637,7 +637,10 @@ pub fn to_rows(
                     .position(|p| p.alpha == a && p.k == c.k)
             });
             let tps = Observations::new(c.tps.clone()).ok();
-            let sp = c.speedup.as_ref().and_then(|s| Observations::new(s.clone()).ok());
+            let sp = c
+                .speedup
+                .as_ref()
+                .and_then(|s| Observations::new(s.clone()).ok());
             let st = &c.stats;
             SpecSynthRow {
                 id: 0,

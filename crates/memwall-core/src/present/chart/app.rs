@@ -195,15 +195,15 @@ mod tests {
         let mut tg = BenchRecord::example();
         tg.n_prompt = 0;
         tg.n_gen = 128;
-        tg.intensity = 2.0;
-        tg.achieved_gflops = 30.0;
-        tg.bandwidth_gbps = 40.0;
-        tg.peak_gflops = 400.0;
+        tg.intensity = Some(2.0);
+        tg.achieved_gflops = Some(30.0);
+        tg.bandwidth_gbps = Some(40.0);
+        tg.peak_gflops = Some(400.0);
         let mut pp = tg.clone();
         pp.n_prompt = 512;
         pp.n_gen = 0;
-        pp.intensity = 200.0;
-        pp.achieved_gflops = 250.0;
+        pp.intensity = Some(200.0);
+        pp.achieved_gflops = Some(250.0);
         vec![tg, pp]
     }
 

@@ -12,12 +12,12 @@ fn rows() -> ReportRows {
         n_prompt: 0,
         n_gen: 128,
         avg_ts: 20.0,
-        bandwidth_gbps: 40.0,
-        bytes_per_step: 1.6e9,
-        ceiling_ts: 25.0,
-        achieved: 0.8,
-        peak_gflops: 400.0,
-        intensity: 1.0,
+        bandwidth_gbps: Some(40.0),
+        bytes_per_step: Some(1.6e9),
+        ceiling_ts: Some(25.0),
+        achieved: Some(0.8),
+        peak_gflops: Some(400.0),
+        intensity: Some(1.0),
         decode_ceiling_ts_read: None,
         achieved_read: None,
         ..BenchRecord::example()
@@ -86,9 +86,9 @@ fn a_changed_row_changes_the_report_and_every_figure_names_its_row() {
 #[test]
 fn a_value_not_measured_prints_a_dash_with_its_reason_never_nan() {
     let mut r = rows();
-    r.bench[0].ceiling_ts = f64::NAN;
-    r.bench[0].achieved = f64::NAN;
-    r.bench[0].peak_gflops = f64::NAN;
+    r.bench[0].ceiling_ts = None;
+    r.bench[0].achieved = None;
+    r.bench[0].peak_gflops = None;
     let md = markdown(&build("m.db", &r).unwrap());
     for bad in ["NaN", "inf", "undefined", "| |"] {
         assert!(!md.contains(bad), "{bad} in\n{md}");
@@ -115,8 +115,8 @@ fn the_same_test_on_two_hosts_sits_side_by_side() {
         id: 8,
         run_id: 4,
         avg_ts: 30.0,
-        ceiling_ts: 40.0,
-        achieved: 0.75,
+        ceiling_ts: Some(40.0),
+        achieved: Some(0.75),
         ..r.bench[0].clone()
     });
     let md = markdown(&build("m.db", &r).unwrap());
@@ -299,7 +299,7 @@ fn three_models_of_one_format_give_a_floor_table_with_the_hand_fit() {
             id,
             model_sha256: format!("sha{id}"),
             model_type: format!("m{id}"),
-            bytes_per_step: b,
+            bytes_per_step: Some(b),
             avg_ns: ((1e-3 + b / 2000e9) * 128.0 * 1e9).round() as i64,
             ..base.clone()
         })

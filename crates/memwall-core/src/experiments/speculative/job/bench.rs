@@ -19,10 +19,7 @@ use {
     super::super::bench::SpecBenchPlan,
     super::super::drafter::Ngram,
     super::super::store as sstore,
-    super::{
-        PairOptions, SpecProgress, begin_guard, check_cancel, file_name, load_sized,
-        new_run,
-    },
+    super::{PairOptions, SpecProgress, begin_guard, check_cancel, file_name, load_sized, new_run},
     crate::experiments::blocking,
     crate::probe::hw,
     crate::store::Store,
@@ -273,7 +270,13 @@ pub async fn bench_job(
                     Ok((inputs, longest))
                 },
             )?;
-            Ok((loaded.pair, loaded.inputs, guard, progress, loaded.template_note))
+            Ok((
+                loaded.pair,
+                loaded.inputs,
+                guard,
+                progress,
+                loaded.template_note,
+            ))
         })
         .await??;
     check_cancel(&cancel)?;

@@ -180,7 +180,13 @@ pub async fn synth_job(
                     Ok((prompts, longest))
                 },
             )?;
-            Ok((loaded.pair, loaded.inputs, guard, progress, loaded.template_note))
+            Ok((
+                loaded.pair,
+                loaded.inputs,
+                guard,
+                progress,
+                loaded.template_note,
+            ))
         })
         .await??;
     check_cancel(&cancel)?;
