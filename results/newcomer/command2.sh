@@ -7,7 +7,7 @@
 set -u
 fresh=${FRESH:-/tmp/fresh2}
 export RUSTUP_HOME=/root/.rustup CARGO_HOME=$fresh/cargo-home MEMWALL_BUNDLE_TARGET=$fresh/target-bundle
-export PATH=/root/.cargo/bin:/usr/local/bin:/usr/bin:/bin
+export PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 unset CARGO_TARGET_DIR
 cd "$fresh/repo"
 start=$(date +%s)
