@@ -8,10 +8,13 @@
 #      one thread while the clients run on the other cores (taskset): a client's own CPU
 #      time (AIPerf uses about a core) then cannot slow the server it measures, so the
 #      two clients see the same server;
-#   3. the soak (bench/soak-serve.sh, MINUTES (10)).
+#   3. the soak (bench/soak-serve.sh, MINUTES (10));
+#   4. the load-test report (results/serving/loadtest/): memwall loadtest at concurrency
+#      1 and 4, 8 requests × (128 words in, 64 tokens out), against `memwall serve
+#      --parallel 4`, its markdown and charts under $RESULTS/loadtest.
 # Each output goes to $RESULTS (results/serving/rerun-DATE) as printed, with its stderr log.
 #
-# usage: bench/serving-rerun.sh [STEP...]   (steps: server clients soak; default all)
+# usage: bench/serving-rerun.sh [STEP...]   (steps: server clients soak loadtest; default all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/memwall/target}"
@@ -19,7 +22,7 @@ out=${RESULTS:-results/serving/rerun-$(date -u +%F)}
 mkdir -p "$out"
 mw="${MEMWALL:-$CARGO_TARGET_DIR/release/memwall}"
 model=${MODEL_FILE:-$HOME/.cache/memwall/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}
-steps=${*:-server clients soak}
+steps=${*:-server clients soak loadtest}
 {
   echo "build: $("$mw" --version 2>/dev/null) ($(git rev-parse --short HEAD)$(git diff --quiet || echo -dirty))"
   echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
@@ -48,6 +51,16 @@ for s in $steps; do
   soak)
     stamp "soak MINUTES=${MINUTES:-10}"
     MINUTES=${MINUTES:-10} bench/soak-serve.sh >"$out/soak.md" 2>"$out/soak.log"
+    ;;
+  loadtest)
+    port=18312
+    stamp "memwall serve --parallel 4 (port $port), memwall loadtest --concurrency 1,4"
+    "$mw" serve -m "$model" --parallel 4 --ctx-size 4096 --port "$port" >"$out/loadtest-serve.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+    "$mw" loadtest --url "http://127.0.0.1:$port" --concurrency 1,4 --num-requests 8 --input-tokens 128 \
+      --output-tokens 64 --model-file "$model" --out "$out/loadtest" >"$out/loadtest.md" 2>"$out/loadtest.log"
+    kill -INT "$pid"; wait "$pid"
     ;;
   *) echo "unknown step $s" >&2; exit 2 ;;
   esac

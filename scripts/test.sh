@@ -102,8 +102,11 @@ if command -v node >/dev/null; then
 else
   skip "mocked UI test" "node not installed" MEMWALL_REQUIRE_E2E
 fi
+# The app binary with the tests' features: `cargo test --no-run` above already built it
+# (the app's tests link it), so this compiles nothing; `-p memwall-app` alone would
+# resolve memwall-core without the workspace's features and compile it a second time.
 app_e2e() {
-  cargo build --release --locked -p memwall-app && tests/e2e/run.sh
+  cargo build --release --locked --workspace "${feat[@]}" --bin memwall-app && tests/e2e/run.sh
 }
 step "app: end-to-end in the real app (tauri-driver + WebKitWebDriver under Xvfb)" app_e2e
 

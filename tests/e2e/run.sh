@@ -19,7 +19,7 @@ skip() {
   if [ "${MEMWALL_REQUIRE_E2E:-0}" = "1" ]; then exit 1; fi
   exit 0
 }
-[ -x "$APP" ] || skip "no app binary at $APP (cargo build --release -p memwall-app)"
+[ -x "$APP" ] || skip "no app binary at $APP (cargo build --release --workspace --features memwall-cli/mlx --bin memwall-app)"
 for t in Xvfb dbus-daemon busctl WebKitWebDriver node; do
   command -v "$t" >/dev/null || skip "$t not installed (scripts/setup.sh installs the packages)"
 done

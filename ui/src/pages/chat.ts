@@ -17,7 +17,7 @@ export async function chatPage(root: HTMLElement) {
       <label>API key <input id="ckey" type="password" size="12" placeholder="optional"></label></div>
     <div class="cards" id="readouts">
       <div class="card"><div class="k">TTFT</div><div class="v" id="ttft">—</div><div class="muted" id="ttft-u">ms</div></div>
-      <div class="card" id="pre-card"><div class="k">Prefill</div><div class="v" id="pre">—</div><div class="muted">tok/s</div></div>
+      <div class="card" id="pre-card"><div class="k">Prefill</div><div class="v" id="pre">—</div><div class="muted" id="pre-u">tok/s</div></div>
       <div class="card"><div class="k">Decode</div><div class="v" id="dec">—</div><div class="muted" id="dec-u">tok/s</div></div>
       <div class="card" id="pct-card"><div class="k">% of ceiling</div><div class="v" id="pct">—</div><div class="muted" id="ceil">ceiling —</div></div>
       <div class="card" id="srv-card" hidden><div class="k">Server's timings</div><div class="v" id="srv-dec">—</div><div class="muted" id="srv">not sent</div></div>
@@ -58,6 +58,7 @@ export async function chatPage(root: HTMLElement) {
       $("#ttft").textContent = num(st?.ttft_ms, 0);
       $("#ttft-u").textContent = "ms";
       $("#pre").textContent = num(st?.prefill_tps);
+      $("#pre-u").textContent = st ? `tok/s over ${st.prompt_tokens} prompt tokens` : "tok/s";
       $("#dec").textContent = num(st?.decode_tps);
       $("#dec-u").textContent = "tok/s";
       $("#pct").textContent = st?.pct_of_ceiling == null ? "—" : `${num(st.pct_of_ceiling, 0)}%`;
