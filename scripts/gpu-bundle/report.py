@@ -150,7 +150,10 @@ def spec_table(w, synth, files):
     """Set-acceptance speculative decoding: memwall's measured speedup beside the cost
     model's prediction stored before the run, and beside llama-server
     --spec-synth-rates at the same α and k (spec_peer.py's JSON)."""
-    runs = sorted({(r["call"], r["run_id"]) for r in synth if r["k"] > 0 and r["speedup_mean"]})
+    # Calls in the order given (spec-call8 before spec-call10), runs in their store's order.
+    order = {c: i for i, c in enumerate(dict.fromkeys(r["call"] for r in synth))}
+    runs = sorted({(r["call"], r["run_id"]) for r in synth if r["k"] > 0 and r["speedup_mean"]},
+                  key=lambda cr: (order[cr[0]], cr[1]))
     if not runs:
         return
     w("## Speculative decoding at a set acceptance rate (memwall spec bench --synth-acceptance)\n")
