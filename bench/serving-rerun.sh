@@ -9,9 +9,11 @@
 #      time (AIPerf uses about a core) then cannot slow the server it measures, so the
 #      two clients see the same server;
 #   3. the soak (bench/soak-serve.sh, MINUTES (10));
-#   4. the load-test report (results/serving/loadtest/): memwall loadtest at concurrency
-#      1 and 4, 8 requests × (128 words in, 64 tokens out), against `memwall serve
-#      --parallel 4`, its markdown and charts under $RESULTS/loadtest.
+#   4. the load-test report (results/serving/loadtest/): `memwall stream` into a store of
+#      its own ($RESULTS/loadtest.db), then memwall loadtest at concurrency 1 and 4, 8
+#      requests × (128 words in, 64 tokens out), against `memwall serve --parallel 4` on
+#      that store (so the report's "% roof" is the server's own roof); its markdown and
+#      charts under $RESULTS/loadtest.
 # Each output goes to $RESULTS (results/serving/rerun-DATE) as printed, with its stderr log.
 #
 # usage: bench/serving-rerun.sh [STEP...]   (steps: server clients soak loadtest; default all)
@@ -32,7 +34,8 @@ for s in $steps; do
   case $s in
   server)
     stamp "vs-llama-server CONC=${CONC_SERVER:-8,16} REPS=${REPS:-3}"
-    CONC=${CONC_SERVER:-8,16} REPS=${REPS:-3} bench/vs-llama-server.sh >"$out/vs-llama-server.md" 2>"$out/vs-llama-server.log"
+    CONC=${CONC_SERVER:-8,16} REPS=${REPS:-3} KEEP="$out/vs-llama-server-json" bench/vs-llama-server.sh \
+      >"$out/vs-llama-server.md" 2>"$out/vs-llama-server.log"
     ;;
   clients)
     port=18311
@@ -55,7 +58,10 @@ for s in $steps; do
   loadtest)
     port=18312
     stamp "memwall serve --parallel 4 (port $port), memwall loadtest --concurrency 1,4"
-    "$mw" serve -m "$model" --parallel 4 --ctx-size 4096 --port "$port" >"$out/loadtest-serve.log" 2>&1 &
+    # The server publishes the roof it runs under (its host's STREAM triad in its store),
+    # so the report's "% roof" is the server's own: STREAM first, in the store it serves from.
+    "$mw" --db "$out/loadtest.db" stream >"$out/loadtest-stream.log" 2>&1
+    "$mw" --db "$out/loadtest.db" serve -m "$model" --parallel 4 --ctx-size 4096 --port "$port" >"$out/loadtest-serve.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
     "$mw" loadtest --url "http://127.0.0.1:$port" --concurrency 1,4 --num-requests 8 --input-tokens 128 \

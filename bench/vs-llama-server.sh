@@ -13,7 +13,8 @@
 #
 # usage: bench/vs-llama-server.sh [MODEL|catalogue-name]
 #   env THREADS, SLOTS (16), CTX (per-slot 512 × SLOTS), CONC (1,4,8,16), REPS (3),
-#       N (requests per level, 32), IN (128), OUT (128), PORT (18080)
+#       N (requests per level, 32), IN (128), OUT (128), PORT (18080), KEEP (a folder for
+#       the per-repetition JSON, every request's timings)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -108,4 +109,17 @@ print("| concurrency | " + " | ".join(f"rep {r}" for r in range(1, reps + 1)) + 
 print("|---:|" + "---:|" * reps)
 for c in sorted(a):
     print(f"| {c} | " + " | ".join(f"{x['tps']:.1f} ÷ {y['tps']:.1f} = {x['tps'] / y['tps']:.3f}" for x, y in zip(a[c], b[c])) + " |")
+# The other two ratios with their spread, repetition by repetition (each A ÷ B pair ran
+# back to back, A first).
+for key, name in (("ttft", "TTFT p50 ms"), ("tpot", "TPOT p50 ms")):
+    print()
+    print(f"Each repetition ({name} A ÷ B):")
+    print("| concurrency | " + " | ".join(f"rep {r}" for r in range(1, reps + 1)) + " | min–max |")
+    print("|---:|" + "---:|" * (reps + 1))
+    for c in sorted(a):
+        rs = [x[key] / y[key] for x, y in zip(a[c], b[c])]
+        print(f"| {c} | " + " | ".join(f"{x[key]:.1f} ÷ {y[key]:.1f} = {r:.3f}" for x, y, r in zip(a[c], b[c], rs))
+              + f" | {min(rs):.3f}–{max(rs):.3f} |")
 PY
+# KEEP=DIR keeps each repetition's memwall loadtest JSON (every request's timings) there.
+if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$work"/[ab]-*.json "$KEEP"/; fi
