@@ -62,14 +62,18 @@ try {
   await shot("1-machine");
 
   // --- Benchmarks: a small run on SmolLM2, rows arrive live
-  await go("benchmarks", "#page-benchmarks #run");
-  await wd.exec(`
-    const s = document.querySelector("#models");
-    for (const o of s.options) o.selected = o.value === ${JSON.stringify(MODEL)};
-    document.querySelector("#p").value = "64"; document.querySelector("#n").value = "16";
-    document.querySelector("#d").value = "0,256"; document.querySelector("#r").value = "3";
-    document.querySelector("#reuse").checked = false;`);
-  await wd.click(await wd.find("#run"));
+  // Fills the Benchmarks form for MODEL and starts the run.
+  const runBench = async ({ p, n, d, r, reuse }) => {
+    await go("benchmarks", "#page-benchmarks #run");
+    await wd.exec(`
+      const s = document.querySelector("#models");
+      for (const o of s.options) o.selected = o.value === ${JSON.stringify(MODEL)};
+      document.querySelector("#p").value = ${JSON.stringify(p)}; document.querySelector("#n").value = ${JSON.stringify(n)};
+      document.querySelector("#d").value = ${JSON.stringify(d)}; document.querySelector("#r").value = ${JSON.stringify(r)};
+      document.querySelector("#reuse").checked = ${reuse};`);
+    await wd.click(await wd.find("#run"));
+  };
+  await runBench({ p: "64", n: "16", d: "0,256", r: "3", reuse: false });
   // second click while running is refused (button disabled; core would refuse too)
   const disabled = await wd.exec(`return document.querySelector("#run").disabled`);
   if (!disabled) throw new Error("Run button still enabled while a run is in progress");
@@ -251,14 +255,7 @@ try {
   // first, at positions chatPrompt … chatPrompt + chatGen - 2; tg(chatGen - 1) @ d(chatPrompt)
   // decodes exactly those positions.
   if (chatGen >= 2) {
-    await go("benchmarks", "#page-benchmarks #run");
-    await wd.exec(`
-      const s = document.querySelector("#models");
-      for (const o of s.options) o.selected = o.value === ${JSON.stringify(MODEL)};
-      document.querySelector("#p").value = ""; document.querySelector("#n").value = "${chatGen - 1}";
-      document.querySelector("#d").value = "${chatPrompt}"; document.querySelector("#r").value = "3";
-      document.querySelector("#reuse").checked = true;`);
-    await wd.click(await wd.find("#run"));
+    await runBench({ p: "", n: String(chatGen - 1), d: String(chatPrompt), r: "3", reuse: true });
     await wd.waitFor("the same-depth bench row", `return document.querySelectorAll("#results tbody tr").length === 1 && document.querySelector("#plabel").textContent === "done"`, 120000);
     const same = await wd.exec(`const c = [...document.querySelector("#results tbody tr").cells].map(c => c.textContent.trim()); return [c[1], parseFloat(c[4])]`);
     log(`chat decode ÷ bench ${same[0]} (the chat's depth and length, same app): ${dec} ÷ ${same[1]} = ${same[1] ? (parseFloat(dec) / same[1]).toFixed(3) : "—"}`);
