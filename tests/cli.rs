@@ -1,7 +1,7 @@
 //! End-to-end tests of the `memwall` binary: real models, a temporary database and
 //! results folder, stdout/stderr and exit codes as a user sees them.
 
-use memwall_core::testing;
+use memwall_testkit as testing;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -54,7 +54,7 @@ fn model_info_json_matches_gguf_py() {
 /// A valid one-layer llama GGUF of 512 bytes, built byte by byte: 256 header bytes
 /// (padded) and one F32 tensor `token_embd.weight` [32, 2] of 256 bytes.
 fn tiny_gguf(block_count: u32) -> Vec<u8> {
-    let b = memwall_core::fuzz::GgufBuilder::default()
+    let b = memwall_testkit::fuzz::GgufBuilder::default()
         .kv_str("general.architecture", "llama")
         .kv_u32("llama.block_count", block_count)
         .kv_u32("llama.embedding_length", 32)

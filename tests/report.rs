@@ -4,7 +4,7 @@
 //! failing on a planted wrong number), the report following a changed row, and
 //! report.html opened in Chromium.
 
-use memwall_core::testing;
+use memwall_testkit as testing;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

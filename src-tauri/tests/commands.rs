@@ -208,8 +208,8 @@ fn smollm() -> Option<String> {
     if m.present {
         return Some(m.name);
     }
-    memwall_core::testing::skip_or_fail(
-        memwall_core::testing::Requirement::Models,
+    memwall_testkit::skip_or_fail(
+        memwall_testkit::Requirement::Models,
         &format!("model {}", m.name),
         &format!("run `memwall models fetch {}`", m.name),
     );
@@ -290,7 +290,7 @@ fn a_bench_request_fills_the_rest_with_llama_bench_defaults() {
 #[tokio::test]
 async fn bench_from_the_app_streams_rows_and_exports_a_png_of_the_chart_size() {
     let Some(model) = smollm() else { return };
-    let _lock = memwall_core::testing::engine_lock();
+    let _lock = memwall_testkit::engine_lock();
     let (d, s) = state();
     s.measure_bandwidth().await.unwrap();
     let req = BenchRequest {
@@ -376,7 +376,7 @@ async fn fetching_a_verified_model_reports_done_without_downloading() {
 #[tokio::test]
 async fn chat_streams_tokens_with_ttft_and_stops_within_one_token() {
     let Some(model) = smollm() else { return };
-    let _lock = memwall_core::testing::engine_lock();
+    let _lock = memwall_testkit::engine_lock();
     let (_d, s) = state();
     let s = Arc::new(s);
     let msg = vec![ChatMessage {

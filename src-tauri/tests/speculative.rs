@@ -14,7 +14,7 @@ use memwall_core::experiments::speculative::job::{
 };
 use memwall_core::experiments::speculative::prompts::Category;
 use memwall_core::store::RunFilter;
-use memwall_core::testing;
+use memwall_testkit as testing;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 

@@ -13,8 +13,9 @@
 //!            evals, guard)
 //! ```
 //! [`roofline`] is pure arithmetic over model facts and units that any stage may
-//! call; [`units`] and [`util`] are leaves; [`testing`] and [`fuzz`] are test
-//! support that may reach anything.
+//! call; [`units`] and [`util`] are leaves. Test support (the GGUF fuzzer, models,
+//! locks, throwaway PostgreSQL clusters) is the `memwall-testkit` crate, no part of
+//! this API.
 //!
 //! - [`probe`]: hardware, the GGUF reader, model facts, shapes, synthetic models,
 //!   catalogues.
@@ -46,8 +47,8 @@ pub mod present;
 pub mod probe;
 pub mod store;
 
-pub mod fuzz;
-pub mod testing;
+#[cfg(test)]
+mod testing;
 
 /// memwall's git commit at build time (`-dirty` when the tree had changes).
 pub const BUILD_COMMIT: &str = env!("MEMWALL_GIT_COMMIT");

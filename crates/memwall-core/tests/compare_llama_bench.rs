@@ -13,8 +13,8 @@ use memwall_core::present::export::Format;
 use memwall_core::probe::hw::HostInfo;
 use memwall_core::store::record::BenchRecord;
 use memwall_core::store::{NewRun, RowFilter, Store};
-use memwall_core::testing;
 use memwall_core::units::Bytes;
+use memwall_testkit as testing;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -7,8 +7,8 @@ use memwall_core::measure::engine::llama::LlamaModelHandle;
 use memwall_core::measure::engine::{BatchItem, ChatMessage, Engine, EngineConfig, Vocab, argmax};
 use memwall_core::probe::model::CacheType;
 use memwall_core::roofline::MachineRoof;
-use memwall_core::testing;
 use memwall_core::units::{Gbps, Gflops};
+use memwall_testkit as testing;
 use std::sync::atomic::AtomicBool;
 
 fn cfg(n_ctx: u32) -> EngineConfig {

@@ -3,7 +3,7 @@
 //! `tests/fixtures/model_facts.json`).
 
 use memwall_core::probe::model::{CacheType, ModelFacts, TensorClass};
-use memwall_core::testing;
+use memwall_testkit as testing;
 
 const MODELS: [(&str, &str); 4] = [
     (

@@ -1,4 +1,4 @@
-//! One prompt path (issue 41 §3): the same chat messages give the same token ids
+//! One prompt path: the same chat messages give the same token ids
 //! through the app's chat, `memwall spec`, the task evaluations and `memwall serve`,
 //! on every catalogue model present (absent ones skip loudly); `/v1/completions`
 //! gives one BOS to a prompt that starts with the BOS's text; a GGUF without a chat
@@ -17,7 +17,7 @@ use memwall_core::measure::engine::llama::LlamaModelHandle;
 use memwall_core::measure::engine::{ChatMessage, EngineConfig, TokenId, Vocab};
 use memwall_core::measure::evals::tasks::{self, ItemBody, TaskConfig, TaskItem, TaskKind};
 use memwall_core::measure::prompt::{TemplateSource, one_bos};
-use memwall_core::testing;
+use memwall_testkit as testing;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -246,7 +246,7 @@ async fn the_same_messages_give_the_same_tokens_through_every_command() {
                 want.len(),
                 "{name} {label}: HTTP completions"
             );
-            // The path every command took before (issue 41 §3), for the table only.
+            // The path every command took before, for the table only.
             let old = match memwall_core::measure::prompt::ChatTemplate::source_of(path).unwrap() {
                 Some(src) => h
                     .apply_builtin_template(&src, &messages)

@@ -10,7 +10,7 @@ use memwall_core::experiments::serve::job::{ServeHandle, ServeOptions, start};
 use memwall_core::experiments::serve::template::ChatTemplate;
 use memwall_core::measure::engine::llama::LlamaModelHandle;
 use memwall_core::measure::engine::{ChatMessage, Vocab};
-use memwall_core::testing;
+use memwall_testkit as testing;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

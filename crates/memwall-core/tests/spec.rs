@@ -8,7 +8,7 @@ use memwall_core::experiments::speculative::drafter::{DraftModel, Ngram, Pick};
 use memwall_core::experiments::speculative::pair;
 use memwall_core::experiments::speculative::run::{SpecConfig, SpecSession, target_greedy};
 use memwall_core::measure::engine::llama::LlamaModelHandle;
-use memwall_core::testing;
+use memwall_testkit as testing;
 
 const PROMPTS: [&str; 2] = [
     "def fibonacci(n: int) -> int:\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",

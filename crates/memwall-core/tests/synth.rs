@@ -9,7 +9,8 @@ use memwall_core::measure::engine::{Engine, EngineConfig, argmax};
 use memwall_core::probe::gguf::Gguf;
 use memwall_core::probe::model::ModelFacts;
 use memwall_core::probe::shape::{Recipe, preset};
-use memwall_core::{probe::synth, testing};
+use memwall_core::probe::synth;
+use memwall_testkit as testing;
 
 fn decode_a_few(path: &std::path::Path) {
     let h = LlamaModelHandle::load(path, 0).unwrap();

@@ -781,7 +781,7 @@ impl Gguf {
 #[cfg(test)]
 pub(crate) mod testutil {
     //! Tiny GGUF byte builders for malformed-input tests (shared with the fuzzer).
-    pub use crate::fuzz::GgufBuilder;
+    pub use memwall_testkit::fuzz::GgufBuilder;
 }
 
 #[cfg(test)]

@@ -533,7 +533,7 @@ pub struct SeqInput<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzz::GgufBuilder;
+    use memwall_testkit::fuzz::GgufBuilder;
     use std::path::PathBuf;
 
     /// A header-only GGUF of `arch` with SmolLM2-135M's shape (head width 64).

@@ -2,22 +2,22 @@
 //! nightly toolchain; this runs on stable).
 //!
 //! ```text
-//! cargo run --release -p memwall-core --example fuzz_gguf -- --seconds 60 [--seed 1]
+//! cargo run --release -p memwall-testkit --example fuzz_gguf -- --seconds 60 [--seed 1]
 //!     [--cases N] [--models DIR] [--max-rss-mib 256] [--max-case-heap-mib 64] [--out DIR]
-//! cargo run --release -p memwall-core --example fuzz_gguf -- --replay FILE
+//! cargo run --release -p memwall-testkit --example fuzz_gguf -- --replay FILE
 //! ```
 //!
 //! Seeds: headers built in code, plus the header region of every `*.gguf` in the
 //! models folder (`$MEMWALL_MODELS`, default `~/.cache/memwall/models`; only the
 //! header is read). Case `i` of seed `S` is always the same input
-//! (`memwall_core::fuzz::make_case`). A panic, a broken invariant, a case whose
+//! (`memwall_testkit::fuzz::make_case`). A panic, a broken invariant, a case whose
 //! heap peak passes `--max-case-heap-mib`, or a resident set past `--max-rss-mib`
 //! is a finding: the input is saved to `--out` (default `fuzz-findings/`) as
 //! `case-<i>-seed-<S>-len-<told length>.gguf`, the line says how to replay it, and
 //! the exit status is 1. The last line is the summary: cases, cases/s, panics,
 //! errors by kind, max RSS.
 
-use memwall_core::fuzz::{self, Case, Outcome, Seed, Stats};
+use memwall_testkit::fuzz::{self, Case, Outcome, Seed, Stats};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -242,7 +242,7 @@ fn main() {
         ));
         let saved = std::fs::write(&file, &case.bytes).is_ok();
         println!(
-            "FINDING case {i} (seed {}, from {:?}, mutations {:?}): {what}; input {} ({} bytes, told length {}); replay: cargo run --release -p memwall-core --example fuzz_gguf -- --replay {}",
+            "FINDING case {i} (seed {}, from {:?}, mutations {:?}): {what}; input {} ({} bytes, told length {}); replay: cargo run --release -p memwall-testkit --example fuzz_gguf -- --replay {}",
             a.seed,
             seeds[case.seed].name,
             case.mutations,

@@ -13,10 +13,10 @@
 //!
 //! The byte builders ([`GgufBuilder`]) are also what the reader's unit tests use.
 
-use crate::experiments::calc::{self, CalcModel, CalcParams, Roof, Sourced, WeightBasis};
-use crate::probe::gguf::{Gguf, GgufError, MAX_KEPT_ARRAY_LEN, Value};
-use crate::probe::model::{CacheType, ModelFacts, TensorClass};
-use crate::units::{Bytes, Gbps, Gflops};
+use memwall_core::experiments::calc::{self, CalcModel, CalcParams, Roof, Sourced, WeightBasis};
+use memwall_core::probe::gguf::{Gguf, GgufError, MAX_KEPT_ARRAY_LEN, Value};
+use memwall_core::probe::model::{CacheType, ModelFacts, TensorClass};
+use memwall_core::units::{Bytes, Gbps, Gflops};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -488,8 +488,8 @@ pub fn synthetic_seeds() -> Vec<Seed> {
         .collect();
     // Preset shapes: real tensor lists and recipes, data absent (the length says it).
     for (p, q) in [("qwen2.5-0.5b", "Q4_K_M"), ("qwen3-30b-a3b", "Q8_0")] {
-        let shape = crate::probe::shape::preset(p).expect("preset").shape;
-        let recipe = crate::probe::shape::Recipe::parse(q).expect("recipe");
+        let shape = memwall_core::probe::shape::preset(p).expect("preset").shape;
+        let recipe = memwall_core::probe::shape::Recipe::parse(q).expect("recipe");
         let g = shape.header(&recipe, p).expect("preset header");
         let HeaderBytes {
             bytes,
@@ -957,8 +957,10 @@ mod tests {
     fn header_bytes_round_trips_a_shape_through_the_reader() {
         // The preset's facts computed in memory vs. from the serialized header
         // read back by the reader with the file length it describes.
-        let shape = crate::probe::shape::preset("qwen2.5-0.5b").unwrap().shape;
-        let r = crate::probe::shape::Recipe::parse("Q4_K_M").unwrap();
+        let shape = memwall_core::probe::shape::preset("qwen2.5-0.5b")
+            .unwrap()
+            .shape;
+        let r = memwall_core::probe::shape::Recipe::parse("Q4_K_M").unwrap();
         let direct = shape.facts(&r, "x").unwrap();
         let HeaderBytes {
             bytes,
