@@ -29,11 +29,11 @@ use memwall_core::store::Store;
 use std::path::PathBuf;
 
 /// Runs the parsed command. A PostgreSQL `--db` (or `MEMWALL_DB`) is worked on
-/// through a local copy ([`memwall_core::store::postgres::checkout`]): the command runs
-/// on the copy and the runs and rows it adds are pushed back; `memwall report` reads
-/// the shared store itself.
+/// through a local copy ([`memwall_core::store::postgres::through_copy`]): the command
+/// runs on the copy and the runs and rows it adds are pushed back; `memwall report`
+/// reads the shared store itself.
 pub async fn dispatch(cli: Cli) -> Result<()> {
-    use memwall_core::store::postgres::{checkout, is_postgres_url, redact};
+    use memwall_core::store::postgres::{is_postgres_url, redact, through_copy};
     let db = cli
         .db
         .clone()
@@ -49,30 +49,13 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             redact(&text)
         ),
         Shared::ThroughCopy => {
-            let co = checkout(&text)
-                .await
-                .with_context(|| format!("copying the shared store {}", redact(&text)))?;
-            eprintln!(
-                "working on a local copy of {} ({} runs, ids kept); the runs and rows this command adds are pushed back",
-                co.url(),
-                co.runs()
-            );
-            let result = run(co.path(), cli.command).await;
-            let back = co.check_in(|m| eprintln!("{m}")).await?;
-            eprintln!("{}", back.pushed);
-            if let Some(kept) = back.kept {
-                let n = back.pushed.failed.len();
-                let pushed = result.map(|_| ());
-                bail!(
-                    "{n} run(s) could not be pushed to the shared store and were rolled back there (errors above); the local copy is kept in {}: push it again with `memwall --db {} push --to URL`{}",
-                    kept.display(),
-                    kept.display(),
-                    pushed.err().map_or(String::new(), |e| format!(
-                        "; the command itself failed: {e:#}"
-                    ))
-                );
-            }
-            result
+            let command = cli.command;
+            through_copy(
+                &text,
+                |m| eprintln!("{m}"),
+                async |copy| run(copy, command).await,
+            )
+            .await?
         }
     }
 }

@@ -80,7 +80,7 @@ pub enum StoreError {
     /// Something asked for does not exist.
     #[error("store: {0}")]
     NotFound(String),
-    /// Copying runs between stores failed (see [`shared`]).
+    /// Copying runs between stores failed (see [`postgres`]).
     #[error("store copy: {0}")]
     Copy(String),
     /// A PostgreSQL URL where a SQLite file is needed.
@@ -164,7 +164,6 @@ pub struct StoredStream {
     pub run_id: i64,
     /// When it was measured, UTC RFC 3339.
     pub measured_at: String,
-    /// Kernel name.
     pub kernel: String,
     /// Threads that ran the STREAM kernels.
     pub threads: i64,
@@ -208,7 +207,6 @@ pub struct FrontierCellValue {
     /// The frontier run.
     pub run_id: i64,
     pub host: String,
-    /// The arm's file.
     pub arm_file: String,
     /// The arm's quantization.
     pub arm_quant: String,

@@ -1258,6 +1258,81 @@ pub struct CheckIn {
     pub kept: Option<std::path::PathBuf>,
 }
 
+/// Runs `work` on a local SQLite copy of the PostgreSQL store at `url` ([`checkout`])
+/// and pushes back the runs and rows it added ([`Checkout::check_in`]), whether the
+/// work succeeded or not: what a command wrote before it failed is kept too. `say`
+/// gets the copy's line before the work, one line per pushed run and the push's
+/// summary. Returns the work's own result.
+///
+/// # Errors
+/// [`ThroughCopyError`]: the shared store could not be copied (the work did not run);
+/// the push failed; or some runs could not be pushed (rolled back there, the copy
+/// kept, the error says where and how to push it again, and the work's error if it
+/// failed too).
+pub async fn through_copy<T, E: std::fmt::Display>(
+    url: &str,
+    mut say: impl FnMut(&str),
+    work: impl AsyncFnOnce(&Path) -> Result<T, E>,
+) -> Result<Result<T, E>, ThroughCopyError> {
+    let co = checkout(url)
+        .await
+        .map_err(|source| ThroughCopyError::Checkout {
+            url: redact(url),
+            source,
+        })?;
+    say(&format!(
+        "working on a local copy of {} ({} runs, ids kept); the runs and rows this command adds are pushed back",
+        co.url(),
+        co.runs()
+    ));
+    let result = work(co.path()).await;
+    let back = co
+        .check_in(&mut say)
+        .await
+        .map_err(ThroughCopyError::CheckIn)?;
+    say(&back.pushed.to_string());
+    match back.kept {
+        Some(kept) => Err(ThroughCopyError::NotPushed {
+            failed: back.pushed.failed.len(),
+            kept,
+            work: result.err().map_or(String::new(), |e| {
+                format!("; the command itself failed: {e:#}")
+            }),
+        }),
+        None => Ok(result),
+    }
+}
+
+/// Why [`through_copy`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ThroughCopyError {
+    /// The shared store could not be copied; nothing ran.
+    #[error("copying the shared store {url}")]
+    Checkout {
+        /// The store's URL, password redacted.
+        url: String,
+        /// What failed.
+        source: StoreError,
+    },
+    /// Pushing back failed as a whole (the message names the kept copy).
+    #[error(transparent)]
+    CheckIn(StoreError),
+    /// Some runs could not be pushed: they were rolled back in the shared store and
+    /// the local copy is kept.
+    #[error(
+        "{failed} run(s) could not be pushed to the shared store and were rolled back there (errors above); the local copy is kept in {path}: push it again with `memwall --db {path} push --to URL`{work}",
+        path = kept.display()
+    )]
+    NotPushed {
+        /// Runs not pushed.
+        failed: usize,
+        /// The kept local copy.
+        kept: std::path::PathBuf,
+        /// `; the command itself failed: …` when the work failed too, else empty.
+        work: String,
+    },
+}
+
 impl std::fmt::Display for CopyOutcome {
     /// One summary line: runs copied (with their rows), runs already there (with the
     /// rows added under them), runs failed, sheets copied.
