@@ -1,4 +1,4 @@
-//! The README and `docs/` as a newcomer meets them (issue 40 §1):
+//! The README and `docs/` as a newcomer meets them:
 //!
 //! 1. every relative link (and image) in `README.md` and `docs/*.md` resolves to a file
 //!    or folder of the repository, and a `#fragment` into a Markdown file names one of

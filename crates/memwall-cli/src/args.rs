@@ -20,7 +20,7 @@ pub struct Cli {
     /// Log more.
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
-    /// The command.
+    /// What to run (`memwall help COMMAND` for each).
     #[command(subcommand)]
     pub command: Command,
 }
@@ -174,7 +174,7 @@ pub struct BenchArgs {
     /// K cache type (f16, q8_0, q4_0, bf16, f32).
     #[arg(long = "ctk", default_value = BenchPlan::llama_bench_defaults().type_k.name())]
     pub cache_type_k: String,
-    /// V cache type.
+    /// V cache type (f16, q8_0, q4_0, bf16, f32).
     #[arg(long = "ctv", default_value = BenchPlan::llama_bench_defaults().type_v.name())]
     pub cache_type_v: String,
     /// Flash attention.
@@ -589,13 +589,13 @@ pub struct KvVerifyArgs {
     /// Models (default: every fetched catalogue model).
     #[arg(long, short = 'm')]
     pub model: Vec<String>,
-    /// Cache types.
+    /// KV cache types to check, comma-separated (f16, q8_0, q4_0, bf16, f32).
     #[arg(long = "ctk", value_delimiter = ',', default_value = "f16,q8_0")]
     pub cache_types: Vec<String>,
     /// Tokens in the first state (the second has 2n).
     #[arg(short = 'n', default_value_t = 1024)]
     pub n: u64,
-    /// Threads.
+    /// Threads (default: physical cores).
     #[arg(short = 't', long)]
     pub threads: Option<u32>,
     /// Write the chart (PNG + SVG) into this folder.
@@ -1174,7 +1174,7 @@ pub struct ServeArgs {
     /// Threads (default: physical cores).
     #[arg(long, short = 't')]
     pub threads: Option<u32>,
-    /// Port.
+    /// TCP port to listen on.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// Address to bind; anything but loopback exposes the server (a warning says so).
@@ -1247,7 +1247,7 @@ pub struct MlxGenerateArgs {
     /// Tokens timed after the first (tg N).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub n_gen: u32,
-    /// Repetitions.
+    /// Timed repetitions per test (llama-bench -r).
     #[arg(short = 'r', long = "repetitions", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repetitions: u32,
     /// Print the row as JSON.

@@ -27,7 +27,6 @@ pub enum Progress {
         index: usize,
         /// Repetition number, 1-based; 0 = warm-up.
         rep: u32,
-        /// Of how many.
         reps: u32,
         /// The repetition's timed part (`None` for the warm-up), for the live sampler:
         /// energy is integrated over exactly these spans.

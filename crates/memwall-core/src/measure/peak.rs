@@ -278,7 +278,6 @@ pub struct Peak {
     pub kind: PeakKind,
     /// Best rate over the repetitions, all threads together.
     pub gflops: Gflops,
-    /// Threads used.
     pub threads: usize,
     /// The instruction path used (see [`Isa::path`]).
     pub isa: String,

@@ -289,7 +289,6 @@ impl StreamConfig {
         }
     }
 
-    /// Bytes of one array.
     pub fn array_bytes(&self) -> Bytes {
         Bytes(self.n_elements as u64 * 8)
     }

@@ -228,7 +228,6 @@ pub struct RooflinePoint {
     pub roof: usize,
     /// Arithmetic intensity, FLOP/byte.
     pub intensity: f64,
-    /// Achieved GFLOP/s.
     pub achieved_gflops: f64,
     /// Attainable GFLOP/s at this intensity under its own roof.
     pub attainable_gflops: f64,
@@ -251,7 +250,6 @@ pub struct RoofLine {
     pub bandwidth_gbps: Option<f64>,
     /// Compute peak of the roof, GFLOP/s (GOP/s for int8; None where none is stored).
     pub peak_gflops: Option<f64>,
-    /// Which peak.
     pub peak_kind: String,
     /// Ridge point, FLOP/byte.
     pub ridge: Option<f64>,

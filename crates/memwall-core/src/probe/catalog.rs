@@ -80,7 +80,6 @@ pub enum CatalogError {
     Index {
         /// URL asked.
         url: String,
-        /// What happened.
         problem: String,
     },
     /// A downloaded file's hash is wrong.
@@ -150,7 +149,6 @@ pub enum FetchProgress {
         package: String,
         /// Part number (1-based).
         part: usize,
-        /// Of how many.
         of: usize,
         /// Bytes expected (0 when unknown).
         bytes: u64,

@@ -9,7 +9,6 @@ use crate::units::{Bytes, Gbps};
 use cudarc::driver::{CudaContext, sys};
 use serde::{Deserialize, Serialize};
 
-/// One CUDA device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CudaDevice {
     /// Ordinal (`CUDA0` is 0).

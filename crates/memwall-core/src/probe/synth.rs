@@ -42,7 +42,6 @@ pub enum SynthError {
     Io {
         /// Path of the file the error is about.
         path: String,
-        /// Error.
         #[source]
         source: std::io::Error,
     },

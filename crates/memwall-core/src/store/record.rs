@@ -48,7 +48,6 @@ fn warnings_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Erro
 pub enum ColumnValue {
     /// Integer.
     Int(i64),
-    /// Real number.
     Real(f64),
     Text(String),
     /// Not measured / not applicable (printed `—` in tables, NULL in SQL, empty in CSV).

@@ -35,7 +35,6 @@ pub struct BatchRow {
     pub amortized: bool,
     /// Effective arithmetic intensity, FLOP/byte.
     pub intensity: Option<f64>,
-    /// Achieved GFLOP/s.
     pub achieved_gflops: Option<f64>,
     /// Aggregate ceiling tok/s (b × bandwidth ÷ (W + b × KV)).
     pub ceiling_tps: Option<f64>,

@@ -317,7 +317,7 @@ struct NewCell {
     /// their tests, in the order they finished (speed cells).
     sampled: Option<(crate::experiments::live::Recording, Vec<String>)>,
     /// What the run's notes add (the fallback-template warning of a task cell whose
-    /// model has no chat template, issue 41 §3).
+    /// model has no chat template).
     note: Option<String>,
 }
 

@@ -85,7 +85,6 @@ pub enum PredictError {
     Roof(#[source] Box<crate::experiments::JobError>),
 }
 
-/// One predicted test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictedTest {
     /// Model file name.
@@ -244,7 +243,6 @@ pub fn build_payload(
     }
 }
 
-/// One scored test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredTest {
     /// File name of the GGUF model.
@@ -261,7 +259,6 @@ pub struct ScoredTest {
     pub error_pct: Option<f64>,
 }
 
-/// One scored ratio.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoredRatio {
     /// Test label, e.g. `tg128`.

@@ -33,7 +33,6 @@ pub enum Content {
     Parts(Vec<ContentPart>),
 }
 
-/// One content part.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ContentPart {
     /// Part type; only `text` is supported.
@@ -92,7 +91,6 @@ pub struct Common {
 pub struct ChatRequest {
     /// The conversation.
     pub messages: Vec<RequestMessage>,
-    /// Common fields.
     #[serde(flatten)]
     pub common: Common,
 }
@@ -111,7 +109,6 @@ pub enum Prompt {
 #[derive(Debug, Clone, Deserialize)]
 pub struct CompletionRequest {
     pub prompt: Prompt,
-    /// Common fields.
     #[serde(flatten)]
     pub common: Common,
 }
@@ -939,7 +936,6 @@ pub struct Ident {
     pub id: String,
     /// Unix seconds.
     pub created: u64,
-    /// Model id.
     pub model: String,
     /// `system_fingerprint`.
     pub fingerprint: String,

@@ -137,7 +137,6 @@ pub enum ServeStatus {
     Listening(SocketAddr),
     /// The model is loaded and requests are served.
     Ready {
-        /// Model id.
         model_id: String,
         /// Where the chat format comes from.
         template: String,
@@ -349,7 +348,7 @@ pub async fn start(
                 .and_then(|r| r.map_err(ServeError::from));
             match r {
                 Ok((handle, n_ctx_slot)) => {
-                    // The one prompt path (issue 41 §3): what the app's chat, spec and
+                    // The one prompt path: what the app's chat, spec and
                     // the task evaluations feed the model for the same messages.
                     let format = handle.chat_format()?;
                     let source = format.source();

@@ -26,7 +26,6 @@ use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Which drafter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "kebab-case")]
 pub enum DrafterKind {
@@ -86,7 +85,7 @@ pub struct GatePlan {
     /// The tolerance is each k's measured batch-shape gap ([`shape::measure`] on
     /// the first prompt, before any row runs) instead of `tie_tolerance`
     /// (`--tie-tolerance measured`). A `tie_tolerance` above the measured gap is
-    /// refused (issue 42 §4: a tolerance must come from a measurement).
+    /// refused (a tolerance must come from a measurement).
     #[serde(default)]
     pub tie_measured: bool,
 }
@@ -111,7 +110,6 @@ pub struct FirstDiff {
 pub struct GateRow {
     /// Drafter identity (`draft:…`, `ngram:1-3`).
     pub drafter_key: String,
-    /// Drafter kind.
     pub drafter: DrafterKind,
     /// Draft length: tokens the drafter proposes per iteration.
     pub k: usize,

@@ -209,7 +209,7 @@ fn load_one(
 
 /// The warning a run stores in its notes when `set` has chat prompts and the target
 /// `e` (the file `model`) has no chat template: those prompts went through the
-/// fallback template ([`crate::measure::prompt::fallback_note`], issue 41 §3).
+/// fallback template ([`crate::measure::prompt::fallback_note`]).
 ///
 /// # Errors
 /// The target's template does not compile.

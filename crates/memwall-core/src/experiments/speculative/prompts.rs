@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// How this memwall turns a set's prompts into tokens, hashed into the set's identity
 /// ([`PromptSet::sha256`], stored as `prompt_set_sha256`, which gates and the rows they
-/// unlock are keyed by). Version 2 (issue 41 §3): chat prompts through
+/// unlock are keyed by). Version 2: chat prompts through
 /// [`crate::measure::prompt::ChatFormat`] (the GGUF's Jinja template run by minijinja,
 /// exactly one BOS, special tokens parsed in the template's text only), raw prompts
 /// with exactly one BOS. Version 1 (the bare file sha256 that older rows hold) used
@@ -79,7 +79,6 @@ impl Format {
     }
 }
 
-/// One prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
     /// Id of the prompt in the frozen set, unique, e.g. `json-01`.

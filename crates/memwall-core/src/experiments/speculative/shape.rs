@@ -1,5 +1,5 @@
-//! How far a target's logits move with the shape of the pass that computes them
-//! (issue 42 §4): the measurement a greedy gate's near-tie tolerance must come from.
+//! How far a target's logits move with the shape of the pass that computes them:
+//! the measurement a greedy gate's near-tie tolerance must come from.
 //!
 //! A verify pass computes k + 1 rows at once; target-only decoding computes each row
 //! in a pass of its own. On a GPU the two sum in another order, so the same position

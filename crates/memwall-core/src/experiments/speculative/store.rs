@@ -493,7 +493,7 @@ pub async fn insert_bench_run_sampled(
 
 /// A greedy gate row's `detail_json`: its counters ([`super::run::SpecStats`], what
 /// readers parse) and, where a near-tie tolerance was asked for, the batch-shape gap
-/// measured before the gate ran and the tolerance the row used (issue 42 §4).
+/// measured before the gate ran and the tolerance the row used.
 fn gate_detail(r: &GateRow) -> String {
     let mut v = serde_json::to_value(&r.stats).expect("serialize");
     if let (Some(o), Some(g)) = (v.as_object_mut(), &r.shape_gap) {

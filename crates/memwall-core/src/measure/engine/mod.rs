@@ -47,7 +47,6 @@ pub type TokenId = i32;
 /// One item of a forward batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchItem {
-    /// Token id.
     pub token: TokenId,
     /// Position in its sequence (0-based).
     pub pos: u32,

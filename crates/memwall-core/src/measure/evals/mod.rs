@@ -38,9 +38,7 @@ pub enum EvalError {
     /// A reference tool failed.
     #[error("{tool}: {problem}")]
     Tool {
-        /// Tool path.
         tool: String,
-        /// What happened.
         problem: String,
     },
     /// I/O.

@@ -32,7 +32,6 @@ pub enum TaskKind {
     Mmlu,
     /// ARC-Easy validation.
     ArcEasy,
-    /// HumanEval.
     HumanEval,
 }
 
@@ -435,7 +434,6 @@ pub struct ItemResult {
 /// A finished task run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
-    /// Task name.
     pub task: String,
     /// The settings the evaluation ran with.
     pub config: TaskConfig,
@@ -599,7 +597,7 @@ pub fn run_task<E: Engine>(
 ) -> Result<TaskResult, EvalError> {
     let t0 = std::time::Instant::now();
     let idx = subset(items.len(), cfg.n_items, cfg.seed);
-    // The one prompt path (issue 41 §3): the prompt `memwall serve` and the app's
+    // The one prompt path: the prompt `memwall serve` and the app's
     // chat give the same message.
     let fmt = e.chat_format().map_err(EngineError::from)?;
     let mut out = Vec::with_capacity(idx.len());

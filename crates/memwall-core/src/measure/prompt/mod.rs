@@ -1,4 +1,4 @@
-//! One prompt path for every command (issue 41 §3): chat messages become tokens the
+//! One prompt path for every command: chat messages become tokens the
 //! same way in `memwall serve` (`/v1/chat/completions`), the app's chat, `memwall
 //! spec` (prompt sets, gates, benches) and the task evaluations, so a gate, a chat
 //! figure, a task score and a served request of the same messages ran the same prompt.

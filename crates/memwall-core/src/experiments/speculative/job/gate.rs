@@ -150,7 +150,6 @@ pub struct GateOutcome {
     pub draft_file: Option<String>,
     /// Where the prompt set came from.
     pub prompt_set: String,
-    /// The prompt set's sha256.
     pub prompt_set_sha256: String,
     pub n_prompts_set: usize,
     /// Fewer prompts than the set were gated (`limit`): unlocks no bench.

@@ -15,7 +15,6 @@ use {
 pub struct PromptsOutcome {
     /// Where the set came from (a path, or `builtin:prompts/spec.jsonl`).
     pub prompt_set: String,
-    /// The set's sha256.
     pub prompt_set_sha256: String,
     /// Target file name.
     pub target_file: String,
