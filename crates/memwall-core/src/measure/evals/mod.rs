@@ -37,10 +37,7 @@ pub enum EvalError {
     Sandbox(String),
     /// A reference tool failed.
     #[error("{tool}: {problem}")]
-    Tool {
-        tool: String,
-        problem: String,
-    },
+    Tool { tool: String, problem: String },
     /// I/O.
     #[error(transparent)]
     Io(#[from] std::io::Error),
