@@ -6,8 +6,9 @@
 #   bench  per model in MODELS (preset:quant): memwall model synth, then memwall bench and
 #          llama-bench alternating, pp512 + tg128 (depths DEPTHS for memwall), -ngl 99
 #          (BENCH_PEER=0: memwall alone, for a call short of time);
-#   batch  parallel sequences on BATCH_MODEL (memwall bench --n-seqs);
-#   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS;
+#   batch  parallel sequences on BATCH_MODEL (memwall bench --n-seqs; depths BATCH_DEPTHS,
+#          the bench's default when unset);
+#   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS (depths VERIFY_DEPTHS, likewise);
 #   calc   memwall calc --device this (--gpu) for CALC_MODELS: the ceiling beside the
 #          per-token floor fitted from the rows so far;
 #   spec   set-acceptance speculative decoding on SPEC_TARGETS with draft SPEC_DRAFT:
@@ -43,6 +44,9 @@ if [ "$dry" = 1 ]; then
   P=${P:-32}; N=${N:-8}; reps=1; rounds=1; ngl=0; fit=
   BATCH_MODEL=${BATCH_MODEL:-qwen2.5-0.5b:Q4_K_M}; BATCH_SEQS=${BATCH_SEQS:-1,2}
   VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-0.5b:Q4_K_M}; VERIFY_P=${VERIFY_P:-1,2}
+  # One depth: the bench's default four (to 2048) cost the dry run two minutes of
+  # prefill on 2 cores and test nothing the step does not already run at depth 0.
+  BATCH_DEPTHS=${BATCH_DEPTHS:-0}; VERIFY_DEPTHS=${VERIFY_DEPTHS:-0}
   CALC_MODELS=${CALC_MODELS:-qwen2.5-0.5b:Q4_K_M}; gpu=
   srv=${MEMWALL_LLAMA_TOOLS:-$HOME/.cache/memwall/llama-tools}/bin/llama-server
   SPEC_TARGETS=${SPEC_TARGETS:-qwen2.5-0.5b:Q4_K_M}; SPEC_DRAFT=${SPEC_DRAFT:-qwen2.5-0.5b:Q4_K_M}
@@ -168,14 +172,14 @@ for step in $steps; do
   batch)
     f=$(model "$BATCH_MODEL") || continue
     say "batch: $BATCH_MODEL, parallel sequences $BATCH_SEQS"
-    run "$mw" --db "$db" bench -m "$f" -p 0 -n "$N" --n-seqs "$BATCH_SEQS" -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/batch.json"
+    run "$mw" --db "$db" bench -m "$f" -p 0 -n "$N" --n-seqs "$BATCH_SEQS" ${BATCH_DEPTHS:+-d "$BATCH_DEPTHS"} -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/batch.json"
     ;;
   verify)
     for m in $VERIFY_MODELS; do
       time_left || { say "verify $m: skipped (time)"; continue; }
       f=$(model "$m") || continue
       say "verify: $m, n_prompt $VERIFY_P"
-      run "$mw" --db "$db" bench -m "$f" -p "$VERIFY_P" -n 0 -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/verify-mw-$m.json"
+      run "$mw" --db "$db" bench -m "$f" -p "$VERIFY_P" -n 0 ${VERIFY_DEPTHS:+-d "$VERIFY_DEPTHS"} -r "$reps" --ngl "$ngl" $fit --no-results --quiet --reuse-stream -o json >"$work/json/verify-mw-$m.json"
       [ -x "$lb" ] && run "$lb" -m "$f" -p "$VERIFY_P" -n 0 -r "$reps" -ngl "$ngl" -o json >"$work/json/verify-lb-$m.json"
     done
     ;;
