@@ -51,12 +51,12 @@ for cache in "$target_dir"/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.
   fi
 done
 
-# The MLX engine (feature `mlx`): on Linux x86_64 it builds against PyPI's mlx-cpu
-# wheel with Debian's OpenBLAS, which scripts/setup-mlx.sh fetches. scripts/test.sh
-# builds the workspace with the same feature (MEMWALL_FEATURES), so llama.cpp is
-# compiled once.
-# shellcheck source=scripts/features.sh
-. scripts/features.sh
+# The CLI's features: none for a newcomer's command 1 (`memwall bench` on the default
+# model needs llama.cpp alone). scripts/test.sh sets MEMWALL_FEATURES to the suite's
+# (scripts/features.sh: `mlx` on Linux x86_64) so this build and the tests' compile
+# llama.cpp once; the MLX engine builds against PyPI's mlx-cpu wheel with Debian's
+# OpenBLAS, which scripts/setup-mlx.sh fetches.
+MEMWALL_FEATURES=${MEMWALL_FEATURES:-}
 if [ -n "$MEMWALL_FEATURES" ]; then ./scripts/setup-mlx.sh; fi
 
 echo "setup: building memwall (release; a cold build took 10 to 15½ min on 2-core VMs: results/newcomer/README.md)"

@@ -41,6 +41,11 @@ skip() {
 
 # A fresh machine gets everything the suite needs first (both scripts skip what is there).
 echo "== set-up: scripts/setup.sh (build + default model), scripts/setup-tests.sh (the rest)"
+# The suite's features (the MLX engine on Linux x86_64) for the CLI too: one build of
+# llama.cpp and memwall-core for both (a CLI from command 1, built without them, is
+# compiled again here; llama.cpp is not).
+# shellcheck source=scripts/features.sh
+. scripts/features.sh
 MEMWALL_SETUP_MODELS=none ./scripts/setup.sh || { echo "set-up failed: scripts/setup.sh" >&2; exit 1; }
 ./scripts/setup-tests.sh || { echo "set-up failed: scripts/setup-tests.sh" >&2; exit 1; }
 
