@@ -70,7 +70,8 @@ esac
 if [ -n "$MEMWALL_FEATURES" ]; then ./scripts/setup-mlx.sh; fi
 npm --prefix ui ci --no-audit --no-fund --loglevel=error
 if ! command -v tauri-driver >/dev/null && [ ! -x "$HOME/.cargo/bin/tauri-driver" ]; then
-  cargo install tauri-driver --version '^2' --locked
+  # Another project's crate: no clippy wrapper (scripts/test.sh sets it for memwall's).
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS cargo install tauri-driver --version '^2' --locked
 fi
 # The aarch64 standard library for scripts/check-aarch64-peak.sh (best effort: it
 # skips loudly when the target cannot be installed here, and fails under CI's
