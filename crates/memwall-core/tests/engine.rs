@@ -261,3 +261,162 @@ fn kv_state_growth_equals_the_formula_exactly() {
         }
     }
 }
+
+fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// A draft tree verified in one pass (tokens shared by the sequences of the leaves
+/// below them, llama.cpp's unified KV cache) gives every node the logits that a
+/// pass over its own root-to-leaf path alone gives; with two nodes' sequences
+/// swapped (their children attending to the wrong parent) it does not. Then the accepted path is kept as the
+/// main sequence and the leaves dropped: the next token's logits are those of
+/// plain decoding of that path.
+#[test]
+fn a_tree_pass_gives_each_node_the_logits_of_its_path_alone() {
+    use memwall_core::experiments::speculative::tree::{Tree, TreeShape};
+    use memwall_core::measure::engine::SeqItem;
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = LlamaModelHandle::load_no_repack(&path).unwrap();
+    // 2 + 4 nodes and the root: 7 rows, the most whose logits llama.cpp's CPU back
+    // end computes as a 1-row pass does (run::DEFAULT_MAX_ROWS_PER_PASS).
+    let shape = TreeShape { k: 2, b: 2, m: 2 };
+    let n_leaves = shape.n_leaves();
+    let mut te = h
+        .engine(&EngineConfig {
+            n_seq_max: n_leaves as u32 + 1,
+            kv_unified: true,
+            ..cfg(512)
+        })
+        .unwrap();
+    let mut ce = h.engine(&cfg(512)).unwrap();
+    let prompt = te.tokenize("The capital of France is", true).unwrap();
+    let pool = te
+        .tokenize(" one two three four five six seven eight nine ten", false)
+        .unwrap();
+    let n = prompt.len();
+    let mut c = 0usize;
+    let tree = Tree::grow(&shape, |parents, nb| {
+        let mut out = Vec::new();
+        for _ in parents {
+            let mut kids = Vec::new();
+            for _ in 0..nb {
+                kids.push(pool[c % pool.len()]);
+                c += 1;
+            }
+            out.push(kids);
+        }
+        out
+    });
+    assert_eq!(tree.len(), shape.n_nodes());
+    assert_eq!(tree.leaves().len(), n_leaves);
+
+    // The tree pass: the prefix in sequence 0 and copied to each leaf's sequence
+    // 1..=L; the root (last prompt token) in all of them, each node in its leaves'.
+    let tree_pass = |e: &mut memwall_core::measure::engine::llama::LlamaEngine,
+                     under: &[Vec<i32>]|
+     -> Vec<Vec<f32>> {
+        e.kv_clear();
+        e.prefill(&prompt[..n - 1], 0, 0, false).unwrap();
+        for l in 0..n_leaves {
+            e.kv_copy(0, 1 + l as i32, (n - 1) as u32).unwrap();
+        }
+        let all: Vec<i32> = (0..=n_leaves as i32).collect();
+        let mut items = vec![SeqItem {
+            token: prompt[n - 1],
+            pos: (n - 1) as u32,
+            seqs: &all[..],
+            logits: true,
+        }];
+        for (i, seqs) in under.iter().enumerate() {
+            items.push(SeqItem {
+                token: tree.token[i],
+                pos: (n - 1 + tree.depth[i]) as u32,
+                seqs: seqs.as_slice(),
+                logits: true,
+            });
+        }
+        e.decode_seqs(&items).unwrap();
+        (0..items.len())
+            .map(|i| e.logits(i).unwrap().to_vec())
+            .collect()
+    };
+    let under: Vec<Vec<i32>> = tree
+        .leaves_under()
+        .iter()
+        .map(|ls| ls.iter().map(|&l| 1 + l as i32).collect())
+        .collect();
+    let rows = tree_pass(&mut te, &under);
+    // The two depth-1 nodes' sequences swapped: each depth-2 node then attends to
+    // its parent's sibling instead of its parent.
+    let mut swapped = under.clone();
+    swapped.swap(0, 1);
+    assert_eq!((tree.depth[0], tree.depth[1]), (1, 1));
+    let wrong = tree_pass(&mut te, &swapped);
+
+    // Each leaf's path alone, in a plain context.
+    let (mut gap, mut wrong_gap) = (0f32, 0f32);
+    for &leaf in &tree.leaves() {
+        let p = tree.path_to(leaf);
+        ce.kv_clear();
+        ce.prefill(&prompt[..n - 1], 0, 0, false).unwrap();
+        let mut b = vec![BatchItem {
+            token: prompt[n - 1],
+            pos: (n - 1) as u32,
+            seq: 0,
+            logits: true,
+        }];
+        for (j, &node) in p.iter().enumerate() {
+            b.push(BatchItem {
+                token: tree.token[node],
+                pos: (n + j) as u32,
+                seq: 0,
+                logits: true,
+            });
+        }
+        ce.decode(&b).unwrap();
+        gap = gap.max(max_abs(&rows[0], ce.logits(0).unwrap()));
+        for (j, &node) in p.iter().enumerate() {
+            let alone = ce.logits(1 + j).unwrap();
+            gap = gap.max(max_abs(&rows[1 + node], alone));
+            wrong_gap = wrong_gap.max(max_abs(&wrong[1 + node], alone));
+        }
+    }
+    let range = rows[0].iter().fold(0f32, |m, x| m.max(x.abs()));
+    eprintln!(
+        "tree pass vs each path alone: max |Δlogit| {gap:.3e}; with two nodes' sequences swapped {wrong_gap:.3e} (logits up to {range:.1})"
+    );
+    // The batch shapes differ (7 rows against 3) and the tree's cache holds the other
+    // branches' cells (masked out): the same arithmetic up to summation order, far
+    // below what attending to a sibling changes.
+    let tol = 1e-3 * range;
+    assert!(gap <= tol, "tree pass differs from its paths by {gap} > {tol}");
+    assert!(wrong_gap > 10.0 * tol, "the wrong mask went unseen: {wrong_gap}");
+
+    // Accept leaf 2's path to depth 1 (its first node, shared with leaf 3): sequence 0
+    // becomes prefix + root + that node, the leaves' sequences are dropped (their
+    // other cells freed), and decoding goes on in sequence 0.
+    let _ = tree_pass(&mut te, &under);
+    let leaf = tree.leaves()[2];
+    let p = tree.path_to(leaf);
+    let a = 1;
+    te.kv_copy(3, 0, (n + a) as u32).unwrap();
+    for l in 0..n_leaves {
+        te.kv_truncate(1 + l as i32, 0).unwrap();
+    }
+    let x = pool[0];
+    te.decode_one(x, (n + a) as u32, 0).unwrap();
+    let after = te.logits(0).unwrap().to_vec();
+    ce.kv_clear();
+    let mut plain: Vec<_> = prompt.clone();
+    plain.extend(tree.tokens_of(&p[..a]));
+    ce.prefill(&plain, 0, 0, false).unwrap();
+    ce.decode_one(x, plain.len() as u32, 0).unwrap();
+    let g = max_abs(&after, ce.logits(0).unwrap());
+    eprintln!("after keeping the accepted path: max |Δlogit| {g:.3e}");
+    assert!(g <= tol, "the kept path decodes differently: {g} > {tol}");
+}

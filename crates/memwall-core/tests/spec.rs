@@ -365,3 +365,203 @@ fn the_gate_passes_on_mlx_with_a_real_draft() {
         .unwrap();
     assert!(none.is_empty(), "no row under llama.cpp's build {llama}");
 }
+
+/// Engines for tree drafts: one unified KV cache with room for `n_seq` sequences.
+fn tree_cfg(n_seq: u32) -> memwall_core::measure::engine::EngineConfig {
+    memwall_core::measure::engine::EngineConfig {
+        n_ctx: 1024,
+        n_batch: 512,
+        n_ubatch: 512,
+        n_threads: 2,
+        n_threads_batch: 2,
+        n_seq_max: n_seq,
+        kv_unified: true,
+        ..Default::default()
+    }
+}
+
+/// Where `got` first differs from target-only decoding `g`, the margin there must be a
+/// near-tie (< 1e-3 logits): a tree commit frees the rejected branches' cache cells,
+/// later tokens reuse them, and attention then sums the same cells in another order,
+/// which may flip an exact near-tie and nothing else. Returns the position.
+fn same_up_to_a_near_tie(
+    what: &str,
+    got: &[memwall_core::measure::engine::TokenId],
+    g: &memwall_core::experiments::speculative::run::GreedyOutput,
+) -> Option<usize> {
+    let pos = got.iter().zip(&g.tokens).position(|(a, b)| a != b)?;
+    let m = g.margins[pos];
+    eprintln!("{what}: first difference at {pos}, a near-tie (target-only top-2 margin {m:.2e})");
+    assert!(m < 1e-3, "{what}: differs at {pos}, where the margin is {m}: not a near-tie");
+    Some(pos)
+}
+
+/// Tree drafts on the real pair (1.5B target, 0.5B draft), greedy: the output is
+/// target-only decoding's, token for token up to any exact near-tie, for a chain and
+/// two trees that fit one verify pass (≤ 7 rows), and with set acceptance too.
+#[test]
+fn tree_drafts_on_the_real_pair_are_output_identical() {
+    use memwall_core::experiments::speculative::tree::{TreeShape, expected_tokens};
+    use memwall_core::experiments::speculative::tree_loop::TreeDraftModel;
+    use memwall_core::measure::engine::Vocab;
+    let (Some(t), Some(d)) = (
+        testing::model("qwen2.5-coder-1.5b-q4_k_m"),
+        testing::model("qwen2.5-coder-0.5b-q4_k_m"),
+    ) else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let shapes = [
+        TreeShape::chain(3),
+        TreeShape { k: 3, b: 2, m: 1 },
+        TreeShape { k: 2, b: 2, m: 2 },
+    ];
+    let n_seq = 1 + shapes.iter().map(|s| s.n_leaves()).max().unwrap() as u32;
+    let th = LlamaModelHandle::load_no_repack(&t).unwrap();
+    let mut target = th.engine(&tree_cfg(n_seq)).unwrap();
+    let dh = LlamaModelHandle::load(&d, 0).unwrap();
+    let mut draft = TreeDraftModel::new(dh.engine(&tree_cfg(n_seq)).unwrap(), "draft".into());
+    let mut s = SpecSession::new();
+    for text in PROMPTS {
+        let prompt = Vocab::tokenize(&target, text, true).unwrap();
+        let g = target_greedy(&mut target, &prompt, 24).unwrap();
+        s.invalidate();
+        for shape in &shapes {
+            let out = s
+                .generate_tree(
+                    &mut target,
+                    &mut draft,
+                    &prompt,
+                    shape,
+                    &SpecConfig::greedy(shape.k, 24),
+                )
+                .unwrap();
+            let st = &out.stats;
+            eprintln!(
+                "{}: {} iterations, {} accepted of {} drafted, {:.2} tokens per target pass",
+                shape.label(),
+                st.n_iterations,
+                st.n_accepted,
+                st.n_drafted,
+                st.tokens_per_target_pass().unwrap()
+            );
+            if same_up_to_a_near_tie(&shape.label(), &out.tokens, &g).is_none() {
+                assert_eq!(out.tokens, g.tokens, "{}", shape.label());
+            }
+            assert!(st.n_accepted <= st.n_emitted);
+            assert_eq!(st.n_target_passes, st.n_iterations);
+        }
+    }
+    // Set acceptance α = 0.5 on a tree of k 2, b 2, m 2: output identical, the draws'
+    // realised rate a rate, and E[tokens per iteration] = 1 + 0.75 + 0.5625.
+    let shape = TreeShape { k: 2, b: 2, m: 2 };
+    assert!((expected_tokens(&shape, 0.5) - 2.3125).abs() < 1e-12);
+    let prompt = Vocab::tokenize(&target, PROMPTS[0], true).unwrap();
+    let g = target_greedy(&mut target, &prompt, 24).unwrap();
+    s.invalidate();
+    let mut reference = prompt.clone();
+    reference.extend(&g.tokens);
+    let mut set = TreeDraftModel::new(draft.into_engine(), "set".into())
+        .with_set_acceptance(0.5, reference, 1);
+    let out = s
+        .generate_tree(
+            &mut target,
+            &mut set,
+            &prompt,
+            &shape,
+            &SpecConfig::greedy(shape.k, 24),
+        )
+        .unwrap();
+    if same_up_to_a_near_tie("set acceptance", &out.tokens, &g).is_none() {
+        assert_eq!(out.tokens, g.tokens, "set acceptance");
+    }
+    let a = set.alpha_realised().unwrap();
+    assert!(a > 0.0 && a < 1.0, "realised rate {a}");
+    eprintln!(
+        "set acceptance α 0.5, {}: realised {a:.3}, {:.2} tokens per iteration (formula {:.4})",
+        shape.label(),
+        out.stats.n_emitted as f64 / out.stats.n_iterations as f64,
+        expected_tokens(&shape, 0.5)
+    );
+    // The draft's pass time by width (a tree level's shape), for the cost model.
+    let rows = memwall_core::experiments::speculative::tree_loop::measure_draft_rows(
+        set.engine(),
+        &prompt,
+        shape.n_leaves(),
+        shape.b,
+        2,
+    )
+    .unwrap();
+    set.invalidate();
+    eprintln!("draft pass by width, ms: {:?}", rows.iter().map(|x| x / 1e6).collect::<Vec<_>>());
+    assert_eq!(rows.len(), shape.n_leaves());
+    assert!(rows.iter().all(|x| x.is_finite() && *x > 0.0), "{rows:?}");
+}
+
+/// Tree drafts sampled at temperature 1 (SmolLM2 135M as target and as its own
+/// draft, one iteration per trial): the first emitted token follows the target's `p`
+/// after the prompt, and where it is the tree's top child `c`, the second follows the
+/// target's `p` after prompt + `c`, each computed by a plain pass (χ², p > 0.001).
+#[test]
+fn sampled_tree_drafts_emit_the_targets_distribution() {
+    use memwall_core::experiments::speculative::gate::{chi2_sf, chi_square};
+    use memwall_core::experiments::speculative::sampling::SamplingParams;
+    use memwall_core::experiments::speculative::tree::TreeShape;
+    use memwall_core::experiments::speculative::tree_loop::TreeDraftModel;
+    use memwall_core::measure::engine::{Engine, Vocab, argmax};
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let shape = TreeShape { k: 2, b: 2, m: 2 };
+    let h = LlamaModelHandle::load_no_repack(&path).unwrap();
+    let mut target = h.engine(&tree_cfg(5)).unwrap();
+    let mut draft = TreeDraftModel::new(h.engine(&tree_cfg(5)).unwrap(), "self".into());
+    let mut plain = h.engine(&tree_cfg(1)).unwrap();
+    let prompt = Vocab::tokenize(&target, "The capital of France is", true).unwrap();
+    let sampling = SamplingParams {
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+    };
+    // The target's p after the prompt, and after prompt + its argmax c (the draft's
+    // top child: the draft is the same model).
+    let n = prompt.len();
+    plain.prefill(&prompt, 0, 0, true).unwrap();
+    let row = plain.logits(0).unwrap().to_vec();
+    let p1 = sampling.distribution(&row);
+    let c = argmax(&row);
+    plain.decode_one(c, n as u32, 0).unwrap();
+    let p2 = sampling.distribution(plain.logits(0).unwrap());
+    let mut s = SpecSession::new();
+    let (mut first, mut second) = (vec![0u64; p1.len()], vec![0u64; p2.len()]);
+    let trials = 600;
+    for seed in 0..trials {
+        let cfg = SpecConfig {
+            k: shape.k,
+            max_new: 3,
+            sampling,
+            seed,
+            max_iterations: 1,
+        };
+        let out = s
+            .generate_tree(&mut target, &mut draft, &prompt, &shape, &cfg)
+            .unwrap();
+        first[out.tokens[0] as usize] += 1;
+        if out.tokens[0] == c && out.tokens.len() > 1 {
+            second[out.tokens[1] as usize] += 1;
+        }
+    }
+    for (what, p, counts) in [("first", &p1, &first), ("second after c", &p2, &second)] {
+        let x = chi_square(p, counts);
+        let pv = chi2_sf(x.chi2, x.df);
+        eprintln!(
+            "{what}: {} draws, χ² {:.2} on {} df, p = {pv:.3}",
+            counts.iter().sum::<u64>(),
+            x.chi2,
+            x.df
+        );
+        assert!(counts.iter().sum::<u64>() >= 40, "{what}: too few draws");
+        assert!(pv > 1e-3, "{what}: χ² {} on {} df, p = {pv}", x.chi2, x.df);
+    }
+}

@@ -112,6 +112,7 @@ fn instance_config(plan: &BenchPlan, inst: &Instance) -> EngineConfig {
         flash_attn: plan.flash_attn,
         repack: true,
         split: plan.split.clone(),
+        kv_unified: false,
     }
 }
 

@@ -160,6 +160,7 @@ pub fn run_kv_verify(
             flash_attn: None,
             repack: true,
             split: Default::default(),
+            kv_unified: false,
         };
         let warm = cfg(crate::probe::model::CacheType::F16, 64);
         let mut model = Model::load(EngineKind::Llama, path, &warm)?;

@@ -156,7 +156,7 @@ pub struct CategoryReport {
     pub cells: Vec<SpecBenchCell>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n == 0 {

@@ -21,6 +21,9 @@
 //!   `--k auto`).
 //! - [`prompts`]: the frozen prompt set (`prompts/spec.jsonl`).
 //! - [`gate`]: the correctness gate (greedy equality, sampling distribution test).
+//! - [`tree`]: tree drafts (shapes, the verify pass's layout, greedy and sampled
+//!   acceptance, expected length under set acceptance); [`tree_loop`]: the loop
+//!   that drafts and verifies them.
 //! - [`synth`]: set-acceptance speculation (a drafter whose acceptance rate is
 //!   set, paying a real draft forward; llama.cpp's `--spec-synth-rates`).
 //! - [`bench`]: the experiments; [`store`]: their tables; [`chart`]: their charts.
@@ -45,6 +48,8 @@ pub mod sampling;
 pub mod shape;
 pub mod store;
 pub mod synth;
+pub mod tree;
+pub mod tree_loop;
 pub mod verify;
 pub mod vocab;
 

@@ -216,7 +216,7 @@ pub const DEFAULT_MAX_ROWS_PER_PASS: usize = 7;
 /// Reusable target-side state of the loop (the target's KV mirror).
 #[derive(Debug)]
 pub struct SpecSession {
-    kv: KvSeq,
+    pub(super) kv: KvSeq,
     /// Most rows per target verify pass ([`DEFAULT_MAX_ROWS_PER_PASS`]).
     pub max_rows_per_pass: usize,
     tie: Option<TieBreak>,

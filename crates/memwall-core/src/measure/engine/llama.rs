@@ -2,8 +2,8 @@
 //! and `metal` features of memwall-core pass through to llama.cpp's back ends).
 
 use super::{
-    BatchItem, ChatMessage, Engine, EngineConfig, EngineError, EngineInfo, TokenEntry, TokenId,
-    Vocab,
+    BatchItem, ChatMessage, Engine, EngineConfig, EngineError, EngineInfo, SeqItem, TokenEntry,
+    TokenId, Vocab,
 };
 use crate::probe::model::CacheType;
 use llama_cpp_2::context::LlamaContext;
@@ -463,6 +463,7 @@ impl LlamaEngine {
             .with_n_threads(cfg.n_threads.max(1) as i32)
             .with_n_threads_batch(cfg.n_threads_batch.max(1) as i32)
             .with_n_seq_max(cfg.n_seq_max.max(1))
+            .with_kv_unified(cfg.kv_unified)
             .with_type_k(kv_type(cfg.type_k))
             .with_type_v(kv_type(cfg.type_v));
         if let Some(fa) = cfg.flash_attn {
@@ -496,6 +497,18 @@ impl LlamaEngine {
     /// The model handle (to create sibling contexts).
     pub fn model(&self) -> &LlamaModelHandle {
         &self.handle
+    }
+
+    /// A sequence id this context has (llama.cpp aborts on any other).
+    fn check_seq(&self, seq: i32) -> Result<(), EngineError> {
+        let n = self.cfg.n_seq_max.max(1) as i32;
+        if (0..n).contains(&seq) {
+            Ok(())
+        } else {
+            Err(EngineError::Kv(format!(
+                "sequence {seq} is not one of this context's 0..{n} (n_seq_max {n})"
+            )))
+        }
     }
 }
 
@@ -557,7 +570,12 @@ impl Engine for LlamaEngine {
     }
 
     fn n_ctx_seq(&self) -> u32 {
-        self.n_ctx() / self.cfg.n_seq_max.max(1)
+        // One buffer for all sequences: each may use all of it.
+        if self.cfg.kv_unified {
+            self.n_ctx()
+        } else {
+            self.n_ctx() / self.cfg.n_seq_max.max(1)
+        }
     }
 
     fn decode(&mut self, items: &[BatchItem]) -> Result<(), EngineError> {
@@ -587,6 +605,47 @@ impl Engine for LlamaEngine {
             .map_err(|e| EngineError::Decode(e.to_string()))
     }
 
+    fn decode_seqs(&mut self, items: &[SeqItem<'_>]) -> Result<(), EngineError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        if items.len() > self.batch_cap {
+            return Err(EngineError::Decode(format!(
+                "batch of {} exceeds n_batch {}",
+                items.len(),
+                self.batch_cap
+            )));
+        }
+        let n_seq_max = self.cfg.n_seq_max.max(1) as i32;
+        // Checked before the batch is touched, so a refused batch leaves the last
+        // pass's logits as they were. The batch holds n_seq_max ids per token: more
+        // would write past them.
+        if let Some((i, it)) = items.iter().enumerate().find(|(_, it)| {
+            it.seqs.is_empty()
+                || it.seqs.len() > n_seq_max as usize
+                || it.seqs.iter().any(|&s| s < 0 || s >= n_seq_max)
+        }) {
+            return Err(EngineError::Decode(format!(
+                "item {i} has sequences {:?}: each needs 1 to {n_seq_max} ids in 0..{n_seq_max} (n_seq_max)",
+                it.seqs
+            )));
+        }
+        self.batch.clear();
+        self.out_idx.clear();
+        for (i, it) in items.iter().enumerate() {
+            self.batch
+                .add(LlamaToken(it.token), it.pos as i32, it.seqs, it.logits)
+                .map_err(|e| EngineError::Decode(e.to_string()))?;
+            if it.logits {
+                self.out_idx.push(i as i32);
+            }
+        }
+        let batch = &mut self.batch;
+        self.cell
+            .with_dependent_mut(|_, ctx| ctx.decode(batch))
+            .map_err(|e| EngineError::Decode(e.to_string()))
+    }
+
     fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
         let &bi = self.out_idx.get(i).ok_or(EngineError::NoLogits {
             index: i,
@@ -596,6 +655,7 @@ impl Engine for LlamaEngine {
     }
 
     fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
+        self.check_seq(seq)?;
         self.cell
             .with_dependent_mut(|_, ctx| {
                 ctx.clear_kv_cache_seq(Some(seq as u32), Some(from_pos), None)
@@ -616,6 +676,8 @@ impl Engine for LlamaEngine {
     }
 
     fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
+        self.check_seq(src)?;
+        self.check_seq(dst)?;
         // Sequences in separate KV streams (llama.cpp's default, `kv_unified = false`)
         // can only be copied whole: copy, then drop positions >= n_tokens.
         self.cell

@@ -56,6 +56,23 @@ pub struct BatchItem {
     pub logits: bool,
 }
 
+/// One item of a forward batch whose token belongs to several sequences
+/// ([`Engine::decode_seqs`]): a node of a draft tree, shared by the root-to-leaf paths
+/// (one sequence each) that pass through it. It attends to the positions its
+/// sequences hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqItem<'a> {
+    pub token: TokenId,
+    /// Position in each of its sequences (0-based).
+    pub pos: u32,
+    /// The sequences it belongs to (at least one). Sequences that share a token in a
+    /// batch must hold the same positions before it (llama.cpp's rule for coupled
+    /// sequences).
+    pub seqs: &'a [i32],
+    /// Whether to keep this item's logits.
+    pub logits: bool,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
@@ -136,6 +153,12 @@ pub struct EngineConfig {
     /// `--tensor-split`). Read when the model is loaded ([`Model::load`]); MLX ignores it.
     #[serde(default)]
     pub split: crate::roofline::multi_gpu::GpuSplit,
+    /// One KV buffer for all sequences (llama.cpp's `--kv-unified`) instead of one per
+    /// sequence: a token may then belong to several sequences in one batch
+    /// ([`Engine::decode_seqs`], a tree draft's shared nodes), and copying a sequence
+    /// ([`Engine::kv_copy`]) is bookkeeping, not a copy. MLX ignores it.
+    #[serde(default)]
+    pub kv_unified: bool,
 }
 
 fn repack_default() -> bool {
@@ -160,6 +183,7 @@ impl Default for EngineConfig {
             flash_attn: None,
             repack: true,
             split: Default::default(),
+            kv_unified: false,
         }
     }
 }
@@ -208,7 +232,8 @@ pub trait Engine: Vocab {
     /// Largest batch `decode` accepts.
     fn n_batch(&self) -> u32;
     /// Positions one sequence can hold: [`Engine::n_ctx`] by default (a cache per
-    /// sequence); llama.cpp splits its context among `n_seq_max` sequences.
+    /// sequence); llama.cpp splits its context among `n_seq_max` sequences unless
+    /// the cache is unified ([`EngineConfig::kv_unified`]).
     fn n_ctx_seq(&self) -> u32 {
         self.n_ctx()
     }
@@ -255,6 +280,17 @@ pub trait Engine: Vocab {
     /// refuses.
     fn kv_copy(&mut self, _src: i32, _dst: i32, _n_tokens: u32) -> Result<(), EngineError> {
         Err(EngineError::Unsupported("copying a sequence's KV cache"))
+    }
+
+    /// Decodes items that may each belong to several sequences (a draft tree's
+    /// nodes; [`SeqItem`]); logits as [`Engine::decode`]. Needs a context made with
+    /// [`EngineConfig::kv_unified`] and enough [`EngineConfig::n_seq_max`].
+    ///
+    /// # Errors
+    /// [`EngineError::Unsupported`] for an engine without shared-token batches;
+    /// [`EngineError::Decode`] when the engine refuses the batch.
+    fn decode_seqs(&mut self, _items: &[SeqItem<'_>]) -> Result<(), EngineError> {
+        Err(EngineError::Unsupported("tokens shared by several sequences"))
     }
 
     /// Bytes of the serialized state of one sequence (KV cache + bookkeeping).
@@ -373,6 +409,9 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     }
     fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
         (**self).kv_copy(src, dst, n_tokens)
+    }
+    fn decode_seqs(&mut self, items: &[SeqItem<'_>]) -> Result<(), EngineError> {
+        (**self).decode_seqs(items)
     }
     fn seq_state_bytes(&self, seq: i32) -> Result<u64, EngineError> {
         (**self).seq_state_bytes(seq)
