@@ -264,7 +264,10 @@ fn kv_state_growth_equals_the_formula_exactly() {
 
 fn max_abs(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// A draft tree verified in one pass (tokens shared by the sequences of the leaves
@@ -394,8 +397,14 @@ fn a_tree_pass_gives_each_node_the_logits_of_its_path_alone() {
     // branches' cells (masked out): the same arithmetic up to summation order, far
     // below what attending to a sibling changes.
     let tol = 1e-3 * range;
-    assert!(gap <= tol, "tree pass differs from its paths by {gap} > {tol}");
-    assert!(wrong_gap > 10.0 * tol, "the wrong mask went unseen: {wrong_gap}");
+    assert!(
+        gap <= tol,
+        "tree pass differs from its paths by {gap} > {tol}"
+    );
+    assert!(
+        wrong_gap > 10.0 * tol,
+        "the wrong mask went unseen: {wrong_gap}"
+    );
 
     // Accept leaf 2's path to depth 1 (its first node, shared with leaf 3): sequence 0
     // becomes prefix + root + that node, the leaves' sequences are dropped (their

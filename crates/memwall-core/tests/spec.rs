@@ -392,7 +392,10 @@ fn same_up_to_a_near_tie(
     let pos = got.iter().zip(&g.tokens).position(|(a, b)| a != b)?;
     let m = g.margins[pos];
     eprintln!("{what}: first difference at {pos}, a near-tie (target-only top-2 margin {m:.2e})");
-    assert!(m < 1e-3, "{what}: differs at {pos}, where the margin is {m}: not a near-tie");
+    assert!(
+        m < 1e-3,
+        "{what}: differs at {pos}, where the margin is {m}: not a near-tie"
+    );
     Some(pos)
 }
 
@@ -493,7 +496,10 @@ fn tree_drafts_on_the_real_pair_are_output_identical() {
     )
     .unwrap();
     set.invalidate();
-    eprintln!("draft pass by width, ms: {:?}", rows.iter().map(|x| x / 1e6).collect::<Vec<_>>());
+    eprintln!(
+        "draft pass by width, ms: {:?}",
+        rows.iter().map(|x| x / 1e6).collect::<Vec<_>>()
+    );
     assert_eq!(rows.len(), shape.n_leaves());
     assert!(rows.iter().all(|x| x.is_finite() && *x > 0.0), "{rows:?}");
 }
@@ -504,7 +510,7 @@ fn tree_drafts_on_the_real_pair_are_output_identical() {
 /// target's `p` after prompt + `c`, each computed by a plain pass (χ², p > 0.001).
 #[test]
 fn sampled_tree_drafts_emit_the_targets_distribution() {
-    use memwall_core::experiments::speculative::gate::{chi2_sf, chi_square};
+    use memwall_core::experiments::speculative::gate::{chi_square, chi2_sf};
     use memwall_core::experiments::speculative::sampling::SamplingParams;
     use memwall_core::experiments::speculative::tree::TreeShape;
     use memwall_core::experiments::speculative::tree_loop::TreeDraftModel;

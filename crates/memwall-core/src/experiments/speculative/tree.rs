@@ -447,7 +447,10 @@ mod tests {
         // Level 1: nodes 0, 1 (tokens 1, 2); level 2: 2 under 0, 3 under 1; level 3:
         // 4 under 2, 5 under 3.
         assert_eq!(t.token, vec![1, 2, 11, 21, 31, 41]);
-        assert_eq!(t.parent, vec![None, None, Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(
+            t.parent,
+            vec![None, None, Some(0), Some(1), Some(2), Some(3)]
+        );
         assert_eq!(t.depth, vec![1, 1, 2, 2, 3, 3]);
         assert_eq!(t.leaves(), vec![4, 5]);
         assert_eq!(
@@ -471,11 +474,17 @@ mod tests {
         // Branching at two depths: the shared node belongs to both leaves below it.
         let s = TreeShape { k: 2, b: 2, m: 2 };
         let t = Tree::grow(&s, |parents, n| {
-            parents.iter().map(|_| (0..n as TokenId).collect()).collect()
+            parents
+                .iter()
+                .map(|_| (0..n as TokenId).collect())
+                .collect()
         });
         assert_eq!(t.len(), s.n_nodes());
         let under = t.leaves_under();
-        assert_eq!((under[0].clone(), under[1].clone()), (vec![0, 1], vec![2, 3]));
+        assert_eq!(
+            (under[0].clone(), under[1].clone()),
+            (vec![0, 1], vec![2, 3])
+        );
     }
 
     #[test]
@@ -487,7 +496,10 @@ mod tests {
         am[3] = 41;
         am[5] = 99;
         let o = accept_greedy(&t, 2, &am);
-        assert_eq!((o.path.clone(), o.next, o.rejected), (vec![1, 3, 5], 99, false));
+        assert_eq!(
+            (o.path.clone(), o.next, o.rejected),
+            (vec![1, 3, 5], 99, false)
+        );
         // It wants 2, then 22: node 1 accepted, its child 21 rejected, 22 emitted.
         am[1] = 22;
         let o = accept_greedy(&t, 2, &am);
@@ -597,7 +609,10 @@ mod tests {
             for k in 1..=8 {
                 let tree = expected_tokens(&TreeShape::chain(k), a);
                 let chain = cost::expected_tokens(a, k);
-                assert!((tree - chain).abs() < 1e-12, "α {a}, k {k}: {tree} vs {chain}");
+                assert!(
+                    (tree - chain).abs() < 1e-12,
+                    "α {a}, k {k}: {tree} vs {chain}"
+                );
             }
         }
         // k 4, b 2, m 2 at α 0.5 by hand: s = 0.75, 0.75, 0.5, 0.5;
@@ -667,7 +682,10 @@ mod tests {
         let sp = predicted_speedup(&t, &rows, &s, 0.5, &o).unwrap();
         assert!((sp - 2.3125 * 10.5 / want).abs() < 1e-12, "{sp}");
         // Beyond the timed rows or widths: no prediction.
-        assert_eq!(iteration_ns(&t, &rows, &TreeShape { k: 3, b: 2, m: 2 }, &o), None);
+        assert_eq!(
+            iteration_ns(&t, &rows, &TreeShape { k: 3, b: 2, m: 2 }, &o),
+            None
+        );
         assert_eq!(iteration_ns(&t, &rows[..1], &s, &o), None);
     }
 

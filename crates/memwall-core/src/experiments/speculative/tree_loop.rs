@@ -322,7 +322,9 @@ pub fn measure_draft_rows<E: Engine + ?Sized>(
     reps: usize,
 ) -> Result<Vec<f64>, SpecError> {
     if prompt.len() < 2 {
-        return Err(SpecError::Config("timing needs a prompt of ≥ 2 tokens".into()));
+        return Err(SpecError::Config(
+            "timing needs a prompt of ≥ 2 tokens".into(),
+        ));
     }
     let n = prompt.len() - 1;
     e.kv_clear();
@@ -382,7 +384,10 @@ impl SpecSession {
         }
         shape.validate().map_err(SpecError::Config)?;
         if shape.k > K_MAX {
-            return Err(SpecError::Config(format!("tree depth {} > {K_MAX}", shape.k)));
+            return Err(SpecError::Config(format!(
+                "tree depth {} > {K_MAX}",
+                shape.k
+            )));
         }
         let rows = shape.n_nodes() + 1;
         if rows > self.max_rows_per_pass || rows as u32 > target.n_batch() {
@@ -470,7 +475,9 @@ impl SpecSession {
                 let mut am = Vec::with_capacity(items.len());
                 for i in 0..items.len() {
                     let row = target.logits(i)?;
-                    am.push(crate::measure::engine::argmax(&row[..n_shared.min(row.len())]));
+                    am.push(crate::measure::engine::argmax(
+                        &row[..n_shared.min(row.len())],
+                    ));
                 }
                 accept_greedy(tree, am[0], &am[1..])
             } else {

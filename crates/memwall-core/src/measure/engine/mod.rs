@@ -290,7 +290,9 @@ pub trait Engine: Vocab {
     /// [`EngineError::Unsupported`] for an engine without shared-token batches;
     /// [`EngineError::Decode`] when the engine refuses the batch.
     fn decode_seqs(&mut self, _items: &[SeqItem<'_>]) -> Result<(), EngineError> {
-        Err(EngineError::Unsupported("tokens shared by several sequences"))
+        Err(EngineError::Unsupported(
+            "tokens shared by several sequences",
+        ))
     }
 
     /// Bytes of the serialized state of one sequence (KV cache + bookkeeping).
