@@ -252,11 +252,13 @@ fn kv_state_growth_equals_the_formula_exactly() {
                 r.cache_type, r.measured_state_bytes_per_token
             );
             assert_eq!(r.ratio, 1.0);
-            // The wrong method overstates: compute buffers grow with the prompt too.
+            // The wrong method misses: compute buffers grow with the prompt too (it
+            // overstates), and pages that earlier tests in this process freed are
+            // reused (it understates; docs/evidence.md).
+            let rss = r.rss_ratio.unwrap();
             assert!(
-                r.rss_ratio.unwrap() > 1.0,
-                "{name}: RSS ratio {:?}",
-                r.rss_ratio
+                (rss - 1.0).abs() > 0.05,
+                "{name}: RSS ratio {rss}, within 5 % of the cache's size"
             );
         }
     }
@@ -291,7 +293,7 @@ fn a_tree_pass_gives_each_node_the_logits_of_its_path_alone() {
     let n_leaves = shape.n_leaves();
     let mut te = h
         .engine(&EngineConfig {
-            n_seq_max: n_leaves as u32 + 1,
+            n_seq_max: n_leaves as u32 + 2,
             kv_unified: true,
             ..cfg(512)
         })
@@ -407,25 +409,91 @@ fn a_tree_pass_gives_each_node_the_logits_of_its_path_alone() {
     );
 
     // Accept leaf 2's path to depth 1 (its first node, shared with leaf 3): sequence 0
-    // becomes prefix + root + that node, the leaves' sequences are dropped (their
-    // other cells freed), and decoding goes on in sequence 0.
+    // becomes prefix + root + that node, the leaves' cells are parked in sequence
+    // L + 1 and their sequences dropped (the commit of tree_loop.rs), and decoding
+    // goes on in sequence 0, twice.
     let _ = tree_pass(&mut te, &under);
     let leaf = tree.leaves()[2];
     let p = tree.path_to(leaf);
     let a = 1;
     te.kv_copy(3, 0, (n + a) as u32).unwrap();
     for l in 0..n_leaves {
+        te.kv_park(1 + l as i32, n_leaves as i32 + 1).unwrap();
         te.kv_truncate(1 + l as i32, 0).unwrap();
     }
-    let x = pool[0];
-    te.decode_one(x, (n + a) as u32, 0).unwrap();
-    let after = te.logits(0).unwrap().to_vec();
-    ce.kv_clear();
     let mut plain: Vec<_> = prompt.clone();
     plain.extend(tree.tokens_of(&p[..a]));
+    ce.kv_clear();
     ce.prefill(&plain, 0, 0, false).unwrap();
-    ce.decode_one(x, plain.len() as u32, 0).unwrap();
-    let g = max_abs(&after, ce.logits(0).unwrap());
+    let mut g = 0f32;
+    for &x in &pool[..2] {
+        te.decode_one(x, plain.len() as u32, 0).unwrap();
+        ce.decode_one(x, plain.len() as u32, 0).unwrap();
+        g = g.max(max_abs(te.logits(0).unwrap(), ce.logits(0).unwrap()));
+        plain.push(x);
+    }
     eprintln!("after keeping the accepted path: max |Δlogit| {g:.3e}");
     assert!(g <= tol, "the kept path decodes differently: {g} > {tol}");
+}
+
+/// Why a tree's rejected nodes are parked, not freed (tree_loop.rs): with llama.cpp's
+/// unified KV cache and flash attention (on by default on the CPU), a token placed in
+/// a freed cell *below* a kept cell of its sequence decodes unlike plain decoding.
+/// Token a (sequence 1) and b (sequence 0) share one position in one pass, a in the
+/// lower cell; sequence 1 is then dropped (a's cell freed) or first parked in
+/// sequence 2 (a's cell kept), and x is decoded in sequence 0. Parked: the logits of
+/// plain decoding of prompt + b + x. Freed: 0.78 off (pinned llama.cpp, this model);
+/// when that assertion fails, llama.cpp decodes such holes right and parking can go.
+#[test]
+fn a_token_in_a_freed_cell_below_a_kept_cell() {
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let h = LlamaModelHandle::load_no_repack(&path).unwrap();
+    let mut te = h
+        .engine(&EngineConfig {
+            n_seq_max: 3,
+            kv_unified: true,
+            ..cfg(512)
+        })
+        .unwrap();
+    let mut ce = h.engine(&cfg(512)).unwrap();
+    let prompt = te.tokenize("The capital of France is", true).unwrap();
+    let pool = te.tokenize(" one two three four five", false).unwrap();
+    let n = prompt.len();
+    let (a, b, x) = (pool[0], pool[1], pool[2]);
+    let mut plain = prompt.clone();
+    plain.push(b);
+    ce.prefill(&plain, 0, 0, false).unwrap();
+    ce.decode_one(x, plain.len() as u32, 0).unwrap();
+    let want = ce.logits(0).unwrap().to_vec();
+    let range = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let mut gap = |park: bool| {
+        te.kv_clear();
+        te.prefill(&prompt, 0, 0, false).unwrap();
+        let item = |token, seq| BatchItem {
+            token,
+            pos: n as u32,
+            seq,
+            logits: false,
+        };
+        te.decode(&[item(a, 1), item(b, 0)]).unwrap();
+        if park {
+            te.kv_park(1, 2).unwrap();
+        }
+        te.kv_truncate(1, 0).unwrap();
+        te.decode_one(x, (n + 1) as u32, 0).unwrap();
+        max_abs(te.logits(0).unwrap(), &want)
+    };
+    let (freed, parked) = (gap(false), gap(true));
+    eprintln!(
+        "x after a freed cell below b: max |Δlogit| {freed:.3e}; a's cell parked: {parked:.3e} (logits up to {range:.1})"
+    );
+    let tol = 1e-3 * range;
+    assert!(parked <= tol, "parked layout differs: {parked} > {tol}");
+    assert!(
+        freed > 10.0 * tol,
+        "llama.cpp now decodes a token in a freed cell below a kept cell right ({freed}): tree_loop.rs may free rejected nodes instead of parking them"
+    );
 }

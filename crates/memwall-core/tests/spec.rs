@@ -380,27 +380,8 @@ fn tree_cfg(n_seq: u32) -> memwall_core::measure::engine::EngineConfig {
     }
 }
 
-/// Where `got` first differs from target-only decoding `g`, the margin there must be a
-/// near-tie (< 1e-3 logits): a tree commit frees the rejected branches' cache cells,
-/// later tokens reuse them, and attention then sums the same cells in another order,
-/// which may flip an exact near-tie and nothing else. Returns the position.
-fn same_up_to_a_near_tie(
-    what: &str,
-    got: &[memwall_core::measure::engine::TokenId],
-    g: &memwall_core::experiments::speculative::run::GreedyOutput,
-) -> Option<usize> {
-    let pos = got.iter().zip(&g.tokens).position(|(a, b)| a != b)?;
-    let m = g.margins[pos];
-    eprintln!("{what}: first difference at {pos}, a near-tie (target-only top-2 margin {m:.2e})");
-    assert!(
-        m < 1e-3,
-        "{what}: differs at {pos}, where the margin is {m}: not a near-tie"
-    );
-    Some(pos)
-}
-
 /// Tree drafts on the real pair (1.5B target, 0.5B draft), greedy: the output is
-/// target-only decoding's, token for token up to any exact near-tie, for a chain and
+/// target-only decoding's, token for token, for a chain and
 /// two trees that fit one verify pass (≤ 7 rows), and with set acceptance too.
 #[test]
 fn tree_drafts_on_the_real_pair_are_output_identical() {
@@ -421,7 +402,8 @@ fn tree_drafts_on_the_real_pair_are_output_identical() {
     ];
     let n_seq = 1 + shapes.iter().map(|s| s.n_leaves()).max().unwrap() as u32;
     let th = LlamaModelHandle::load_no_repack(&t).unwrap();
-    let mut target = th.engine(&tree_cfg(n_seq)).unwrap();
+    // The target parks rejected nodes in one more sequence.
+    let mut target = th.engine(&tree_cfg(n_seq + 1)).unwrap();
     let dh = LlamaModelHandle::load(&d, 0).unwrap();
     let mut draft = TreeDraftModel::new(dh.engine(&tree_cfg(n_seq)).unwrap(), "draft".into());
     let mut s = SpecSession::new();
@@ -448,9 +430,7 @@ fn tree_drafts_on_the_real_pair_are_output_identical() {
                 st.n_drafted,
                 st.tokens_per_target_pass().unwrap()
             );
-            if same_up_to_a_near_tie(&shape.label(), &out.tokens, &g).is_none() {
-                assert_eq!(out.tokens, g.tokens, "{}", shape.label());
-            }
+            assert_eq!(out.tokens, g.tokens, "{}", shape.label());
             assert!(st.n_accepted <= st.n_emitted);
             assert_eq!(st.n_target_passes, st.n_iterations);
         }
@@ -475,9 +455,7 @@ fn tree_drafts_on_the_real_pair_are_output_identical() {
             &SpecConfig::greedy(shape.k, 24),
         )
         .unwrap();
-    if same_up_to_a_near_tie("set acceptance", &out.tokens, &g).is_none() {
-        assert_eq!(out.tokens, g.tokens, "set acceptance");
-    }
+    assert_eq!(out.tokens, g.tokens, "set acceptance");
     let a = set.alpha_realised().unwrap();
     assert!(a > 0.0 && a < 1.0, "realised rate {a}");
     eprintln!(
@@ -504,6 +482,51 @@ fn tree_drafts_on_the_real_pair_are_output_identical() {
     assert!(rows.iter().all(|x| x.is_finite() && *x > 0.0), "{rows:?}");
 }
 
+/// The target's parked cells fill a 256-cell context during a long greedy tree
+/// generation (SmolLM2 135M drafting for itself): the cache is cleared and the
+/// history prefilled again, and the output is still target-only decoding's.
+#[test]
+fn tree_drafts_stay_exact_when_parked_cells_fill_the_context() {
+    use memwall_core::experiments::speculative::tree::TreeShape;
+    use memwall_core::experiments::speculative::tree_loop::TreeDraftModel;
+    use memwall_core::measure::engine::{Engine, Vocab};
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let shape = TreeShape { k: 2, b: 2, m: 2 };
+    let h = LlamaModelHandle::load_no_repack(&path).unwrap();
+    let small = |n_seq| memwall_core::measure::engine::EngineConfig {
+        n_ctx: 256,
+        ..tree_cfg(n_seq)
+    };
+    let mut target = h.engine(&small(6)).unwrap();
+    assert_eq!(target.n_ctx(), 256);
+    let mut draft = TreeDraftModel::new(h.engine(&tree_cfg(5)).unwrap(), "self".into());
+    let prompt = Vocab::tokenize(&target, "def fibonacci(n):", true).unwrap();
+    let n_new = 160;
+    let g = target_greedy(&mut target, &prompt, n_new).unwrap();
+    let mut s = SpecSession::new();
+    let out = s
+        .generate_tree(
+            &mut target,
+            &mut draft,
+            &prompt,
+            &shape,
+            &SpecConfig::greedy(shape.k, n_new),
+        )
+        .unwrap();
+    let st = &out.stats;
+    eprintln!(
+        "{} new tokens in {} iterations, {} cache compactions",
+        out.tokens.len(),
+        st.n_iterations,
+        st.n_kv_compactions
+    );
+    assert!(st.n_kv_compactions >= 1, "the context never filled");
+    assert_eq!(out.tokens, g.tokens);
+}
+
 /// Tree drafts sampled at temperature 1 (SmolLM2 135M as target and as its own
 /// draft, one iteration per trial): the first emitted token follows the target's `p`
 /// after the prompt, and where it is the tree's top child `c`, the second follows the
@@ -521,7 +544,7 @@ fn sampled_tree_drafts_emit_the_targets_distribution() {
     let _lock = testing::engine_lock();
     let shape = TreeShape { k: 2, b: 2, m: 2 };
     let h = LlamaModelHandle::load_no_repack(&path).unwrap();
-    let mut target = h.engine(&tree_cfg(5)).unwrap();
+    let mut target = h.engine(&tree_cfg(6)).unwrap();
     let mut draft = TreeDraftModel::new(h.engine(&tree_cfg(5)).unwrap(), "self".into());
     let mut plain = h.engine(&tree_cfg(1)).unwrap();
     let prompt = Vocab::tokenize(&target, "The capital of France is", true).unwrap();

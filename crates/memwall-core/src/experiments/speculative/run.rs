@@ -119,6 +119,11 @@ pub struct SpecStats {
     /// rows stored before it was kept).
     #[serde(default)]
     pub breakdown: IterBreakdown,
+    /// Tree drafts: times the target's cache was cleared and the history prefilled
+    /// again because parked cells filled the context (inside `decode_ns`; 0 for
+    /// chains).
+    #[serde(default)]
+    pub n_kv_compactions: u64,
 }
 
 pub use super::row::IterBreakdown;

@@ -9,8 +9,16 @@
 //! is copied into it (bookkeeping in a unified cache), a tree node is fed once with
 //! the sequences of the leaves below it ([`SeqItem`]), and afterwards the accepted
 //! path is copied into sequence 0 ([`Engine::kv_copy`] of the leaf below its last
-//! node, cut at the path's end) and every leaf sequence is dropped
-//! ([`Engine::kv_truncate`] at 0), which frees the other branches' cells.
+//! node, cut at the path's end), every leaf sequence is parked in sequence
+//! `leaves + 1` ([`Engine::kv_park`]) and then dropped ([`Engine::kv_truncate`] at 0).
+//! The other branches' cells stay occupied: freed, they would be holes below the
+//! accepted path's cells, and llama.cpp's CPU flash attention decodes a token placed
+//! in such a hole wrongly (0.78 logits off plain decoding in
+//! `tests/engine.rs::a_token_in_a_freed_cell_below_a_kept_cell`). Every new token
+//! therefore lands above every kept cell; when the parked cells fill the context it
+//! is cleared and the history prefilled again (`SpecStats::n_kv_compactions`), and
+//! a generation ends with the target's cache cleared. Target contexts need
+//! `n_seq_max ≥ leaves + 2`.
 //!
 //! **Rows.** The verify pass has `nodes + 1` rows, and it must be one pass: a tree
 //! larger than [`SpecSession::max_rows_per_pass`] is refused (on llama.cpp's CPU
@@ -364,7 +372,8 @@ pub fn measure_draft_rows<E: Engine + ?Sized>(
 
 impl SpecSession {
     /// Generates from `prompt` with trees of `shape` drafted by `drafter` and verified
-    /// by `target` (both made with `kv_unified` and `n_seq_max ≥ leaves + 1`).
+    /// by `target` (both made with `kv_unified`; `n_seq_max ≥ leaves + 1` for the
+    /// drafter, `≥ leaves + 2` for the target).
     /// `cfg.k` is ignored: the shape's depth is the draft length, cut near
     /// `cfg.max_new` so that no iteration drafts past it.
     ///
@@ -418,6 +427,9 @@ impl SpecSession {
         target.synchronize();
         st.prefill_ns = ns_since(t0);
 
+        // The rejected nodes' cells are parked in the sequence after the leaves'.
+        let park = 1 + shape.n_leaves() as i32;
+        let mut parked = 0usize;
         let mut hist = prompt.to_vec();
         let mut out = Vec::with_capacity(cfg.max_new);
         crate::util::epoch();
@@ -428,6 +440,23 @@ impl SpecSession {
             }
             let left = cfg.max_new - out.len() - 1;
             let n = hist.len();
+            if n + parked + shape.n_nodes() + 1 > target.n_ctx() as usize {
+                // The parked cells fill the context: start it again from the history,
+                // the prompt as it was prefilled and the generated tokens in passes
+                // of at most max_rows_per_pass rows, the shapes their cells were
+                // computed in (a larger pass computes them slightly differently).
+                target.kv_clear();
+                self.kv.cached.clear();
+                parked = 0;
+                st.n_kv_compactions += 1;
+                let p = prompt.len() - 1;
+                self.kv.sync_prefix(target, &hist[..p])?;
+                let mut end = p;
+                while end < n - 1 {
+                    end = (end + self.max_rows_per_pass).min(n - 1);
+                    self.kv.sync_prefix(target, &hist[..end])?;
+                }
+            }
             self.kv.sync_prefix(target, &hist[..n - 1])?;
             let td = Instant::now();
             let draft = if left > 0 {
@@ -488,15 +517,19 @@ impl SpecSession {
                 }
                 accept_sampled(tree, &p[0], &p[1..], &mut || uniform(&mut rng))
             };
-            // Sequence 0 keeps the root and the accepted path; the leaves go.
+            // Sequence 0 keeps the root and the accepted path; the other nodes' cells
+            // are parked, not freed, so the next token lands above every kept cell
+            // (module docs, "KV cache").
             let a = outcome.path.len();
             if let Some(&last) = outcome.path.last() {
                 let leaf = under[last][0];
                 target.kv_copy(leaf, 0, (n + a) as u32)?;
             }
             for l in 0..n_leaves {
+                target.kv_park(1 + l as i32, park)?;
                 target.kv_truncate(1 + l as i32, 0)?;
             }
+            parked += tree.len() - a;
             self.kv.cached.truncate(n - 1);
             self.kv.cached.push(hist[n - 1]);
             self.kv.cached.extend(tree.tokens_of(&outcome.path));
@@ -533,7 +566,10 @@ impl SpecSession {
         target.synchronize();
         let span = crate::measure::sampler::session::TimedSpan::between(t1, Instant::now());
         st.decode_ns = span.len_ns();
-        self.kv.trim(target, &hist[..hist.len() - 1])?;
+        // Freeing the parked cells would leave holes below kept cells: the next
+        // generation starts from an empty cache.
+        target.kv_clear();
+        self.kv.cached.clear();
         drafter.end(&hist)?;
         Ok(SpecOutput {
             tokens: out,

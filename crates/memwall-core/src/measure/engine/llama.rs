@@ -689,6 +689,20 @@ impl Engine for LlamaEngine {
         self.kv_truncate(dst, n_tokens)
     }
 
+    fn kv_park(&mut self, src: i32, dst: i32) -> Result<(), EngineError> {
+        self.check_seq(src)?;
+        self.check_seq(dst)?;
+        if !self.cfg.kv_unified {
+            // Separate KV streams copy a whole stream over the other.
+            return Err(EngineError::Kv(format!(
+                "parking sequence {src} in {dst} needs a unified KV cache (kv_unified)"
+            )));
+        }
+        self.cell
+            .with_dependent_mut(|_, ctx| ctx.copy_kv_cache_seq(src, dst, None, None))
+            .map_err(|e| EngineError::Kv(format!("cannot park sequence {src} in {dst}: {e}")))
+    }
+
     fn kv_clear(&mut self) {
         self.cell.with_dependent_mut(|_, ctx| ctx.clear_kv_cache());
     }

@@ -282,6 +282,20 @@ pub trait Engine: Vocab {
         Err(EngineError::Unsupported("copying a sequence's KV cache"))
     }
 
+    /// Adds sequence `dst` to every cell of sequence `src`, keeping what `dst`
+    /// already holds: in a unified cache ([`EngineConfig::kv_unified`]) the cells stay
+    /// occupied where they are after `src` is dropped. A tree's rejected nodes are
+    /// parked this way instead of freed, because llama.cpp (CPU, flash attention on)
+    /// decodes a token placed in a freed cell below a kept cell of its sequence wrongly
+    /// (docs/speculative.md, "Tree drafts").
+    ///
+    /// # Errors
+    /// [`EngineError::Unsupported`] by default; [`EngineError::Kv`] without a unified
+    /// cache.
+    fn kv_park(&mut self, _src: i32, _dst: i32) -> Result<(), EngineError> {
+        Err(EngineError::Unsupported("parking a sequence's KV cells"))
+    }
+
     /// Decodes items that may each belong to several sequences (a draft tree's
     /// nodes; [`SeqItem`]); logits as [`Engine::decode`]. Needs a context made with
     /// [`EngineConfig::kv_unified`] and enough [`EngineConfig::n_seq_max`].
@@ -411,6 +425,9 @@ impl<E: Engine + ?Sized> Engine for Box<E> {
     }
     fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
         (**self).kv_copy(src, dst, n_tokens)
+    }
+    fn kv_park(&mut self, src: i32, dst: i32) -> Result<(), EngineError> {
+        (**self).kv_park(src, dst)
     }
     fn decode_seqs(&mut self, items: &[SeqItem<'_>]) -> Result<(), EngineError> {
         (**self).decode_seqs(items)
