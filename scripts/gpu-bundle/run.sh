@@ -11,7 +11,8 @@
 #   verify the verify-cost curve: pp1…pp17 on VERIFY_MODELS (depths VERIFY_DEPTHS, likewise);
 #   calc   memwall calc --device this (--gpu) for CALC_MODELS: the ceiling beside the
 #          per-token floor fitted from the rows so far;
-#   spec   set-acceptance speculative decoding on SPEC_TARGETS with draft SPEC_DRAFT:
+#   spec   set-acceptance speculative decoding on SPEC_TARGETS with draft SPEC_DRAFT
+#          (SPEC_TREES=k3b2m1,k2b2m2: tree drafts gated and measured beside the chains):
 #          the pair's greedy gate (memwall spec gate, the small prompt set
 #          spec-prompts.jsonl), memwall spec bench --synth-acceptance SPEC_ALPHAS with
 #          the cost model's best k of SPEC_KS per α (target-only tg, verify-cost times
@@ -200,7 +201,7 @@ for step in $steps; do
       f=$(model "$m") || { say "spec: synth $m failed"; continue; }
       say "spec: $m with draft $SPEC_DRAFT: greedy gate at k $SPEC_KS"
       run "$mw" --db "$db" spec gate --target "$f" --draft "$dfile" --prompts "$sp" --drafters draft-model \
-        -k "$SPEC_KS" -n "$SPEC_N" --sampling-trials 0 --tie-tolerance "${GATE_TIE:-measured}" --ngl "$ngl" $fit --json >"$work/json/spec-gate-$m.json" \
+        -k "$SPEC_KS" ${SPEC_TREES:+--tree "$SPEC_TREES"} -n "$SPEC_N" --sampling-trials 0 --tie-tolerance "${GATE_TIE:-measured}" --ngl "$ngl" $fit --json >"$work/json/spec-gate-$m.json" \
         || say "spec $m: the gate did not pass at every k (only gated k are stored)"
       # SPEC_ROUNDS > 1: memwall and the peer alternate, round by round, SPEC_REPS
       # repetitions each per round (each memwall round measures and predicts anew
@@ -211,7 +212,7 @@ for step in $steps; do
         time_left || { say "spec $m round $sr: set acceptance skipped (time)"; continue; }
         say "spec: $m set acceptance $SPEC_ALPHAS, the cost model's best k of $SPEC_KS${sfx:+ (round $sr of $rounds_spec)}"
         if ! run "$mw" --db "$db" spec bench --target "$f" --draft "$dfile" --prompts "$sp" --synth-acceptance "$SPEC_ALPHAS" \
-          -k "$SPEC_KS" --synth-prompts 3 -r "$SPEC_REPS" -n "$SPEC_N" --timing-reps 5 --synth-tie-tolerance "$SPEC_TIE" --ngl "$ngl" $fit \
+          -k "$SPEC_KS" ${SPEC_TREES:+--tree "$SPEC_TREES"} --synth-prompts 3 -r "$SPEC_REPS" -n "$SPEC_N" --timing-reps 5 --synth-tie-tolerance "$SPEC_TIE" --ngl "$ngl" $fit \
           --out "$work/json/spec-$m$sfx" --json >"$work/json/spec-mw-$m$sfx.json"; then
           say "spec $m: set-acceptance bench failed"; continue
         fi
@@ -220,7 +221,7 @@ for step in $steps; do
 import json, sys
 t = open(sys.argv[1]).read()
 rows, _ = json.JSONDecoder().raw_decode(t[0 if t.startswith("[") else t.index("\n[") + 1:])
-r = [x for x in rows if x["k"] > 0]
+r = [x for x in rows if x["k"] > 0 and not x["drafter_key"].startswith("tree ")]
 print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m$sfx.json") || continue
         if [ -x "$srv" ]; then
           time_left || { say "spec $m: peer skipped (time)"; continue; }

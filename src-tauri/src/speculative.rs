@@ -65,6 +65,7 @@ impl AppState {
             n_threads: None,
             n_gpu_layers: 0,
             engine: Default::default(),
+            n_seq: 1,
         })
     }
 

@@ -495,9 +495,13 @@ def spec_bench_label(r, rep):
 
 
 def spec_synth_label(r, rep):
-    """The sampler phase of a set-acceptance configuration's repetition (0-based)."""
+    """The sampler phase of a set-acceptance configuration's repetition (0-based); a tree's
+    drafter key is `tree <shape>|<draft key>`, its phase `α=… tree <shape> #n`."""
     if r["alpha_set"] is None:
         return "target-only #%d" % (rep + 1)
+    key = r["drafter_key"]
+    if key.startswith("tree "):
+        return "α=%s tree %s #%d" % (rust_f64(r["alpha_set"]), key[len("tree "):].split("|")[0], rep + 1)
     return "α=%s k=%d #%d" % (rust_f64(r["alpha_set"]), r["k"], rep + 1)
 
 

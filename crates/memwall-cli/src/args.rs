@@ -911,6 +911,11 @@ pub struct SpecGateArgs {
     /// refused.
     #[arg(long, default_value = "0", value_name = "LOGITS|measured")]
     pub tie_tolerance: String,
+    /// Tree drafts to gate as well, comma-separated shapes: depth k, the draft's top
+    /// b tokens at each of the first m depths (k3b2m1, k2b2m2); each is compared
+    /// with target-only decoding token for token. llama.cpp only.
+    #[arg(long, value_delimiter = ',', value_name = "SHAPES")]
+    pub tree: Vec<String>,
     /// Do not store the result.
     #[arg(long)]
     pub no_store: bool,
@@ -985,6 +990,11 @@ pub struct SpecBenchArgs {
     /// order can flip.
     #[arg(long, default_value_t = 0.0)]
     pub synth_tie_tolerance: f32,
+    /// With --synth-acceptance: tree drafts measured beside the chains at every α,
+    /// comma-separated shapes (k3b2m1: depth 3, the draft's top 2 tokens at the
+    /// first depth); each needs its passed `memwall spec gate --tree` first.
+    #[arg(long, value_delimiter = ',', value_name = "SHAPES")]
+    pub tree: Vec<String>,
     /// Folder for spec.md, spec.json and the charts.
     #[arg(long, default_value = "results/spec")]
     pub out: PathBuf,

@@ -288,6 +288,7 @@ fn the_gate_passes_on_mlx_with_a_real_draft() {
         n_threads: Some(2),
         n_gpu_layers: 0,
         engine: BenchEngine::Mlx4bit,
+        n_seq: 1,
     };
     // Small enough for the suite (MLX's CPU back end runs a 1.5B 4-bit pass at ~1
     // t/s here): the full record is results/mlx/gate-real-draft.md (3 prompts × 32
@@ -525,6 +526,176 @@ fn tree_drafts_stay_exact_when_parked_cells_fill_the_context() {
     );
     assert!(st.n_kv_compactions >= 1, "the context never filled");
     assert_eq!(out.tokens, g.tokens);
+}
+
+/// The near-tie break reaches tree drafts as it does chains: with a reference that
+/// is not the target's output and a tolerance no logit gap exceeds, every verified
+/// position takes the reference's token (each counted); without one, the output is
+/// target-only decoding's.
+#[test]
+fn a_tree_takes_the_references_token_within_the_tie_tolerance() {
+    use memwall_core::experiments::speculative::run::TieBreak;
+    use memwall_core::experiments::speculative::tree::TreeShape;
+    use memwall_core::experiments::speculative::tree_loop::TreeDraftModel;
+    use memwall_core::measure::engine::Vocab;
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let shape = TreeShape { k: 2, b: 2, m: 2 };
+    let h = LlamaModelHandle::load_no_repack(&path).unwrap();
+    let mut target = h.engine(&tree_cfg(6)).unwrap();
+    let mut draft = TreeDraftModel::new(h.engine(&tree_cfg(5)).unwrap(), "self".into());
+    let prompt = Vocab::tokenize(&target, "The capital of France is", true).unwrap();
+    let other =
+        Vocab::tokenize(&target, " one two three four five six seven eight", false).unwrap();
+    let g = target_greedy(&mut target, &prompt, other.len()).unwrap();
+    assert_ne!(g.tokens, other);
+    let mut reference = prompt.clone();
+    reference.extend(&other);
+    let mut s = SpecSession::new();
+    let cfg = SpecConfig::greedy(shape.k, other.len());
+    s.set_tie_break(Some(TieBreak {
+        reference,
+        tolerance: 1e9,
+    }));
+    let out = s
+        .generate_tree(&mut target, &mut draft, &prompt, &shape, &cfg)
+        .unwrap();
+    assert_eq!(out.tokens, other);
+    assert!(out.stats.n_tie_breaks > 0 && out.stats.tie_gap_max > 0.0);
+    s.set_tie_break(None);
+    let out = s
+        .generate_tree(&mut target, &mut draft, &prompt, &shape, &cfg)
+        .unwrap();
+    assert_eq!(out.tokens, g.tokens);
+    assert_eq!(out.stats.n_tie_breaks, 0);
+}
+
+/// The set-acceptance bench with a tree beside a chain (SmolLM2 135M drafting for
+/// itself, 2 repetitions): the calibration times the draft's passes by width and
+/// predicts the tree before any timed run; the timed tree cell reproduces target-only
+/// decoding, counts its placement draws, and becomes a row under the tree's own
+/// drafter key with that prediction, whose phases carry the tree's name.
+#[test]
+fn the_set_acceptance_bench_measures_a_tree_beside_a_chain() {
+    use memwall_core::experiments::speculative::gate::{TokenizedPrompt, tree_key};
+    use memwall_core::experiments::speculative::prompts::{Category, Format};
+    use memwall_core::experiments::speculative::synth::{self, SetAcceptance, SynthPlan};
+    use memwall_core::experiments::speculative::tree::TreeShape;
+    use memwall_core::measure::engine::Vocab;
+    use std::sync::atomic::AtomicBool;
+    let Some(path) = testing::model("smollm2-135m-q4_1") else {
+        return;
+    };
+    let _lock = testing::engine_lock();
+    let shape = TreeShape { k: 2, b: 2, m: 2 };
+    let h = LlamaModelHandle::load_no_repack(&path).unwrap();
+    let mut target = h.engine(&tree_cfg(6)).unwrap();
+    let draft = h.engine(&tree_cfg(6)).unwrap();
+    let mut d = SetAcceptance::new(draft, "draft:self".into(), 0.0, 3).unwrap();
+    let prompts: Vec<TokenizedPrompt> = PROMPTS[..2]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TokenizedPrompt {
+            id: format!("p{i}"),
+            category: Category::Prose,
+            format: Format::Raw,
+            tokens: Vocab::tokenize(&target, t, true).unwrap(),
+        })
+        .collect();
+    let plan = SynthPlan {
+        alphas: vec![0.7],
+        ks: vec![2],
+        reps: 2,
+        max_new: 24,
+        timing_reps: 2,
+        seed: 9,
+        auto_k: false,
+        tie_tolerance: 0.0,
+        trees: vec![shape],
+    };
+    let cal = synth::calibrate(&mut target, &mut d, &prompts[0], &plan, 7).unwrap();
+    // One draft pass per width up to the widest level's parents (2 here).
+    assert_eq!(cal.timings.draft_rows_ns.len(), 2, "{:?}", cal.timings);
+    assert!(cal.timings.t_verify_ns.len() > shape.n_nodes());
+    let tp = cal
+        .predictions
+        .iter()
+        .find(|p| p.tree == Some(shape))
+        .expect("the tree is predicted before the run");
+    assert!(tp.predicted_speedup.is_finite() && tp.predicted_speedup > 0.0);
+    assert_eq!(tp.k, 2);
+    let pairs = synth::chosen(&plan, &cal);
+    assert_eq!(pairs, vec![(0.7, 2)], "chosen lists chains only");
+    let mut phases = Vec::new();
+    let cells = synth::run_synth_bench(
+        &mut target,
+        &mut d,
+        &prompts,
+        &plan,
+        &pairs,
+        &mut |_| {},
+        &mut |ev| {
+            if let memwall_core::measure::sampler::session::PhaseEvent::Begin(l) = ev {
+                phases.push(l.to_string());
+            }
+        },
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert_eq!(cells.len(), 3, "target-only, the chain, the tree");
+    let tc = cells.iter().find(|c| c.tree == Some(shape)).unwrap();
+    assert_eq!(tc.tps.len(), 2);
+    assert_eq!(tc.speedup.as_ref().unwrap().len(), 2);
+    assert!(
+        tc.n_draws > 0 && tc.n_right <= tc.n_draws,
+        "{} {}",
+        tc.n_draws,
+        tc.n_right
+    );
+    assert!(tc.stats.n_accepted > 0 && tc.stats.n_iterations > 0);
+    assert!(
+        phases.contains(&"α=0.7 tree k2 b2 m2 #2".to_string()),
+        "{phases:?}"
+    );
+    let prov = synth::SynthProvenance {
+        target_file: "t".into(),
+        target_sha256: "T".into(),
+        draft_file: "d".into(),
+        drafter_key: "draft:self".into(),
+        prompt_set_sha256: "P".into(),
+        prompt_set: "test".into(),
+        engine_build: "B".into(),
+        n_threads: 2,
+        n_gpu_layers: 0,
+        measured_at: "now".into(),
+        hostname: "h".into(),
+        cpu_info: "c".into(),
+        gpu_info: None,
+    };
+    let ids: Vec<i64> = (1..=cal.predictions.len() as i64).collect();
+    let ids_of = ["p0".to_string(), "p1".to_string()];
+    let rows = synth::to_rows(&cells, &cal, Some(&ids), &plan, &ids_of, &prov);
+    let tr = rows
+        .iter()
+        .find(|r| r.drafter_key == tree_key(&shape, "draft:self"))
+        .expect("the tree's row under its own key");
+    assert_eq!(tr.predicted_speedup, Some(tp.predicted_speedup));
+    let pi = cal
+        .predictions
+        .iter()
+        .position(|p| p.tree == Some(shape))
+        .unwrap();
+    assert_eq!(tr.prediction_id, Some(ids[pi]));
+    assert_eq!(tr.predicted_after, None, "no after-the-run model for trees");
+    assert_eq!(synth::row_label(tr), "α=0.7 tree k2 b2 m2");
+    let chain = rows
+        .iter()
+        .find(|r| r.drafter_key == "draft:self" && r.k == 2)
+        .unwrap();
+    assert_eq!(synth::row_label(chain), "α=0.7 k=2");
+    assert!(synth::table_md(&rows).contains("| tree k2 b2 m2 |"));
 }
 
 /// Tree drafts sampled at temperature 1 (SmolLM2 135M as target and as its own

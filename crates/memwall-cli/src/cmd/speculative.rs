@@ -10,6 +10,7 @@ use memwall_core::experiments::speculative::job::{
     self, GateJobOptions, PairOptions, PromptSummary, SpecBenchJobOptions, SpecProgress,
 };
 use memwall_core::experiments::speculative::prompts::Category;
+use memwall_core::experiments::speculative::tree::TreeShape;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -49,6 +50,7 @@ fn pair(m: &SpecModelArgs, need_draft: bool) -> Result<PairOptions> {
         n_threads: m.threads,
         n_gpu_layers: m.ngl,
         engine: BenchEngine::parse(&m.engine)?,
+        n_seq: 1,
     })
 }
 
@@ -146,6 +148,7 @@ async fn gate_cmd(db: &Path, a: SpecGateArgs) -> Result<()> {
         seed: a.seed,
         tie_tolerance,
         tie_measured,
+        trees: trees(&a.tree)?,
         guard: a.guard.options(),
         command: command_line(),
     };
@@ -233,6 +236,11 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     if !a.synth_acceptance.is_empty() {
         return synth_cmd(db, a).await;
     }
+    if !a.tree.is_empty() {
+        bail!(
+            "--tree applies to the set-acceptance bench only: add --synth-acceptance 0.5,0.7,0.9 (or gate trees with `memwall spec gate --tree`)"
+        );
+    }
     if a.synth_tie_tolerance != 0.0 {
         bail!(
             "--synth-tie-tolerance applies to the set-acceptance bench only: add --synth-acceptance (a bench of real drafters checks its output token for token)"
@@ -284,6 +292,14 @@ async fn bench_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--tree k3b2m1,k2b2m2` as shapes.
+fn trees(texts: &[String]) -> Result<Vec<TreeShape>> {
+    texts
+        .iter()
+        .map(|t| TreeShape::parse(t).map_err(|e| anyhow::anyhow!("--tree: {e}")))
+        .collect()
+}
+
 /// `memwall spec bench --synth-acceptance α,…`: the set-acceptance bench.
 async fn synth_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
     let opts = job::SynthJobOptions {
@@ -296,6 +312,7 @@ async fn synth_cmd(db: &Path, a: SpecBenchArgs) -> Result<()> {
         timing_reps: a.timing_reps,
         seed: a.seed,
         tie_tolerance: a.synth_tie_tolerance,
+        trees: trees(&a.tree)?,
         results_dir: Some(a.out.clone()),
         record: !a.no_store,
         guard: a.guard.options(),

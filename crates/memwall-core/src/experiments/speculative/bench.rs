@@ -278,6 +278,7 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
         t_draft_ns,
         depth: n as u32,
         overheads: Vec::new(),
+        draft_rows_ns: Vec::new(),
     })
 }
 

@@ -118,6 +118,11 @@ pub struct Timings {
     /// alone, the paper's model; so are timings stored before they were kept).
     #[serde(default)]
     pub overheads: Vec<LoopOverhead>,
+    /// Tree drafts: `draft_rows_ns[w − 1]`, one draft pass over `w` rows (a tree
+    /// level's parents) with the top tokens of each taken
+    /// ([`super::tree_loop::measure_draft_rows`]; empty without trees).
+    #[serde(default)]
+    pub draft_rows_ns: Vec<f64>,
 }
 
 impl Timings {

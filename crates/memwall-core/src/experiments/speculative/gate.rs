@@ -22,6 +22,8 @@ use super::prompts::{Category, Format};
 use super::run::{GreedyOutput, SpecConfig, SpecSession, SpecStats, TieBreak, target_greedy};
 use super::sampling::SamplingParams;
 use super::shape::{self, ShapeGap};
+use super::tree::TreeShape;
+use super::tree_loop::TreeDraftModel;
 use crate::measure::engine::{Engine, TokenId};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -140,13 +142,19 @@ impl GateRow {
     }
     /// The report line: `draft-model k=4: 54/54 identical` or with the first difference.
     pub fn line(&self) -> String {
-        let mut s = format!(
-            "{:<11} k={}: {}/{} identical",
-            self.drafter.name(),
-            self.k,
-            self.n_identical,
-            self.n_prompts
-        );
+        let mut s = match tree_of_key(&self.drafter_key) {
+            Some(t) => format!(
+                "tree {t}: {}/{} identical",
+                self.n_identical, self.n_prompts
+            ),
+            None => format!(
+                "{:<11} k={}: {}/{} identical",
+                self.drafter.name(),
+                self.k,
+                self.n_identical,
+                self.n_prompts
+            ),
+        };
         if let Some(d) = &self.first_diff {
             let tok = |t: Option<TokenId>| t.map_or("end".to_string(), |t| t.to_string());
             s.push_str(&format!(
@@ -181,6 +189,128 @@ impl GateRow {
         }
         s
     }
+}
+
+/// The drafter key of tree drafts of `shape` by the draft model keyed `draft_key`:
+/// `tree k3 b2 m1|draft:…`. A gate row under it unlocks that shape only.
+pub fn tree_key(shape: &TreeShape, draft_key: &str) -> String {
+    format!("tree {}|{draft_key}", shape.label())
+}
+
+/// The shape label of a [`tree_key`] (`None` for a chain's key).
+pub fn tree_of_key(key: &str) -> Option<&str> {
+    key.strip_prefix("tree ")?.split('|').next()
+}
+
+/// The greedy gate of tree drafts: for every prompt, target-only decoding, then each
+/// shape's output ([`SpecSession::generate_tree`]) compared token for token. With
+/// `plan.tie_measured` or a `plan.tie_tolerance`, each shape's tolerance is its
+/// verify pass's batch-shape gap (`nodes + 1` rows against 1-row passes, measured on
+/// the first prompt before any row runs, as [`greedy_gate`] does for a chain's
+/// `k + 1`); a tolerance above the gap is refused. Rows are keyed by [`tree_key`],
+/// with `k` the tree's depth; `plan.ks` and `plan.drafters` are not read.
+/// `target` and the drafter's engine need llama.cpp's unified KV cache and
+/// `n_seq_max ≥ leaves + 2` (the target) and `≥ leaves + 1` (the draft).
+///
+/// # Errors
+/// Engine errors (a tree on an engine without shared tokens); [`SpecError::Config`]
+/// for a shape that does not fit one verify pass; [`SpecError::Cancelled`].
+pub fn tree_gate<T: Engine, D: Engine>(
+    target: &mut T,
+    drafter: &mut TreeDraftModel<D>,
+    prompts: &[TokenizedPrompt],
+    shapes: &[TreeShape],
+    plan: &GatePlan,
+    on_prompt: &mut dyn FnMut(usize, usize, &str),
+    cancel: &AtomicBool,
+) -> Result<Vec<GateRow>, SpecError> {
+    let max_new = plan.max_new;
+    let mut rows: Vec<GateRow> = shapes
+        .iter()
+        .map(|s| GateRow {
+            drafter_key: tree_key(s, drafter.key()),
+            drafter: DrafterKind::DraftModel,
+            k: s.k,
+            n_prompts: 0,
+            n_identical: 0,
+            first_diff: None,
+            stats: SpecStats::default(),
+            shape_gap: None,
+            tie_tolerance: 0.0,
+        })
+        .collect();
+    let mut session = SpecSession::new();
+    if plan.tie_measured || plan.tie_tolerance > 0.0 {
+        let n_shared = drafter.engine().n_vocab().min(target.n_vocab());
+        let first = prompts
+            .first()
+            .ok_or_else(|| SpecError::Config("the gate has no prompts".into()))?;
+        for (row, shape) in rows.iter_mut().zip(shapes) {
+            let r = shape.n_nodes() + 1;
+            let g = shape::measure(
+                target,
+                &first.tokens,
+                n_shared,
+                max_new.max(r),
+                r,
+                session.max_rows_per_pass,
+            )?;
+            if !plan.tie_measured && f64::from(plan.tie_tolerance) > g.max_abs {
+                return Err(SpecError::Config(format!(
+                    "--tie-tolerance {} is more than the batch-shape gap measured for the tree {}: {:.3e} logits ({r}-row vs 1-row passes): use --tie-tolerance measured",
+                    plan.tie_tolerance,
+                    shape.label(),
+                    g.max_abs
+                )));
+            }
+            row.shape_gap = Some(g);
+            row.tie_tolerance = if plan.tie_measured {
+                g.max_abs as f32
+            } else {
+                plan.tie_tolerance
+            };
+        }
+    }
+    for (pi, p) in prompts.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SpecError::Cancelled);
+        }
+        on_prompt(pi, prompts.len(), &p.id);
+        let GreedyOutput {
+            tokens: want,
+            margins,
+        } = target_greedy(target, &p.tokens, max_new)?;
+        session.invalidate();
+        drafter.invalidate();
+        let reference: Vec<TokenId> = p.tokens.iter().chain(&want).copied().collect();
+        for (row, shape) in rows.iter_mut().zip(shapes) {
+            session.set_tie_break((row.tie_tolerance > 0.0).then(|| TieBreak {
+                reference: reference.clone(),
+                tolerance: row.tie_tolerance,
+            }));
+            let cfg = SpecConfig::greedy(shape.k, max_new);
+            let out = session.generate_tree(target, drafter, &p.tokens, shape, &cfg)?;
+            row.n_prompts += 1;
+            row.stats.merge(&out.stats);
+            if out.tokens == want {
+                row.n_identical += 1;
+            } else if row.first_diff.is_none() {
+                let pos = want
+                    .iter()
+                    .zip(&out.tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                row.first_diff = Some(FirstDiff {
+                    prompt_id: p.id.clone(),
+                    position: pos,
+                    want: want.get(pos).copied(),
+                    got: out.tokens.get(pos).copied(),
+                    target_margin: margins.get(pos).copied(),
+                });
+            }
+        }
+    }
+    Ok(rows)
 }
 
 /// Runs the greedy gate. `draft` is needed when the plan has the draft-model

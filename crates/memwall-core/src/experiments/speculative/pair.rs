@@ -130,14 +130,28 @@ pub fn load_on(
         n_gpu_layers,
         ..engine_config(n_ctx, n_threads)
     };
-    let te = load_one(engine, target, &cfg, true)?;
+    load_with(engine, target, draft, &cfg)
+}
+
+/// [`load_on`] with both models' engine settings given (e.g. a unified KV cache
+/// for tree drafts).
+///
+/// # Errors
+/// As [`load_on`].
+pub fn load_with(
+    engine: EngineKind,
+    target: &Path,
+    draft: Option<&Path>,
+    cfg: &EngineConfig,
+) -> Result<Pair, SpecError> {
+    let te = load_one(engine, target, cfg, true)?;
     let engine_build = match engine {
         EngineKind::Llama => te.info().build,
         mlx => format!("{}, {}", te.info().build, mlx.name()),
     };
     let (draft_model, draft_sha) = match draft {
         Some(d) => {
-            let de = load_one(engine, d, &cfg, false)?;
+            let de = load_one(engine, d, cfg, false)?;
             let probe = "Hello, world! fn main() { println!(\"{}\", 1 + 2); } {\"a\": [1, 2.5, null]} <|im_start|>user\nÜber café 東京<|im_end|>";
             let a = te.tokenize(probe, true)?;
             let b = de.tokenize(probe, true)?;

@@ -8,6 +8,7 @@
 
 use super::cost::Timings;
 use super::run::{IterBreakdown, SpecStats};
+use super::tree::TreeShape;
 use crate::measure::sampler::session::{EnergySummary, Recording};
 use serde::{Deserialize, Serialize};
 
@@ -197,8 +198,12 @@ pub struct SynthPrediction {
     pub alpha: f64,
     /// Draft length.
     pub k: usize,
-    /// `cost::predicted_speedup(timings, α, k)`.
+    /// `cost::predicted_speedup(timings, α, k)`, or for a tree
+    /// `tree::predicted_speedup(timings, timings.draft_rows_ns, tree, α, overhead)`.
     pub predicted_speedup: f64,
+    /// The tree drafted (`None`: a chain of `k`; a tree's `k` is its depth).
+    #[serde(default)]
+    pub tree: Option<TreeShape>,
 }
 
 /// The times and predictions made before the timed runs.

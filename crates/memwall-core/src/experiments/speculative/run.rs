@@ -224,7 +224,7 @@ pub struct SpecSession {
     pub(super) kv: KvSeq,
     /// Most rows per target verify pass ([`DEFAULT_MAX_ROWS_PER_PASS`]).
     pub max_rows_per_pass: usize,
-    tie: Option<TieBreak>,
+    pub(super) tie: Option<TieBreak>,
 }
 
 /// Greedy verification that tolerates near-ties against a known output: where the

@@ -634,13 +634,17 @@ pub async fn insert_synth_predictions(
     let mut tx = store.begin().await?;
     let mut ids = Vec::with_capacity(cal.predictions.len());
     for p in &cal.predictions {
+        let key = match &p.tree {
+            Some(t) => super::gate::tree_key(t, drafter_key),
+            None => drafter_key.to_string(),
+        };
         let res = sqlx::query(
             "INSERT INTO spec_synth_predictions (created_at, hostname, target_sha256, drafter_key, engine_build, alpha_set, k, predicted_speedup, timings_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&created_at)
         .bind(hostname)
         .bind(target_sha256)
-        .bind(drafter_key)
+        .bind(&key)
         .bind(engine_build)
         .bind(p.alpha)
         .bind(p.k as i64)

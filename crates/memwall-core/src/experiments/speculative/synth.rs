@@ -28,13 +28,15 @@
 use super::bench::{self, CategoryInput};
 use super::cost::{self, LoopOverhead, Timings};
 use super::drafter::{Draft, DraftCtx, Drafter, KvSeq, NoDraft};
-use super::gate::TokenizedPrompt;
+use super::gate::{TokenizedPrompt, tree_key, tree_of_key};
 pub use super::record::{
     SpecSynthRow, SynthCalibration, SynthPrediction, breakdown_md, pooled_energy,
 };
 use super::row::argmax_max;
 use super::run::{IterBreakdown, SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
+use super::tree::{self, TreeShape};
+use super::tree_loop::{TreeDraftModel, measure_draft_rows};
 use super::verify::QDist;
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{Engine, TokenId};
@@ -243,24 +245,29 @@ pub struct SynthPlan {
     /// leads it by at most this much ([`TieBreak`]); such positions are counted.
     #[serde(default)]
     pub tie_tolerance: f32,
+    /// Tree drafts measured beside the chains, each at every α (its `k` is its
+    /// depth); the models need llama.cpp's unified KV cache.
+    #[serde(default)]
+    pub trees: Vec<TreeShape>,
 }
 
 /// The (α, k) configurations to measure: every pair of the plan, or with
 /// [`SynthPlan::auto_k`] the `k` with the largest predicted speedup for each α (the
 /// smaller `k` on a tie), from the predictions made before the timed runs.
 pub fn chosen(plan: &SynthPlan, cal: &SynthCalibration) -> Vec<(f64, usize)> {
+    let chains = || cal.predictions.iter().filter(|p| p.tree.is_none());
     if !plan.auto_k {
-        return cal.predictions.iter().map(|p| (p.alpha, p.k)).collect();
+        return chains().map(|p| (p.alpha, p.k)).collect();
     }
     let mut out: Vec<(f64, usize)> = Vec::new();
     for &a in &plan.alphas {
-        let best = cal.predictions.iter().filter(|p| p.alpha == a).fold(
-            None::<&SynthPrediction>,
-            |b, p| match b {
-                Some(b) if b.predicted_speedup >= p.predicted_speedup => Some(b),
-                _ => Some(p),
-            },
-        );
+        let best =
+            chains()
+                .filter(|p| p.alpha == a)
+                .fold(None::<&SynthPrediction>, |b, p| match b {
+                    Some(b) if b.predicted_speedup >= p.predicted_speedup => Some(b),
+                    _ => Some(p),
+                });
         if let Some(b) = best {
             out.push((a, b.k));
         }
@@ -287,7 +294,14 @@ pub fn calibrate<T: Engine, D: Engine>(
     max_rows: usize,
 ) -> Result<SynthCalibration, SpecError> {
     check_plan(plan)?;
-    let k_max = plan.ks.iter().copied().max().unwrap_or(1);
+    // A tree's verify pass has nodes + 1 rows: the timings reach them.
+    let k_max = plan
+        .ks
+        .iter()
+        .copied()
+        .chain(plan.trees.iter().map(TreeShape::n_nodes))
+        .max()
+        .unwrap_or(1);
     let mut timings = bench::measure_timings(
         target,
         Some(drafter.engine()),
@@ -348,6 +362,24 @@ pub fn calibrate<T: Engine, D: Engine>(
         }
     }
     drafter.invalidate();
+    if !plan.trees.is_empty() {
+        // The draft's pass time by width: a tree level's parents in one pass.
+        let max_w = plan
+            .trees
+            .iter()
+            .flat_map(|t| t.draft_pass_widths())
+            .max()
+            .unwrap_or(1);
+        let max_b = plan.trees.iter().map(|t| t.b).max().unwrap_or(1);
+        timings.draft_rows_ns = measure_draft_rows(
+            drafter.engine(),
+            &prompt.tokens,
+            max_w,
+            max_b,
+            plan.timing_reps,
+        )?;
+        drafter.invalidate();
+    }
     let mut predictions = Vec::new();
     for &alpha in &plan.alphas {
         for &k in &plan.ks {
@@ -356,6 +388,20 @@ pub fn calibrate<T: Engine, D: Engine>(
                 alpha,
                 k,
                 predicted_speedup: p,
+                tree: None,
+            });
+        }
+        for t in &plan.trees {
+            let o = timings.overhead_at(Some(alpha));
+            let p = tree::predicted_speedup(&timings, &timings.draft_rows_ns, t, alpha, &o)
+                .ok_or_else(|| {
+                    SpecError::Config(format!("no timing for the tree {}", t.label()))
+                })?;
+            predictions.push(SynthPrediction {
+                alpha,
+                k: t.k,
+                predicted_speedup: p,
+                tree: Some(*t),
             });
         }
     }
@@ -386,6 +432,10 @@ fn check_plan(plan: &SynthPlan) -> Result<(), SpecError> {
             "-k {k}: draft lengths must be 1..={K_MAX}"
         )));
     }
+    for t in &plan.trees {
+        t.validate()
+            .map_err(|e| SpecError::Options(format!("--tree {}: {e}", t.label())))?;
+    }
     Ok(())
 }
 
@@ -406,6 +456,9 @@ pub struct SynthCell {
     pub n_draws: u64,
     /// Draws that proposed the target's token.
     pub n_right: u64,
+    /// The tree drafted (`None`: target-only or a chain of `k`).
+    #[serde(default)]
+    pub tree: Option<TreeShape>,
 }
 
 /// The seed of the draws of configuration `ci` in repetition `rep`.
@@ -445,12 +498,17 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
             "set-acceptance bench: α = {a}, k = {k} out of range"
         )));
     }
-    let configs: Vec<(Option<f64>, usize)> = std::iter::once((None, 0))
-        .chain(pairs.iter().map(|&(a, k)| (Some(a), k)))
+    let configs: Vec<(Option<f64>, usize, Option<TreeShape>)> = std::iter::once((None, 0, None))
+        .chain(pairs.iter().map(|&(a, k)| (Some(a), k, None)))
+        .chain(
+            plan.alphas
+                .iter()
+                .flat_map(|&a| plan.trees.iter().map(move |t| (Some(a), t.k, Some(*t)))),
+        )
         .collect();
     let mut cells: Vec<SynthCell> = configs
         .iter()
-        .map(|&(alpha, k)| SynthCell {
+        .map(|&(alpha, k, tree)| SynthCell {
             alpha,
             k,
             tps: Vec::new(),
@@ -458,6 +516,7 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
             stats: SpecStats::default(),
             n_draws: 0,
             n_right: 0,
+            tree,
         })
         .collect();
     let mut session = SpecSession::new();
@@ -477,13 +536,14 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
         order.rotate_left(r);
         order.insert(0, 0);
         for ci in order {
-            let (alpha, k) = configs[ci];
+            let (alpha, k, tree) = configs[ci];
             let mut st = SpecStats::default();
             let (d0, r0) = (drafter.n_draws, drafter.n_right);
+            let (mut tree_draws, mut tree_hits) = (0u64, 0u64);
             if let Some(a) = alpha {
                 drafter.set(a, draw_seed(plan.seed, ci, rep))?;
             }
-            let label = phase_label(alpha, k, rep);
+            let label = phase_label(alpha, k, tree.as_ref(), rep);
             phase(PhaseEvent::Begin(&label));
             for (pi, p) in prompts.iter().enumerate() {
                 let cfg = SpecConfig::greedy(k, plan.max_new);
@@ -499,9 +559,26 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
                     }
                     _ => None,
                 });
-                let out = match alpha {
-                    None => session.generate(target, &mut NoDraft, &p.tokens, &cfg)?,
-                    Some(_) => {
+                let out = match (alpha, tree) {
+                    (None, _) => session.generate(target, &mut NoDraft, &p.tokens, &cfg)?,
+                    (Some(a), Some(shape)) => {
+                        // The tree drafter runs on the set-acceptance drafter's engine,
+                        // its placement seeded per configuration, repetition and prompt.
+                        let mut full = p.tokens.clone();
+                        full.extend(&reference[pi]);
+                        let key = drafter.drafter_key().to_string();
+                        let seed = draw_seed(plan.seed, ci, rep)
+                            ^ (pi as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407);
+                        let mut td = TreeDraftModel::new(drafter.engine(), key)
+                            .with_set_acceptance(a, full, seed);
+                        let out = session.generate_tree(target, &mut td, &p.tokens, &shape, &cfg);
+                        let (d, h) = td.draws();
+                        (tree_draws, tree_hits) = (tree_draws + d, tree_hits + h);
+                        drop(td);
+                        drafter.invalidate();
+                        out?
+                    }
+                    (Some(_), None) => {
                         let mut full = p.tokens.clone();
                         full.extend(&reference[pi]);
                         drafter.set_reference(full);
@@ -529,7 +606,10 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
                         category: p.category.name().to_string(),
                         config: match alpha {
                             None => format!("target-only repetition {}", rep + 1),
-                            Some(a) => format!("set acceptance α={a} k={k}"),
+                            Some(a) => format!(
+                                "set acceptance {}",
+                                config_label(Some(a), k, tree.as_ref())
+                            ),
                         },
                         prompt_id: p.id.clone(),
                         position: pos,
@@ -542,8 +622,8 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
             let c = &mut cells[ci];
             c.tps.push(st.decode_tps().unwrap_or(0.0));
             c.stats.merge(&st);
-            c.n_draws += drafter.n_draws - d0;
-            c.n_right += drafter.n_right - r0;
+            c.n_draws += drafter.n_draws - d0 + tree_draws;
+            c.n_right += drafter.n_right - r0 + tree_hits;
         }
     }
     let base = cells[0].tps.clone();
@@ -555,10 +635,35 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
 
 /// The sampler's phase of configuration (α, k) in repetition `rep` (0-based):
 /// `target-only #1`, `α=0.9 k=6 #2`.
-pub fn phase_label(alpha: Option<f64>, k: usize, rep: usize) -> String {
-    match alpha {
-        None => format!("target-only #{}", rep + 1),
-        Some(a) => format!("α={a} k={k} #{}", rep + 1),
+pub fn phase_label(alpha: Option<f64>, k: usize, tree: Option<&TreeShape>, rep: usize) -> String {
+    format!("{} #{}", config_label(alpha, k, tree), rep + 1)
+}
+
+/// A configuration's name: `target-only`, `α=0.9 k=6`, `α=0.7 tree k3 b2 m1`.
+pub fn config_label(alpha: Option<f64>, k: usize, tree: Option<&TreeShape>) -> String {
+    match (alpha, tree) {
+        (None, _) => "target-only".to_string(),
+        (Some(a), Some(t)) => format!("α={a} tree {}", t.label()),
+        (Some(a), None) => format!("α={a} k={k}"),
+    }
+}
+
+/// A stored row's configuration name ([`config_label`]; a tree's from its
+/// drafter key).
+pub fn row_label(r: &SpecSynthRow) -> String {
+    match (r.alpha_set, tree_of_key(&r.drafter_key)) {
+        (None, _) => "target-only".to_string(),
+        (Some(a), Some(t)) => format!("α={a} tree {t}"),
+        (Some(a), None) => format!("α={a} k={}", r.k),
+    }
+}
+
+/// A stored row's `k` column: `target only`, `6`, or a tree's shape.
+fn row_k(r: &SpecSynthRow) -> String {
+    match tree_of_key(&r.drafter_key) {
+        _ if r.k == 0 => "target only".to_string(),
+        Some(t) => format!("tree {t}"),
+        None => r.k.to_string(),
     }
 }
 
@@ -570,7 +675,7 @@ pub fn phase_label(alpha: Option<f64>, k: usize, rep: usize) -> String {
 /// when any phase has none: a partial sum would be too small.
 pub fn row_energy(rec: &Recording, row: &SpecSynthRow) -> Option<EnergySummary> {
     let names: Vec<String> = (0..row.tps_samples.len())
-        .map(|rep| phase_label(row.alpha_set, row.k, rep))
+        .map(|rep| format!("{} #{}", row_label(row), rep + 1))
         .collect();
     pooled_energy(rec, &names, &row.tps_samples, row.n_emitted)
 }
@@ -634,7 +739,7 @@ pub fn to_rows(
             let pi = c.alpha.and_then(|a| {
                 cal.predictions
                     .iter()
-                    .position(|p| p.alpha == a && p.k == c.k)
+                    .position(|p| p.alpha == a && p.k == c.k && p.tree == c.tree)
             });
             let tps = Observations::new(c.tps.clone()).ok();
             let sp = c
@@ -651,7 +756,10 @@ pub fn to_rows(
                 target_file: prov.target_file.clone(),
                 target_sha256: prov.target_sha256.clone(),
                 draft_file: prov.draft_file.clone(),
-                drafter_key: prov.drafter_key.clone(),
+                drafter_key: match &c.tree {
+                    Some(t) => tree_key(t, &prov.drafter_key),
+                    None => prov.drafter_key.clone(),
+                },
                 seed: plan.seed,
                 prompt_set_sha256: prov.prompt_set_sha256.clone(),
                 prompt_set: Some(prov.prompt_set.clone()),
@@ -667,7 +775,9 @@ pub fn to_rows(
                 speedup_mean: sp.as_ref().map(|s| s.mean()),
                 speedup_std: sp.as_ref().map(|s| s.std_dev()),
                 predicted_speedup: pi.map(|i| cal.predictions[i].predicted_speedup),
-                predicted_after: if c.k > 0 {
+                // The after-the-run model is the chain's (realised α̂ and draft
+                // lengths); a tree has none.
+                predicted_after: if c.k > 0 && c.tree.is_none() {
                     post_hoc(&cal.timings, st, c.alpha)
                 } else {
                     None
@@ -710,11 +820,7 @@ pub fn table_md(rows: &[SpecSynthRow]) -> String {
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             or_dash(r.alpha_set, |a| format!("{a}")),
-            if r.k == 0 {
-                "target only".to_string()
-            } else {
-                r.k.to_string()
-            },
+            row_k(r),
             match (r.tps_mean, r.tps_std) {
                 (Some(m), Some(sd)) => format!("{m:.2} ± {sd:.2}"),
                 _ => "—".into(),
@@ -737,11 +843,7 @@ pub fn table_md(rows: &[SpecSynthRow]) -> String {
         .iter()
         .filter_map(|r| {
             let st = serde_json::from_str::<SpecStats>(&r.stats_json).ok()?;
-            let label = match r.alpha_set {
-                Some(a) => format!("α={a} k={}", r.k),
-                None => "target only".to_string(),
-            };
-            Some((label, st))
+            Some((row_label(r), st))
         })
         .collect();
     let bd = breakdown_md(&labelled);
@@ -756,10 +858,7 @@ pub fn table_md(rows: &[SpecSynthRow]) -> String {
         if st.n_tie_breaks > 0 {
             s.push_str(&format!(
                 "\n{}: {} of {} emitted tokens took the target-only token where this run's argmax led it by at most {:.3e} logits (near-ties, --synth-tie-tolerance)\n",
-                match r.alpha_set {
-                    Some(a) => format!("α={a} k={}", r.k),
-                    None => "target only".to_string(),
-                },
+                row_label(r),
                 st.n_tie_breaks,
                 st.n_emitted,
                 st.tie_gap_max
@@ -784,11 +883,7 @@ pub fn energy_md(
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             or_dash(r.alpha_set, |a| format!("{a}")),
-            if r.k == 0 {
-                "target only".to_string()
-            } else {
-                r.k.to_string()
-            },
+            row_k(r),
             or_dash(e.mean_power_w, |x| format!("{x:.1}")),
             or_dash(e.j_per_token, |x| format!("{x:.4}")),
             or_dash(e.tokens_per_wh, |x| format!("{x:.0}")),
@@ -848,14 +943,42 @@ pub fn calibration_md(cal: &SynthCalibration) -> String {
             ));
         }
     }
+    if !t.draft_rows_ns.is_empty() {
+        s.push_str("\nTree drafts: one draft pass over w rows (a tree level's parents), top tokens of each taken:\n\n| w | draft pass ms |\n|---|---|\n");
+        for (i, v) in t.draft_rows_ns.iter().enumerate() {
+            s.push_str(&format!("| {} | {:.3} |\n", i + 1, v / 1e6));
+        }
+    }
     s.push_str("\n| α | k | predicted, forward passes only | predicted with the loop's costs (stored) |\n|---|---|---|---|\n");
     for p in &cal.predictions {
+        let (k, passes) = match &p.tree {
+            // A tree's passes alone: its model with the loop's terms at zero.
+            Some(tr) => (
+                format!("tree {} ({} nodes)", tr.label(), tr.n_nodes()),
+                tree::predicted_speedup(
+                    t,
+                    &t.draft_rows_ns,
+                    tr,
+                    p.alpha,
+                    &LoopOverhead {
+                        alpha: None,
+                        k: 0,
+                        iter_ns: 0.0,
+                        draft_step_ns: 0.0,
+                        base_ns: 0.0,
+                    },
+                ),
+            ),
+            None => (
+                p.k.to_string(),
+                cost::predicted_speedup_passes_only(t, p.alpha, p.k),
+            ),
+        };
         s.push_str(&format!(
             "| {} | {} | {} | {:.3} |\n",
             p.alpha,
-            p.k,
-            cost::predicted_speedup_passes_only(t, p.alpha, p.k)
-                .map_or("—".into(), |x| format!("{x:.3}")),
+            k,
+            passes.map_or("—".into(), |x| format!("{x:.3}")),
             p.predicted_speedup
         ));
     }

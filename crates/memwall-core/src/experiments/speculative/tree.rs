@@ -126,6 +126,45 @@ impl TreeShape {
             .collect()
     }
 
+    /// Parses a label as [`TreeShape::label`] writes it, spaces optional: `k3b2m1`,
+    /// `k3 b2 m1`, `k4` (a chain). The shape is validated.
+    ///
+    /// # Errors
+    /// A message naming the text and the form expected.
+    pub fn parse(text: &str) -> Result<TreeShape, String> {
+        let bad = || {
+            format!(
+                "tree shape `{text}`: expected k<depth>[b<branching>m<branching depths>], e.g. k3b2m1 or k2b2m2"
+            )
+        };
+        let t: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        let mut vals = [None::<usize>; 3];
+        let mut rest = t.as_str();
+        while !rest.is_empty() {
+            let i = match rest.as_bytes()[0] {
+                b'k' => 0,
+                b'b' => 1,
+                b'm' => 2,
+                _ => return Err(bad()),
+            };
+            let digits = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 || vals[i].is_some() {
+                return Err(bad());
+            }
+            vals[i] = Some(rest[1..=digits].parse().map_err(|_| bad())?);
+            rest = &rest[1 + digits..];
+        }
+        let shape = match vals {
+            [Some(k), None, None] => TreeShape::chain(k),
+            [Some(k), Some(b), Some(m)] => TreeShape { k, b, m },
+            _ => return Err(bad()),
+        };
+        shape
+            .validate()
+            .map_err(|e| format!("tree shape `{text}`: {e}"))?;
+        Ok(shape)
+    }
+
     /// `k4` for a chain, `k4 b2 m2` for a tree.
     pub fn label(&self) -> String {
         if self.b == 1 || self.m == 0 {
@@ -398,6 +437,27 @@ mod tests {
     use super::super::cost;
     use super::super::verify::verify_greedy;
     use super::*;
+
+    #[test]
+    fn a_shape_parses_from_its_label_and_bad_text_is_refused() {
+        for shape in [
+            TreeShape { k: 3, b: 2, m: 1 },
+            TreeShape { k: 2, b: 2, m: 2 },
+            TreeShape::chain(4),
+        ] {
+            assert_eq!(TreeShape::parse(&shape.label()), Ok(shape));
+        }
+        assert_eq!(
+            TreeShape::parse("k3b2m1"),
+            Ok(TreeShape { k: 3, b: 2, m: 1 })
+        );
+        for bad in [
+            "", "3x2x1", "k3b2", "k3 k4", "k0", "k3b2m4", "b2m1", "k3b2m1x",
+        ] {
+            let e = TreeShape::parse(bad).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")), "{bad}: {e}");
+        }
+    }
     use rand::{RngExt, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 

@@ -136,6 +136,14 @@ impl<E: Engine> TreeDraftModel<E> {
             .map(|p| p.hits as f64 / p.draws as f64)
     }
 
+    /// The set-acceptance placement's draws and the reference tokens placed
+    /// (`(0, 0)` without placement).
+    pub fn draws(&self) -> (u64, u64) {
+        self.placement
+            .as_ref()
+            .map_or((0, 0), |p| (p.draws, p.hits))
+    }
+
     /// The draft engine.
     pub fn engine(&mut self) -> &mut E {
         &mut self.engine
@@ -501,12 +509,35 @@ impl SpecSession {
             target.synchronize();
             st.n_target_passes += 1;
             let outcome = if greedy {
+                // With a tie break (SpecSession::set_tie_break): a row whose path
+                // follows the reference takes the reference's next token where the
+                // row's argmax leads it by at most the tolerance, as the chain does.
+                let tie = self.tie.as_ref().filter(|t| t.reference.starts_with(&hist));
                 let mut am = Vec::with_capacity(items.len());
                 for i in 0..items.len() {
                     let row = target.logits(i)?;
-                    am.push(crate::measure::engine::argmax(
-                        &row[..n_shared.min(row.len())],
-                    ));
+                    let shared = n_shared.min(row.len());
+                    let mut t = crate::measure::engine::argmax(&row[..shared]);
+                    let path = if i == 0 {
+                        Vec::new()
+                    } else {
+                        tree.tokens_of(&tree.path_to(i - 1))
+                    };
+                    let want = tie.and_then(|tb| {
+                        let at = n + path.len();
+                        (tb.reference.len() > at && tb.reference[n..at] == path[..])
+                            .then(|| (tb.reference[at], tb.tolerance))
+                    });
+                    if let Some((r, tol)) = want {
+                        let gap = row[t as usize]
+                            - row.get(r as usize).copied().unwrap_or(f32::NEG_INFINITY);
+                        if r != t && (r as usize) < shared && gap <= tol {
+                            st.n_tie_breaks += 1;
+                            st.tie_gap_max = st.tie_gap_max.max(f64::from(gap));
+                            t = r;
+                        }
+                    }
+                    am.push(t);
                 }
                 accept_greedy(tree, am[0], &am[1..])
             } else {

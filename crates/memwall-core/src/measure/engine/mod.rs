@@ -382,78 +382,87 @@ pub trait Engine: Vocab {
 /// An engine chosen at run time (llama.cpp or MLX).
 pub type BoxedEngine = Box<dyn Engine + Send>;
 
-/// A boxed engine is an engine: code that picks its engine at run time (llama.cpp or
-/// MLX, `--engine`) holds a `Box<dyn Engine + Send>` and hands it to the generic
-/// code unchanged. Every method forwards, the provided ones included, so an
-/// engine's own overrides are kept.
-impl<E: Engine + ?Sized> Engine for Box<E> {
-    fn info(&self) -> EngineInfo {
-        (**self).info()
-    }
-    fn n_vocab(&self) -> usize {
-        (**self).n_vocab()
-    }
-    fn n_ctx(&self) -> u32 {
-        (**self).n_ctx()
-    }
-    fn n_batch(&self) -> u32 {
-        (**self).n_batch()
-    }
-    fn n_ctx_seq(&self) -> u32 {
-        (**self).n_ctx_seq()
-    }
-    fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
-        (**self).decode(batch)
-    }
-    fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
-        (**self).logits(i)
-    }
-    fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
-        (**self).kv_truncate(seq, from_pos)
-    }
-    fn kv_clear(&mut self) {
-        (**self).kv_clear()
-    }
-    fn synchronize(&mut self) {
-        (**self).synchronize()
-    }
-    fn shape_change_is_costly(&self) -> bool {
-        (**self).shape_change_is_costly()
-    }
-    fn held_model(&self) -> Option<HeldModel> {
-        (**self).held_model()
-    }
-    fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
-        (**self).kv_copy(src, dst, n_tokens)
-    }
-    fn kv_park(&mut self, src: i32, dst: i32) -> Result<(), EngineError> {
-        (**self).kv_park(src, dst)
-    }
-    fn decode_seqs(&mut self, items: &[SeqItem<'_>]) -> Result<(), EngineError> {
-        (**self).decode_seqs(items)
-    }
-    fn seq_state_bytes(&self, seq: i32) -> Result<u64, EngineError> {
-        (**self).seq_state_bytes(seq)
-    }
-    fn save_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
-        (**self).save_seq_state(seq)
-    }
-    fn restore_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
-        (**self).restore_seq_state(seq)
-    }
-    fn prefill(
-        &mut self,
-        tokens: &[TokenId],
-        start_pos: u32,
-        seq: i32,
-        last_logits: bool,
-    ) -> Result<(), EngineError> {
-        (**self).prefill(tokens, start_pos, seq, last_logits)
-    }
-    fn decode_one(&mut self, token: TokenId, pos: u32, seq: i32) -> Result<(), EngineError> {
-        (**self).decode_one(token, pos, seq)
-    }
+/// Implements [`Engine`] for a pointer type to an engine by forwarding every method,
+/// the provided ones included, so an engine's own overrides are kept.
+macro_rules! forward_engine {
+    ($($ptr:tt)*) => {
+        impl<E: Engine + ?Sized> Engine for $($ptr)* {
+            fn info(&self) -> EngineInfo {
+                (**self).info()
+            }
+            fn n_vocab(&self) -> usize {
+                (**self).n_vocab()
+            }
+            fn n_ctx(&self) -> u32 {
+                (**self).n_ctx()
+            }
+            fn n_batch(&self) -> u32 {
+                (**self).n_batch()
+            }
+            fn n_ctx_seq(&self) -> u32 {
+                (**self).n_ctx_seq()
+            }
+            fn decode(&mut self, batch: &[BatchItem]) -> Result<(), EngineError> {
+                (**self).decode(batch)
+            }
+            fn logits(&self, i: usize) -> Result<&[f32], EngineError> {
+                (**self).logits(i)
+            }
+            fn kv_truncate(&mut self, seq: i32, from_pos: u32) -> Result<(), EngineError> {
+                (**self).kv_truncate(seq, from_pos)
+            }
+            fn kv_clear(&mut self) {
+                (**self).kv_clear()
+            }
+            fn synchronize(&mut self) {
+                (**self).synchronize()
+            }
+            fn shape_change_is_costly(&self) -> bool {
+                (**self).shape_change_is_costly()
+            }
+            fn held_model(&self) -> Option<HeldModel> {
+                (**self).held_model()
+            }
+            fn kv_copy(&mut self, src: i32, dst: i32, n_tokens: u32) -> Result<(), EngineError> {
+                (**self).kv_copy(src, dst, n_tokens)
+            }
+            fn kv_park(&mut self, src: i32, dst: i32) -> Result<(), EngineError> {
+                (**self).kv_park(src, dst)
+            }
+            fn decode_seqs(&mut self, items: &[SeqItem<'_>]) -> Result<(), EngineError> {
+                (**self).decode_seqs(items)
+            }
+            fn seq_state_bytes(&self, seq: i32) -> Result<u64, EngineError> {
+                (**self).seq_state_bytes(seq)
+            }
+            fn save_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
+                (**self).save_seq_state(seq)
+            }
+            fn restore_seq_state(&mut self, seq: i32) -> Result<(), EngineError> {
+                (**self).restore_seq_state(seq)
+            }
+            fn prefill(
+                &mut self,
+                tokens: &[TokenId],
+                start_pos: u32,
+                seq: i32,
+                last_logits: bool,
+            ) -> Result<(), EngineError> {
+                (**self).prefill(tokens, start_pos, seq, last_logits)
+            }
+            fn decode_one(&mut self, token: TokenId, pos: u32, seq: i32) -> Result<(), EngineError> {
+                (**self).decode_one(token, pos, seq)
+            }
+        }
+    };
 }
+// A boxed engine is an engine: code that picks its engine at run time (llama.cpp or
+// MLX, `--engine`) holds a `Box<dyn Engine + Send>` and hands it to the generic code
+// unchanged.
+forward_engine!(Box<E>);
+// A borrowed engine is an engine: a drafter that owns its engine can run on one
+// that another drafter holds (tree drafts on the set-acceptance drafter's engine).
+forward_engine!(&mut E);
 
 /// Index of the largest logit (first on ties), the greedy choice.
 pub fn argmax(logits: &[f32]) -> TokenId {

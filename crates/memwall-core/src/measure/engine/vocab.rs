@@ -113,38 +113,44 @@ impl<V: Vocab + ?Sized> crate::measure::prompt::PlainTokenizer for V {
     }
 }
 
-/// A boxed vocabulary (or engine) is a vocabulary; every method forwards, the
-/// provided ones included.
-impl<V: Vocab + ?Sized> Vocab for Box<V> {
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
-        (**self).tokenize(text, add_special)
-    }
-    fn token_bytes(&self, token: TokenId) -> Vec<u8> {
-        (**self).token_bytes(token)
-    }
-    fn is_eog(&self, token: TokenId) -> bool {
-        (**self).is_eog(token)
-    }
-    fn bos(&self) -> Option<TokenId> {
-        (**self).bos()
-    }
-    fn apply_builtin_template(
-        &self,
-        name: &str,
-        messages: &[ChatMessage],
-    ) -> Result<String, EngineError> {
-        (**self).apply_builtin_template(name, messages)
-    }
-    fn vocabulary(&self) -> Result<Vec<TokenEntry>, EngineError> {
-        (**self).vocabulary()
-    }
-    fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
-        (**self).tokenize_plain(text)
-    }
-    fn prompt_vocab(&self) -> Result<crate::measure::prompt::PromptVocab, EngineError> {
-        (**self).prompt_vocab()
-    }
+/// Implements [`Vocab`] for a pointer type to a vocabulary (or engine) by forwarding
+/// every method, the provided ones included.
+macro_rules! forward_vocab {
+    ($($ptr:tt)*) => {
+        impl<V: Vocab + ?Sized> Vocab for $($ptr)* {
+            fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<TokenId>, EngineError> {
+                (**self).tokenize(text, add_special)
+            }
+            fn token_bytes(&self, token: TokenId) -> Vec<u8> {
+                (**self).token_bytes(token)
+            }
+            fn is_eog(&self, token: TokenId) -> bool {
+                (**self).is_eog(token)
+            }
+            fn bos(&self) -> Option<TokenId> {
+                (**self).bos()
+            }
+            fn apply_builtin_template(
+                &self,
+                name: &str,
+                messages: &[ChatMessage],
+            ) -> Result<String, EngineError> {
+                (**self).apply_builtin_template(name, messages)
+            }
+            fn vocabulary(&self) -> Result<Vec<TokenEntry>, EngineError> {
+                (**self).vocabulary()
+            }
+            fn tokenize_plain(&self, text: &str) -> Result<Vec<TokenId>, EngineError> {
+                (**self).tokenize_plain(text)
+            }
+            fn prompt_vocab(&self) -> Result<crate::measure::prompt::PromptVocab, EngineError> {
+                (**self).prompt_vocab()
+            }
+        }
+    };
 }
+forward_vocab!(Box<V>);
+forward_vocab!(&mut V);
 
 /// Turns a stream of token bytes (tokens may split UTF-8 characters) into complete
 /// UTF-8 text; invalid bytes become U+FFFD.

@@ -5,15 +5,17 @@
 use super::super::K_MAX;
 use super::super::SpecError;
 use super::super::gate::{DrafterKind, GateRow, SamplingCheck};
+use super::super::tree::TreeShape;
 use super::{PromptSummary, check_drafters, check_ks, check_max_new};
 use crate::measure::guard::{GuardOptions, GuardReport};
 use serde::{Deserialize, Serialize};
 #[cfg(feature = "llama")]
 use {
-    super::super::drafter::Ngram,
+    super::super::drafter::{DraftModel, Drafter, Ngram},
     super::super::gate::{self, TokenizedPrompt},
     super::super::prompts::PromptSet,
     super::super::store as sstore,
+    super::super::tree_loop::TreeDraftModel,
     super::{
         LoadedPair, PairOptions, SpecProgress, begin_guard, check_cancel, file_name,
         limit_round_robin, load_sized, new_run,
@@ -68,6 +70,11 @@ pub struct GateJobOptions {
     /// (`--tie-tolerance measured`, [`gate::GatePlan::tie_measured`]).
     #[ts(skip)]
     pub tie_measured: bool,
+    /// Tree shapes to gate with the draft model (`--tree k3b2m1,k2b2m2`), each
+    /// against target-only decoding token for token ([`gate::tree_gate`]); the
+    /// models then run on llama.cpp's unified KV cache.
+    #[ts(skip)]
+    pub trees: Vec<TreeShape>,
     /// Battery and memory overrides.
     #[ts(skip)]
     pub guard: GuardOptions,
@@ -89,6 +96,7 @@ impl Default for GateJobOptions {
             seed: 1,
             tie_tolerance: 0.0,
             tie_measured: false,
+            trees: Vec::new(),
             guard: GuardOptions::default(),
             command: String::new(),
         }
@@ -99,7 +107,19 @@ impl GateJobOptions {
     /// Whether the gate loads the draft model (the draft-model drafter or the
     /// sampling check).
     pub fn needs_draft(&self) -> bool {
-        self.drafters.contains(&DrafterKind::DraftModel) || self.sampling_trials > 0
+        self.drafters.contains(&DrafterKind::DraftModel)
+            || self.sampling_trials > 0
+            || !self.trees.is_empty()
+    }
+
+    /// Sequences each model's context needs: 1, or for trees the most leaves + 2
+    /// (the paths, the main sequence and the target's parked cells).
+    pub fn n_seq(&self) -> u32 {
+        self.trees
+            .iter()
+            .map(|t| t.n_leaves() as u32 + 2)
+            .max()
+            .unwrap_or(1)
     }
 
     /// Checks the options, naming the flag to change.
@@ -128,6 +148,10 @@ impl GateJobOptions {
                     self.temperature
                 )));
             }
+        }
+        for t in &self.trees {
+            t.validate()
+                .map_err(|e| SpecError::Options(format!("--tree {}: {e}", t.label())))?;
         }
         if !(self.tie_tolerance.is_finite() && self.tie_tolerance >= 0.0) {
             return Err(SpecError::Options(format!(
@@ -213,7 +237,10 @@ fn run_gate(
         inputs: (toks, n_prompts_set),
         template_note,
     } = load_sized(
-        pair_opts,
+        &PairOptions {
+            n_seq: opts.n_seq(),
+            ..pair_opts.clone()
+        },
         draft,
         set,
         opts.max_new,
@@ -252,6 +279,34 @@ fn run_gate(
         },
         cancel,
     )?;
+    let mut rows = rows;
+    if !opts.trees.is_empty() {
+        check_cancel(cancel)?;
+        // The draft engine goes to a tree drafter and back.
+        let d = p
+            .draft
+            .take()
+            .ok_or_else(|| SpecError::Options("--tree needs the draft model".into()))?;
+        let key = d.key();
+        let mut td = TreeDraftModel::new(d.into_engine(), key.clone());
+        let tree_rows = gate::tree_gate(
+            &mut p.target,
+            &mut td,
+            &toks,
+            &opts.trees,
+            &plan,
+            &mut |index, total, id| {
+                progress(SpecProgress::GatePrompt {
+                    index,
+                    total,
+                    id: id.to_string(),
+                })
+            },
+            cancel,
+        );
+        p.draft = Some(DraftModel::new(td.into_engine(), key));
+        rows.extend(tree_rows?);
+    }
     progress(SpecProgress::GateDone { total: toks.len() });
     let mut sampling = Vec::new();
     let mut top_text = Vec::new();
@@ -342,7 +397,10 @@ pub async fn gate_job(
         .rows
         .iter()
         .filter(|r| !r.passed())
-        .map(|r| format!("{} k={}", r.drafter.name(), r.k))
+        .map(|r| match gate::tree_of_key(&r.drafter_key) {
+            Some(t) => format!("tree {t}"),
+            None => format!("{} k={}", r.drafter.name(), r.k),
+        })
         .chain(
             run.sampling
                 .iter()

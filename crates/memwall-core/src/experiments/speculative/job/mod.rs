@@ -84,6 +84,10 @@ pub struct PairOptions {
     /// mlx-4bit, mlx-8bit, mlx-f16).
     #[serde(default)]
     pub engine: crate::experiments::bench::BenchEngine,
+    /// Sequences each model's context holds (0 or 1: one; more: llama.cpp's unified
+    /// KV cache with that many, for tree drafts). Set by the job, not a flag.
+    #[serde(default)]
+    pub n_seq: u32,
 }
 
 impl PairOptions {
@@ -368,7 +372,17 @@ fn load_sized<T>(
     let threads = pair_opts.threads();
     let (engine, ngl) = (pair_opts.engine, pair_opts.n_gpu_layers);
     let target = pair_opts.target.as_path();
-    let mut p = load(engine, target, draft, FIRST_N_CTX, threads, ngl, progress)?;
+    let n_seq = pair_opts.n_seq;
+    let mut p = load(
+        engine,
+        target,
+        draft,
+        FIRST_N_CTX,
+        threads,
+        ngl,
+        n_seq,
+        progress,
+    )?;
     let toks = pair::tokenize_set(&p.target, set)?;
     let template_note = pair::template_note(&*p.target, target, set)?;
     let (inputs, longest) = choose(toks)?;
@@ -377,7 +391,9 @@ fn load_sized<T>(
         check_cancel(cancel)?;
         fit(guard, engine, target, draft, need_ctx)?;
         drop(p);
-        p = load(engine, target, draft, need_ctx, threads, ngl, progress)?;
+        p = load(
+            engine, target, draft, need_ctx, threads, ngl, n_seq, progress,
+        )?;
     }
     Ok(LoadedPair {
         pair: p,
@@ -395,6 +411,7 @@ fn load(
     n_ctx: u32,
     n_threads: u32,
     n_gpu_layers: u32,
+    n_seq: u32,
     progress: &mut dyn FnMut(SpecProgress),
 ) -> Result<Pair, SpecError> {
     progress(SpecProgress::Loading {
@@ -403,7 +420,13 @@ fn load(
         n_threads,
         n_ctx,
     });
-    pair::load_on(engine, target, draft, n_ctx, n_threads, n_gpu_layers)
+    let cfg = crate::measure::engine::EngineConfig {
+        n_gpu_layers,
+        n_seq_max: n_seq.max(1),
+        kv_unified: n_seq > 1,
+        ..pair::engine_config(n_ctx, n_threads)
+    };
+    pair::load_with(engine, target, draft, &cfg)
 }
 
 #[cfg(test)]
@@ -556,6 +579,7 @@ mod tests {
             n_threads: Some(1),
             n_gpu_layers: 0,
             engine: Default::default(),
+            n_seq: 1,
         };
         assert_eq!(p.draft_for(false, "x").unwrap(), None);
         assert_eq!(

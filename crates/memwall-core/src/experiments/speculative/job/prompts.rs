@@ -44,6 +44,7 @@ pub async fn prompts_job(
             FIRST_N_CTX,
             pair_opts.threads(),
             pair_opts.n_gpu_layers,
+            pair_opts.n_seq,
             &mut progress,
         )?;
         let toks = super::super::pair::tokenize_set(&p.target, &set)?;

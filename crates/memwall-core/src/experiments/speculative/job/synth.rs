@@ -46,6 +46,9 @@ pub struct SynthJobOptions {
     /// Near-tie tolerance of the output check, in logits (0 = token for token;
     /// [`SynthPlan::tie_tolerance`]).
     pub tie_tolerance: f32,
+    /// Tree drafts measured beside the chains at every α (`--tree`), each needing
+    /// its own gate ([`gate::tree_key`](super::super::gate::tree_key)).
+    pub trees: Vec<super::super::tree::TreeShape>,
     /// Folder for `synth.md` and `synth.json` (`None`: write no files).
     pub results_dir: Option<PathBuf>,
     /// Store the predictions (before the timed runs) and the run.
@@ -68,6 +71,7 @@ impl Default for SynthJobOptions {
             timing_reps: 5,
             seed: 1,
             tie_tolerance: 0.0,
+            trees: Vec::new(),
             results_dir: None,
             record: true,
             guard: GuardOptions::default(),
@@ -104,6 +108,11 @@ impl SynthJobOptions {
                 "--synth-tie-tolerance {}: a tolerance is a number of logits ≥ 0",
                 self.tie_tolerance
             ));
+        }
+        for t in &self.trees {
+            if let Err(e) = t.validate() {
+                return bad(format!("--tree {}: {e}", t.label()));
+            }
         }
         Ok(())
     }
@@ -166,8 +175,19 @@ pub async fn synth_job(
     let (p, prompts, guard, mut progress, template_note) =
         blocking(move || -> Result<_, JobError> {
             let mut guard = guard;
+            // Trees need a unified KV cache with a sequence per leaf, the main one
+            // and the target's parked cells.
+            let n_seq = o2
+                .trees
+                .iter()
+                .map(|t| t.n_leaves() as u32 + 2)
+                .max()
+                .unwrap_or(1);
             let loaded = load_sized(
-                &p2,
+                &PairOptions {
+                    n_seq,
+                    ..p2.clone()
+                },
                 Some(&d2),
                 &s2,
                 o2.max_new,
@@ -203,6 +223,7 @@ pub async fn synth_job(
         seed: opts.seed,
         auto_k: opts.auto_k,
         tie_tolerance: opts.tie_tolerance,
+        trees: opts.trees.clone(),
     };
     let target_file = file_name(&p.target_path);
     let draft_file = file_name(&draft);
@@ -234,9 +255,15 @@ pub async fn synth_job(
     // Speedups are claimed only under the pair's gate at each measured k: checked
     // before the predictions are stored and the timed runs start.
     if opts.record {
+        let trees = opts
+            .trees
+            .iter()
+            .map(|t| (super::super::gate::tree_key(t, &drafter_key), t.k));
         let missing: Vec<String> = ks_run
             .iter()
-            .filter_map(|&k| sstore::unlocking_gate(&gates, &drafter_key, k, opts.max_new).err())
+            .map(|&k| (drafter_key.clone(), k))
+            .chain(trees)
+            .filter_map(|(key, k)| sstore::unlocking_gate(&gates, &key, k, opts.max_new).err())
             .collect();
         if !missing.is_empty() {
             return Err(SpecError::NoGate(format!(
