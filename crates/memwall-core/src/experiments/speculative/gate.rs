@@ -19,7 +19,9 @@
 use super::SpecError;
 use super::drafter::{DraftModel, Drafter, Ngram};
 use super::prompts::{Category, Format};
-use super::run::{GreedyOutput, SpecConfig, SpecSession, SpecStats, TieBreak, target_greedy};
+use super::run::{
+    GreedyOutput, SpecConfig, SpecOutput, SpecSession, SpecStats, TieBreak, target_greedy,
+};
 use super::sampling::SamplingParams;
 use super::shape::{self, ShapeGap};
 use super::tree::TreeShape;
@@ -136,6 +138,29 @@ pub struct GateRow {
 }
 
 impl GateRow {
+    /// Counts one prompt's speculative output `out` against target-only decoding
+    /// `want` (with its top-1 − top-2 `margins`), keeping the first difference.
+    fn record(&mut self, prompt_id: &str, want: &[TokenId], margins: &[f32], out: &SpecOutput) {
+        self.n_prompts += 1;
+        self.stats.merge(&out.stats);
+        if out.tokens == want {
+            self.n_identical += 1;
+        } else if self.first_diff.is_none() {
+            let pos = want
+                .iter()
+                .zip(&out.tokens)
+                .take_while(|(a, b)| a == b)
+                .count();
+            self.first_diff = Some(FirstDiff {
+                prompt_id: prompt_id.to_string(),
+                position: pos,
+                want: want.get(pos).copied(),
+                got: out.tokens.get(pos).copied(),
+                target_margin: margins.get(pos).copied(),
+            });
+        }
+    }
+
     /// All N identical?
     pub fn passed(&self) -> bool {
         self.n_identical == self.n_prompts && self.n_prompts > 0
@@ -290,24 +315,7 @@ pub fn tree_gate<T: Engine, D: Engine>(
             }));
             let cfg = SpecConfig::greedy(shape.k, max_new);
             let out = session.generate_tree(target, drafter, &p.tokens, shape, &cfg)?;
-            row.n_prompts += 1;
-            row.stats.merge(&out.stats);
-            if out.tokens == want {
-                row.n_identical += 1;
-            } else if row.first_diff.is_none() {
-                let pos = want
-                    .iter()
-                    .zip(&out.tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                row.first_diff = Some(FirstDiff {
-                    prompt_id: p.id.clone(),
-                    position: pos,
-                    want: want.get(pos).copied(),
-                    got: out.tokens.get(pos).copied(),
-                    target_margin: margins.get(pos).copied(),
-                });
-            }
+            row.record(&p.id, &want, &margins, &out);
         }
     }
     Ok(rows)
@@ -423,24 +431,7 @@ pub fn greedy_gate<T: Engine, D: Engine>(
                 DrafterKind::Ngram => &mut ngram,
             };
             let out = session.generate(target, drafter, &p.tokens, &cfg)?;
-            row.n_prompts += 1;
-            row.stats.merge(&out.stats);
-            if out.tokens == want {
-                row.n_identical += 1;
-            } else if row.first_diff.is_none() {
-                let pos = want
-                    .iter()
-                    .zip(&out.tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                row.first_diff = Some(FirstDiff {
-                    prompt_id: p.id.clone(),
-                    position: pos,
-                    want: want.get(pos).copied(),
-                    got: out.tokens.get(pos).copied(),
-                    target_margin: margins.get(pos).copied(),
-                });
-            }
+            row.record(&p.id, &want, &margins, &out);
         }
     }
     Ok(rows)

@@ -222,6 +222,16 @@ struct GateRun {
     pub guard: Guard,
 }
 
+/// The gate's progress for prompt `index` of `total`.
+#[cfg(feature = "llama")]
+fn on_prompt(progress: &mut dyn FnMut(SpecProgress), index: usize, total: usize, id: &str) {
+    progress(SpecProgress::GatePrompt {
+        index,
+        total,
+        id: id.to_string(),
+    })
+}
+
 /// Loads, tokenizes, gates and runs the sampling check (blocking).
 fn run_gate(
     pair_opts: &PairOptions,
@@ -270,13 +280,7 @@ fn run_gate(
         p.draft.as_mut(),
         &toks,
         &plan,
-        &mut |index, total, id| {
-            progress(SpecProgress::GatePrompt {
-                index,
-                total,
-                id: id.to_string(),
-            })
-        },
+        &mut |index, total, id| on_prompt(progress, index, total, id),
         cancel,
     )?;
     let mut rows = rows;
@@ -295,13 +299,7 @@ fn run_gate(
             &toks,
             &opts.trees,
             &plan,
-            &mut |index, total, id| {
-                progress(SpecProgress::GatePrompt {
-                    index,
-                    total,
-                    id: id.to_string(),
-                })
-            },
+            &mut |index, total, id| on_prompt(progress, index, total, id),
             cancel,
         );
         p.draft = Some(DraftModel::new(td.into_engine(), key));
