@@ -834,8 +834,12 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
     let mut rec = fixture::Rec::new();
     rec.idle(1_000_000_000);
     for rep in 0..3 {
-        rec.phase(&phase_label(None, 0, rep), &base_ns[rep], 25_000_000);
-        rec.phase(&phase_label(Some(alpha), k, rep), &spec_ns[rep], 25_000_000);
+        rec.phase(&phase_label(None, 0, None, rep), &base_ns[rep], 25_000_000);
+        rec.phase(
+            &phase_label(Some(alpha), k, None, rep),
+            &spec_ns[rep],
+            25_000_000,
+        );
     }
     let rec = rec.finish();
     let host = memwall_core::probe::hw::host_info().hostname;
@@ -846,11 +850,13 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
             t_draft_ns: 2e6,
             depth: 40,
             overheads: Vec::new(),
+            draft_rows_ns: Vec::new(),
         },
         predictions: vec![SynthPrediction {
             alpha,
             k,
             predicted_speedup: 1.3,
+            tree: None,
         }],
     };
     let pred = ss::insert_synth_predictions(s, &host, &target, drafter_key, build, &cal)

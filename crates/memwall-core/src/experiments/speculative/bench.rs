@@ -963,6 +963,7 @@ mod tests {
             t_draft_ns: 10e6,
             depth: 10,
             overheads: Vec::new(),
+            draft_rows_ns: Vec::new(),
         };
         let st = SpecStats {
             n_iterations: 4,
@@ -1270,6 +1271,7 @@ mod tests {
                 t_draft_ns: 12e6,
                 depth: 10,
                 overheads: Vec::new(),
+                draft_rows_ns: Vec::new(),
             },
             predicted: vec![(2, 0.95)],
             choice: Choice {

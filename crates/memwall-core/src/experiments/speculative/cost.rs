@@ -355,6 +355,7 @@ mod tests {
             t_draft_ns: draft_ms * 1e6,
             depth: 0,
             overheads: Vec::new(),
+            draft_rows_ns: Vec::new(),
         }
     }
 

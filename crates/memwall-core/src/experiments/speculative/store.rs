@@ -1135,11 +1135,13 @@ mod tests {
                 t_draft_ns: 1.3e6,
                 depth: 40,
                 overheads: Vec::new(),
+                draft_rows_ns: Vec::new(),
             },
             predictions: vec![SynthPrediction {
                 alpha: 0.9,
                 k: 2,
                 predicted_speedup: 1.5,
+                tree: None,
             }],
         };
         let key = "draft:bbbbbbbbbbbbbbbb";
@@ -1155,6 +1157,7 @@ mod tests {
             seed: 1,
             auto_k: false,
             tie_tolerance: 0.0,
+            trees: Vec::new(),
         };
         let st = SpecStats {
             n_iterations: 10,
@@ -1174,6 +1177,7 @@ mod tests {
                 stats: SpecStats::default(),
                 n_draws: 0,
                 n_right: 0,
+                tree: None,
             },
             SynthCell {
                 alpha: Some(0.9),
@@ -1183,6 +1187,7 @@ mod tests {
                 stats: st,
                 n_draws: 20,
                 n_right: 18,
+                tree: None,
             },
         ];
         let prov = SynthProvenance {

@@ -1110,6 +1110,7 @@ mod tests {
             seed: 11,
             auto_k: false,
             tie_tolerance: 0.0,
+            trees: Vec::new(),
         };
         let prompts = vec![tp("a", 6, 1), tp("b", 7, 2)];
         let cal = calibrate(&mut target, &mut d, &prompts[0], &plan, 7).unwrap();
@@ -1210,6 +1211,7 @@ mod tests {
             t_draft_ns: 1e6,
             depth: 8,
             overheads: Vec::new(),
+            draft_rows_ns: Vec::new(),
         };
         let plan = SynthPlan {
             alphas: vec![0.9, 0.2],
@@ -1220,6 +1222,7 @@ mod tests {
             seed: 0,
             auto_k: true,
             tie_tolerance: 0.0,
+            trees: Vec::new(),
         };
         let predictions = plan
             .alphas
@@ -1230,6 +1233,7 @@ mod tests {
                     alpha: a,
                     k,
                     predicted_speedup: cost::predicted_speedup(t, a, k).unwrap(),
+                    tree: None,
                 })
             })
             .collect();
@@ -1286,11 +1290,13 @@ mod tests {
                 t_draft_ns: 1e5,
                 depth: 4,
                 overheads: Vec::new(),
+                draft_rows_ns: Vec::new(),
             },
             predictions: vec![SynthPrediction {
                 alpha: 0.9,
                 k: 4,
                 predicted_speedup: 2.0,
+                tree: None,
             }],
         };
         let cell = SynthCell {
@@ -1301,6 +1307,7 @@ mod tests {
             stats: SpecStats::default(),
             n_draws: 0,
             n_right: 0,
+            tree: None,
         };
         let plan = SynthPlan {
             alphas: vec![0.9],
@@ -1311,6 +1318,7 @@ mod tests {
             seed: 0,
             auto_k: false,
             tie_tolerance: 0.0,
+            trees: Vec::new(),
         };
         let prov = SynthProvenance {
             target_file: "t".into(),
@@ -1350,6 +1358,7 @@ mod tests {
                 seed: 11,
                 auto_k: false,
                 tie_tolerance: tolerance,
+                trees: Vec::new(),
             };
             run_synth_bench(
                 &mut target,

@@ -722,6 +722,7 @@ mod tests {
             t_draft_ns: 2.0,
             depth: 0,
             overheads: vec![o],
+            draft_rows_ns: Vec::new(),
         };
         let rows = [2.0, 2.5, 3.0, 3.5];
         for k in 1..=6 {
