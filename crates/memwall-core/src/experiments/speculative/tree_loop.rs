@@ -43,6 +43,7 @@ use super::sampling::uniform;
 use super::tree::{Tree, TreeShape, accept_greedy, accept_sampled, set_rank};
 use super::{K_MAX, SpecError};
 use crate::measure::engine::{Engine, SeqItem, TokenId};
+use crate::measure::stats::Observations;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -325,7 +326,7 @@ impl<E: Engine> TreeDraftModel<E> {
 /// `w − 1`): `w` tokens at the position after all but the prompt's last token, each in its own
 /// sequence `1..=w` (a tree level's shape), logits kept and the top `b` of each row
 /// taken, the engine synchronised. `reps` timed rounds after one warm-up round, the
-/// widths interleaved within each round as [`super::bench::measure_timings`] does.
+/// widths interleaved within each round as the chain's timings are.
 /// The engine needs `kv_unified` and `n_seq_max > max_w`.
 ///
 /// # Errors
@@ -375,7 +376,11 @@ pub fn measure_draft_rows<E: Engine + ?Sized>(
             }
         }
     }
-    Ok(xs.into_iter().map(super::bench::median).collect())
+    // Medians (reps ≥ 1 samples each; none: NaN, as the chain's timings give).
+    Ok(xs
+        .into_iter()
+        .map(|v| Observations::new(v).map_or(f64::NAN, |o| o.median()))
+        .collect())
 }
 
 impl SpecSession {
