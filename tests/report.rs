@@ -851,6 +851,7 @@ async fn fixture_synth(s: &memwall_core::store::Store) {
             depth: 40,
             overheads: Vec::new(),
             draft_rows_ns: Vec::new(),
+            tree_overheads: Vec::new(),
         },
         predictions: vec![SynthPrediction {
             alpha,

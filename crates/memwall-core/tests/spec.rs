@@ -626,6 +626,26 @@ fn the_set_acceptance_bench_measures_a_tree_beside_a_chain() {
         .expect("the tree is predicted before the run");
     assert!(tp.predicted_speedup.is_finite() && tp.predicted_speedup > 0.0);
     assert_eq!(tp.k, 2);
+    // The tree's own loop cost, from its untimed run before the timed runs, is in
+    // the stored prediction: E[tokens] · (t_verify(1) + c_base) ÷ (c_tree + the
+    // 7-row verify + draft passes of 1 and 2 rows), by hand.
+    let t = &cal.timings;
+    let c = t
+        .tree_overheads
+        .iter()
+        .find(|o| o.shape == shape && o.alpha == 0.7)
+        .expect("the tree's calibration run");
+    let o = t.overhead_at(Some(0.7));
+    let reach = 1.0 - 0.3f64 * 0.3;
+    let e = 1.0 + reach + reach * reach;
+    let iter = c.iter_ns + t.t_verify_ns[6] + t.draft_rows_ns[0] + t.draft_rows_ns[1];
+    let want = e * (t.t_verify_ns[0] + o.base_ns) / iter;
+    assert!(
+        (tp.predicted_speedup - want).abs() <= 1e-9 * want,
+        "{} vs {want}",
+        tp.predicted_speedup
+    );
+    assert!(synth::calibration_md(&cal).contains("| α=0.7 tree k2 b2 m2 |"));
     let pairs = synth::chosen(&plan, &cal);
     assert_eq!(pairs, vec![(0.7, 2)], "chosen lists chains only");
     let mut phases = Vec::new();
@@ -655,6 +675,20 @@ fn the_set_acceptance_bench_measures_a_tree_beside_a_chain() {
         tc.n_right
     );
     assert!(tc.stats.n_accepted > 0 && tc.stats.n_iterations > 0);
+    // The tree loop times its parts: they sum to its decode clock.
+    let bd = &tc.stats.breakdown;
+    let cov = bd.coverage(tc.stats.decode_ns).unwrap();
+    println!(
+        "tree breakdown: sum {} ns of {} ns decode ({cov:.5}); draft forward {}, verify forward {}, KV {}",
+        bd.sum_ns(),
+        tc.stats.decode_ns,
+        bd.draft_forward_ns,
+        bd.verify_forward_ns,
+        bd.target_rollback_ns
+    );
+    assert!((0.98..=1.0).contains(&cov), "sum ÷ clock {cov}");
+    assert!(bd.draft_forward_ns > 0 && bd.verify_forward_ns > 0 && bd.target_rollback_ns > 0);
+    assert!(bd.draft_pick_ns > 0 && bd.verify_pick_ns > 0 && bd.accept_ns > 0);
     assert!(
         phases.contains(&"α=0.7 tree k2 b2 m2 #2".to_string()),
         "{phases:?}"

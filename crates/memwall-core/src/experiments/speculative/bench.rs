@@ -279,6 +279,7 @@ pub fn measure_timings<T: Engine + ?Sized, D: Engine + ?Sized>(
         depth: n as u32,
         overheads: Vec::new(),
         draft_rows_ns: Vec::new(),
+        tree_overheads: Vec::new(),
     })
 }
 
@@ -378,7 +379,7 @@ pub fn run_bench_phased<T: Engine, D: Engine>(
     }
     let k_max = plan.ks.iter().copied().max().unwrap_or(1).max(plan.calib_k);
     let mut ngram = plan.ngram;
-    let mut session = SpecSession::new();
+    let mut session = SpecSession::for_target(target);
     let mut reports = Vec::new();
     for input in inputs {
         stop()?;
@@ -964,6 +965,7 @@ mod tests {
             depth: 10,
             overheads: Vec::new(),
             draft_rows_ns: Vec::new(),
+            tree_overheads: Vec::new(),
         };
         let st = SpecStats {
             n_iterations: 4,
@@ -1272,6 +1274,7 @@ mod tests {
                 depth: 10,
                 overheads: Vec::new(),
                 draft_rows_ns: Vec::new(),
+                tree_overheads: Vec::new(),
             },
             predicted: vec![(2, 0.95)],
             choice: Choice {

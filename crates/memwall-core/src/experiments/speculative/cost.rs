@@ -123,6 +123,11 @@ pub struct Timings {
     /// ([`super::tree_loop::measure_draft_rows`]; empty without trees).
     #[serde(default)]
     pub draft_rows_ns: Vec<f64>,
+    /// Tree drafts: each shape's own loop cost per iteration, one per calibration run
+    /// ([`super::tree::TreeOverhead`]; empty without trees, and in timings stored
+    /// before it was kept).
+    #[serde(default)]
+    pub tree_overheads: Vec<super::tree::TreeOverhead>,
 }
 
 impl Timings {
@@ -356,6 +361,7 @@ mod tests {
             depth: 0,
             overheads: Vec::new(),
             draft_rows_ns: Vec::new(),
+            tree_overheads: Vec::new(),
         }
     }
 

@@ -264,7 +264,7 @@ pub fn tree_gate<T: Engine, D: Engine>(
             tie_tolerance: 0.0,
         })
         .collect();
-    let mut session = SpecSession::new();
+    let mut session = SpecSession::for_target(target);
     if plan.tie_measured || plan.tie_tolerance > 0.0 {
         let n_shared = drafter.engine().n_vocab().min(target.n_vocab());
         let first = prompts
@@ -362,7 +362,7 @@ pub fn greedy_gate<T: Engine, D: Engine>(
             });
         }
     }
-    let mut session = SpecSession::new();
+    let mut session = SpecSession::for_target(target);
     // Near-ties may be allowed only as far as the target's logits move between a
     // 1-row pass and a verify pass of each k's shape: measured here, on the first
     // prompt, before any row runs, and stored with the rows.
@@ -660,7 +660,7 @@ pub fn sampling_check<T: Engine + ?Sized>(
     let logits = target.logits(0)?;
     let p = sampling.distribution(&logits[..n_shared.min(logits.len())]);
     let mut counts = vec![0u64; p.len()];
-    let mut session = SpecSession::new();
+    let mut session = SpecSession::for_target(target);
     let mut stats = SpecStats::default();
     let mut n_first_rejected = 0u64;
     for t in 0..trials {

@@ -60,6 +60,25 @@ pub fn argmax_max(row: &[f32]) -> (TokenId, f32) {
     unreachable!("m is an entry of the row")
 }
 
+/// The largest entry of `block` (NaN never is; `−∞` for an empty or all-NaN block),
+/// lane-wise as [`argmax_max`]'s first pass: one `maxps` per `LANES` entries.
+pub(crate) fn block_max(block: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut blocks = block.chunks_exact(LANES);
+    for b in &mut blocks {
+        for i in 0..LANES {
+            acc[i] = if b[i] > acc[i] { b[i] } else { acc[i] };
+        }
+    }
+    let mut m = f32::NEG_INFINITY;
+    for &x in acc.iter().chain(blocks.remainder()) {
+        if x > m {
+            m = x;
+        }
+    }
+    m
+}
+
 /// The decode time of the loop's iterations, part by part, ns summed over
 /// iterations. Each part is a span timed on its own, with the engines synchronised
 /// at its edges ([`Engine::synchronize`](crate::measure::engine::Engine::synchronize) after every forward pass: the logit fetch

@@ -255,10 +255,41 @@ impl Default for SpecSession {
     }
 }
 
+/// Most rows per target verify pass on `target`: [`DEFAULT_MAX_ROWS_PER_PASS`] where
+/// a change of pass shape is cheap (llama.cpp's CPU back end, whose ≥ 8-row passes
+/// compute other logits than a 1-row pass), the target's batch where it is costly
+/// (llama.cpp with layers on CUDA, [`Engine::shape_change_is_costly`]): there every
+/// verify shape's logits are measured against 1-row passes by the gate (its
+/// batch-shape gap, stored with it, bounds any tolerance), and a second pass would
+/// cost a whole weight read. `MEMWALL_SPEC_MAX_ROWS=N` overrides it (an A/B switch).
+pub fn max_rows_for<E: Engine + ?Sized>(target: &E) -> usize {
+    if let Some(n) = std::env::var("MEMWALL_SPEC_MAX_ROWS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n >= 1)
+    {
+        return n;
+    }
+    if target.shape_change_is_costly() {
+        (target.n_batch() as usize).max(DEFAULT_MAX_ROWS_PER_PASS)
+    } else {
+        DEFAULT_MAX_ROWS_PER_PASS
+    }
+}
+
 impl SpecSession {
     /// A fresh session.
     pub fn new() -> SpecSession {
         SpecSession::default()
+    }
+
+    /// A fresh session whose verify passes hold at most [`max_rows_for`] `target`
+    /// rows.
+    pub fn for_target<E: Engine + ?Sized>(target: &E) -> SpecSession {
+        SpecSession {
+            max_rows_per_pass: max_rows_for(target),
+            ..SpecSession::default()
+        }
     }
 
     /// Empties the target's cache and the mirror: call after the target engine was

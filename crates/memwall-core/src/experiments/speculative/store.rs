@@ -1136,6 +1136,7 @@ mod tests {
                 depth: 40,
                 overheads: Vec::new(),
                 draft_rows_ns: Vec::new(),
+                tree_overheads: Vec::new(),
             },
             predictions: vec![SynthPrediction {
                 alpha: 0.9,

@@ -35,6 +35,7 @@ pub use super::record::{
 use super::row::argmax_max;
 use super::run::{IterBreakdown, SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
+use super::tree::TreeOverhead;
 use super::tree::{self, TreeShape};
 use super::tree_loop::{TreeDraftModel, measure_draft_rows};
 use super::verify::QDist;
@@ -315,6 +316,7 @@ pub fn calibrate<T: Engine, D: Engine>(
         |k: usize| SpecError::Config(format!("no timing for k = {k} (measured up to {k_max})"));
     // The loop's own costs, before any timed run.
     let mut session = SpecSession::new();
+    session.max_rows_per_pass = max_rows;
     let plain = SpecConfig::greedy(0, plan.max_new);
     session.generate(target, &mut NoDraft, &prompt.tokens, &plain)?;
     let base = session.generate(target, &mut NoDraft, &prompt.tokens, &plain)?;
@@ -379,6 +381,40 @@ pub fn calibrate<T: Engine, D: Engine>(
             plan.timing_reps,
         )?;
         drafter.invalidate();
+        // Each tree's own loop cost at each α: one untimed run of the tree loop, its
+        // placement seeded apart from the timed runs'.
+        for (ai, &alpha) in plan.alphas.iter().enumerate() {
+            let o = timings.overhead_at(Some(alpha));
+            for (ti, shape) in plan.trees.iter().enumerate() {
+                let key = drafter.drafter_key().to_string();
+                let seed = draw_seed(!plan.seed, ai, usize::MAX - 1 - ti);
+                let mut td = TreeDraftModel::new(drafter.engine(), key).with_set_acceptance(
+                    alpha,
+                    full.clone(),
+                    seed,
+                );
+                let out = session.generate_tree(
+                    target,
+                    &mut td,
+                    &prompt.tokens,
+                    shape,
+                    &SpecConfig::greedy(shape.k, plan.max_new),
+                );
+                drop(td);
+                drafter.invalidate();
+                let out = out?;
+                if let Some(c) = TreeOverhead::from_run(
+                    &timings,
+                    &timings.draft_rows_ns,
+                    shape,
+                    alpha,
+                    &o,
+                    &out.stats,
+                ) {
+                    timings.tree_overheads.push(c);
+                }
+            }
+        }
     }
     let mut predictions = Vec::new();
     for &alpha in &plan.alphas {
@@ -392,7 +428,11 @@ pub fn calibrate<T: Engine, D: Engine>(
             });
         }
         for t in &plan.trees {
-            let o = timings.overhead_at(Some(alpha));
+            // The chain's loop terms where the tree has no calibration run of its own.
+            let chain = timings.overhead_at(Some(alpha));
+            let o = timings
+                .tree_overhead_at(t, alpha)
+                .map_or(chain, |c| c.loop_terms(&chain));
             let p = tree::predicted_speedup(&timings, &timings.draft_rows_ns, t, alpha, &o)
                 .ok_or_else(|| {
                     SpecError::Config(format!("no timing for the tree {}", t.label()))
@@ -519,7 +559,7 @@ pub fn run_synth_bench<T: Engine, D: Engine>(
             tree,
         })
         .collect();
-    let mut session = SpecSession::new();
+    let mut session = SpecSession::for_target(target);
     drafter.invalidate();
     let mut reference: Vec<Vec<TokenId>> = Vec::new();
     for rep in 0..plan.reps {
@@ -949,6 +989,17 @@ pub fn calibration_md(cal: &SynthCalibration) -> String {
             s.push_str(&format!("| {} | {:.3} |\n", i + 1, v / 1e6));
         }
     }
+    if !t.tree_overheads.is_empty() {
+        s.push_str("\nEach tree's own loop cost, from an untimed run of the tree loop on the same prompt before the timed runs (c_tree: per iteration beyond its draft passes by width and its nodes + 1-row verify):\n\n| calibration run | c_tree ms |\n|---|---|\n");
+        for o in &t.tree_overheads {
+            s.push_str(&format!(
+                "| α={} tree {} | {:.3} |\n",
+                o.alpha,
+                o.shape.label(),
+                o.iter_ns / 1e6
+            ));
+        }
+    }
     s.push_str("\n| α | k | predicted, forward passes only | predicted with the loop's costs (stored) |\n|---|---|---|---|\n");
     for p in &cal.predictions {
         let (k, passes) = match &p.tree {
@@ -1212,6 +1263,7 @@ mod tests {
             depth: 8,
             overheads: Vec::new(),
             draft_rows_ns: Vec::new(),
+            tree_overheads: Vec::new(),
         };
         let plan = SynthPlan {
             alphas: vec![0.9, 0.2],
@@ -1291,6 +1343,7 @@ mod tests {
                 depth: 4,
                 overheads: Vec::new(),
                 draft_rows_ns: Vec::new(),
+                tree_overheads: Vec::new(),
             },
             predictions: vec![SynthPrediction {
                 alpha: 0.9,

@@ -416,6 +416,88 @@ pub fn iteration_ns(
     Some(ns)
 }
 
+/// A tree shape's own loop cost, from an untimed run of the tree loop on the
+/// calibration prompt before any timed run ([`TreeOverhead::from_run`]): what an
+/// iteration costs beyond its timed passes (the draft's passes by width, the
+/// `nodes + 1`-row verify). It holds what the chain's `c_iter` and `δ_step` hold
+/// for a chain, and what only a tree does: the leaves' sequence copies and parking,
+/// the compaction re-prefills, and a pass over several sequences costing more than
+/// the one-sequence pass the timings measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TreeOverhead {
+    /// The shape of the calibration run.
+    pub shape: TreeShape,
+    /// Its set acceptance rate.
+    pub alpha: f64,
+    /// `c_tree`: time per iteration with a draft beyond its timed passes, ns.
+    pub iter_ns: f64,
+}
+
+impl TreeOverhead {
+    /// `c_tree` from a run of the tree loop (`spec`) against the timed passes:
+    /// `(decode_ns − Σ_{d ≥ 1} h[d] · P(shape cut to depth d) − h[0] · (t_verify(1) +
+    /// c_base)) ÷ Σ_{d ≥ 1} h[d]`, `h` the run's histogram of tree depths (the loop
+    /// cuts the last iterations' trees short), `P` the timed passes of a shape
+    /// ([`iteration_ns`] with no loop terms), `c_base` from `o`. With it,
+    /// [`iteration_ns`] summed over the run's iterations is its decode time again.
+    /// `None` when no iteration had a draft or a shape is beyond the timings.
+    pub fn from_run(
+        t: &Timings,
+        draft_rows_ns: &[f64],
+        shape: &TreeShape,
+        alpha: f64,
+        o: &LoopOverhead,
+        spec: &super::run::SpecStats,
+    ) -> Option<TreeOverhead> {
+        let none = LoopOverhead {
+            iter_ns: 0.0,
+            draft_step_ns: 0.0,
+            ..*o
+        };
+        let h = &spec.draft_len_hist;
+        let mut passes = h.first().copied().unwrap_or(0) as f64 * t.base_ns_at(o)?;
+        let mut with_draft = 0.0;
+        for (d, &n) in h.iter().enumerate().skip(1) {
+            if n > 0 {
+                let cut = TreeShape {
+                    k: d,
+                    b: shape.b,
+                    m: shape.m.min(d),
+                };
+                passes += n as f64 * iteration_ns(t, draft_rows_ns, &cut, &none)?;
+                with_draft += n as f64;
+            }
+        }
+        (with_draft > 0.0).then(|| TreeOverhead {
+            shape: *shape,
+            alpha,
+            iter_ns: (spec.decode_ns as f64 - passes) / with_draft,
+        })
+    }
+
+    /// The loop terms for [`predicted_speedup`] of this shape: `c_tree` as the
+    /// iteration's term, no per-pass term (it is in `c_tree`), `c_base` from `o`.
+    pub fn loop_terms(&self, o: &LoopOverhead) -> LoopOverhead {
+        LoopOverhead {
+            iter_ns: self.iter_ns,
+            draft_step_ns: 0.0,
+            ..*o
+        }
+    }
+}
+
+impl Timings {
+    /// The tree overhead measured for `shape` at the set rate nearest `alpha`
+    /// (`None` when that shape has none).
+    pub fn tree_overhead_at(&self, shape: &TreeShape, alpha: f64) -> Option<TreeOverhead> {
+        self.tree_overheads
+            .iter()
+            .filter(|o| o.shape == *shape)
+            .min_by(|a, b| (a.alpha - alpha).abs().total_cmp(&(b.alpha - alpha).abs()))
+            .copied()
+    }
+}
+
 /// Predicted speedup of `shape` over target-only decoding in the loop at set
 /// acceptance `alpha`: `E[tokens] · (t_verify(1) + c_base) ÷ T_iter`
 /// ([`expected_tokens`], [`iteration_ns`]).
@@ -723,6 +805,7 @@ mod tests {
             depth: 0,
             overheads: vec![o],
             draft_rows_ns: Vec::new(),
+            tree_overheads: Vec::new(),
         };
         let rows = [2.0, 2.5, 3.0, 3.5];
         for k in 1..=6 {
@@ -748,6 +831,68 @@ mod tests {
             None
         );
         assert_eq!(iteration_ns(&t, &rows[..1], &s, &o), None);
+    }
+
+    #[test]
+    fn a_trees_own_loop_cost_gives_its_calibration_runs_time_back() {
+        let o = LoopOverhead {
+            alpha: Some(0.7),
+            k: 3,
+            iter_ns: 1.5,
+            draft_step_ns: 0.25,
+            base_ns: 0.5,
+        };
+        let t = Timings {
+            t_verify_ns: vec![10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0],
+            t_draft_ns: 2.0,
+            depth: 0,
+            overheads: vec![o],
+            draft_rows_ns: Vec::new(),
+            tree_overheads: Vec::new(),
+        };
+        let rows = [2.0, 2.5];
+        let s = TreeShape { k: 2, b: 2, m: 2 };
+        // 7 iterations of the whole tree (passes 2.0 + 2.5 + t_verify(7) = 16.0:
+        // 20.5 each), 2 cut to depth 1 (k 1 b 2: one 1-row pass, verify of 3 rows:
+        // 2.0 + 12.0 = 14.0), 1 without a draft (t_verify(1) + c_base = 10.5), and
+        // 40.0 of the loop's own: decode = 143.5 + 28.0 + 10.5 + 40.0 = 222.0.
+        let spec = crate::experiments::speculative::run::SpecStats {
+            draft_len_hist: vec![1, 2, 7],
+            decode_ns: 222,
+            ..Default::default()
+        };
+        let c = TreeOverhead::from_run(&t, &rows, &s, 0.7, &o, &spec).unwrap();
+        assert_eq!((c.shape, c.alpha), (s, 0.7));
+        assert!((c.iter_ns - 40.0 / 9.0).abs() < 1e-12, "{}", c.iter_ns);
+        // The model gives the run's time back: Σ iterations = decode.
+        let l = c.loop_terms(&o);
+        assert_eq!((l.draft_step_ns, l.base_ns), (0.0, 0.5));
+        let cut = TreeShape { k: 1, b: 2, m: 1 };
+        let back = 7.0 * iteration_ns(&t, &rows, &s, &l).unwrap()
+            + 2.0 * iteration_ns(&t, &rows, &cut, &l).unwrap()
+            + t.base_ns_at(&l).unwrap();
+        assert!((back - 222.0).abs() < 1e-9, "{back}");
+        let t2 = Timings {
+            tree_overheads: vec![
+                c,
+                TreeOverhead {
+                    alpha: 0.9,
+                    iter_ns: 9.0,
+                    ..c
+                },
+            ],
+            ..t.clone()
+        };
+        assert_eq!(t2.tree_overhead_at(&s, 0.75), Some(c));
+        assert_eq!(t2.tree_overhead_at(&s, 0.85).map(|x| x.iter_ns), Some(9.0));
+        assert_eq!(t2.tree_overhead_at(&cut, 0.7), None);
+        // No iteration with a draft: no term.
+        let plain = crate::experiments::speculative::run::SpecStats {
+            draft_len_hist: vec![4, 0, 0],
+            decode_ns: 42,
+            ..Default::default()
+        };
+        assert_eq!(TreeOverhead::from_run(&t, &rows, &s, 0.7, &o, &plain), None);
     }
 
     #[test]

@@ -38,6 +38,7 @@
 //! per iteration that placement gives.
 
 use super::drafter::{DraftCtx, KvSeq, ns_since};
+use super::row::{IterBreakdown, argmax_max};
 use super::run::{SpecConfig, SpecOutput, SpecSession, SpecStats};
 use super::sampling::uniform;
 use super::tree::{Tree, TreeShape, accept_greedy, accept_sampled, set_rank};
@@ -49,21 +50,78 @@ use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
 
 /// The `n` largest entries of `row`, largest first; among equal values the lower
-/// index first (as [`crate::measure::engine::argmax`] picks).
+/// index first (as [`crate::measure::engine::argmax`] picks); NaN is never one.
+///
+/// Cost: a lane-wise maximum per block of 256 entries ([`super::row::block_max`]);
+/// once `n` candidates are held, a block whose maximum does not beat the `n`-th is
+/// skipped, so a 152,064-entry row is one SIMD pass plus a few scalar blocks.
 pub fn top_n(row: &[f32], n: usize) -> Vec<TokenId> {
+    const BLOCK: usize = 256;
     let mut best: Vec<(f32, usize)> = Vec::with_capacity(n + 1);
-    for (i, &x) in row.iter().enumerate() {
-        if x.is_nan() || n == 0 {
+    if n == 0 {
+        return Vec::new();
+    }
+    for (bi, block) in row.chunks(BLOCK).enumerate() {
+        // `m <= floor` also skips an all-NaN block (m = −∞).
+        if best.len() == n && super::row::block_max(block) <= best[n - 1].0 {
             continue;
         }
-        if best.len() == n && x <= best[n - 1].0 {
-            continue;
+        for (j, &x) in block.iter().enumerate() {
+            if x.is_nan() || (best.len() == n && x <= best[n - 1].0) {
+                continue;
+            }
+            let at = best.iter().position(|&(v, _)| x > v).unwrap_or(best.len());
+            best.insert(at, (x, bi * BLOCK + j));
+            best.truncate(n);
         }
-        let at = best.iter().position(|&(v, _)| x > v).unwrap_or(best.len());
-        best.insert(at, (x, i));
-        best.truncate(n);
     }
     best.into_iter().map(|(_, i)| i as TokenId).collect()
+}
+
+/// The `b` children of the node whose path is `path` from `cands`, the draft's top
+/// `b + 1` tokens there, largest first: the first `b` of them, unless set acceptance
+/// (`pl`) applies at a node that follows the reference, where the reference's token
+/// is placed at rank [`set_rank`] among the draft's own other tokens (or left out).
+fn place(
+    pl: Option<&mut Placement>,
+    hist: &[TokenId],
+    path: &[TokenId],
+    mut cands: Vec<TokenId>,
+    b: usize,
+) -> Vec<TokenId> {
+    let Some(pl) = pl else {
+        cands.truncate(b);
+        return cands;
+    };
+    let at = hist.len() + path.len();
+    let follows = pl.reference.len() > at
+        && pl.reference.starts_with(hist)
+        && pl.reference[hist.len()..at] == *path;
+    if !follows {
+        cands.truncate(b);
+        return cands;
+    }
+    let want = pl.reference[at];
+    let mut kids: Vec<TokenId> = cands.into_iter().filter(|&t| t != want).take(b).collect();
+    let mut draws = 0u64;
+    let rank = {
+        let rng = &mut pl.rng;
+        let mut u = || {
+            draws += 1;
+            uniform(rng)
+        };
+        set_rank(pl.alpha, b, &mut u)
+    };
+    pl.draws += draws;
+    if let Some(r) = rank {
+        pl.hits += 1;
+        if r < kids.len() {
+            kids[r] = want;
+        } else {
+            kids.push(want);
+        }
+    }
+    kids
 }
 
 /// One tree proposal.
@@ -73,8 +131,10 @@ pub struct TreeDraft {
     pub tree: Tree,
     /// Draft-model forward passes it took.
     pub passes: u32,
-    /// Time in the draft model's forward passes, ns.
-    pub forward_ns: u64,
+    /// The drafter's parts ([`IterBreakdown`]'s draft fields: forward passes, logit
+    /// fetches, the top-`b` pick with the set-acceptance placement, and the leaf
+    /// sequences' copies and drops as its KV rollback).
+    pub times: IterBreakdown,
 }
 
 /// The set-acceptance placement of [`TreeDraftModel::with_set_acceptance`].
@@ -186,49 +246,33 @@ impl<E: Engine> TreeDraftModel<E> {
     }
 
     /// The children of the node whose path from the root is `path` (tokens), from
-    /// the draft's row there.
+    /// `cands`, the draft's top `b + 1` tokens there ([`place`]).
     fn children(
         &mut self,
         hist: &[TokenId],
         path: &[TokenId],
-        row: &[f32],
+        cands: Vec<TokenId>,
         b: usize,
     ) -> Vec<TokenId> {
-        let Some(pl) = self.placement.as_mut() else {
-            return top_n(row, b);
-        };
-        let at = hist.len() + path.len();
-        let follows = pl.reference.len() > at
-            && pl.reference.starts_with(hist)
-            && pl.reference[hist.len()..at] == *path;
-        if !follows {
-            return top_n(row, b);
-        }
-        let want = pl.reference[at];
-        let mut kids: Vec<TokenId> = top_n(row, b + 1)
-            .into_iter()
-            .filter(|&t| t != want)
-            .take(b)
-            .collect();
-        let mut draws = 0u64;
-        let rank = {
-            let rng = &mut pl.rng;
-            let mut u = || {
-                draws += 1;
-                uniform(rng)
-            };
-            set_rank(pl.alpha, b, &mut u)
-        };
-        pl.draws += draws;
-        if let Some(r) = rank {
-            pl.hits += 1;
-            if r < kids.len() {
-                kids[r] = want;
-            } else {
-                kids.push(want);
-            }
-        }
-        kids
+        place(self.placement.as_mut(), hist, path, cands, b)
+    }
+
+    /// The draft's top `b + 1` tokens in logit row `i` of its last pass (over the
+    /// shared vocabulary), read in place: fetch and pick timed into `t`.
+    fn candidates(
+        &mut self,
+        i: usize,
+        shared: usize,
+        b: usize,
+        t: &mut IterBreakdown,
+    ) -> Result<Vec<TokenId>, SpecError> {
+        let t0 = Instant::now();
+        let row = self.engine.logits(i)?;
+        let t1 = Instant::now();
+        let c = top_n(&row[..shared.min(row.len())], b + 1);
+        t.draft_fetch_ns += (t1 - t0).as_nanos() as u64;
+        t.draft_pick_ns += ns_since(t1);
+        Ok(c)
     }
 
     /// Grows a tree of `shape` after `hist`: a catch-up pass over the committed
@@ -250,18 +294,18 @@ impl<E: Engine> TreeDraftModel<E> {
         let t0 = Instant::now();
         d.passes += self.kv.feed(&mut self.engine, hist, &[], 1)?;
         self.engine.synchronize();
-        d.forward_ns += ns_since(t0);
+        d.times.draft_forward_ns += ns_since(t0);
         let n = hist.len();
         let n_leaves = shape.n_leaves();
         let widths = shape.level_widths();
         // Depth 1 from the catch-up's last row.
-        let row = self.engine.logits(0)?;
-        let shared = cx.n_shared.min(row.len());
-        let row = row[..shared].to_vec();
         let b1 = shape.branching_at(1);
-        for t in self.children(hist, &[], &row, b1) {
+        let cands = self.candidates(0, cx.n_shared, b1, &mut d.times)?;
+        let tp = Instant::now();
+        for t in self.children(hist, &[], cands, b1) {
             d.tree.push(None, t);
         }
+        d.times.draft_pick_ns += ns_since(tp);
         let full = |d: &TreeDraft, depth: usize| {
             d.tree.depth.iter().filter(|&&x| x == depth).count() == widths[depth - 1]
         };
@@ -272,9 +316,11 @@ impl<E: Engine> TreeDraftModel<E> {
             )));
         }
         if shape.k > 1 {
+            let tk = Instant::now();
             for l in 0..n_leaves {
                 self.engine.kv_copy(0, 1 + l as i32, n as u32)?;
             }
+            d.times.draft_rollback_ns += ns_since(tk);
         }
         for depth in 2..=shape.k {
             let parents: Vec<usize> = (0..d.tree.len())
@@ -298,15 +344,17 @@ impl<E: Engine> TreeDraftModel<E> {
             let t1 = Instant::now();
             self.engine.decode_seqs(&items)?;
             self.engine.synchronize();
-            d.forward_ns += ns_since(t1);
+            d.times.draft_forward_ns += ns_since(t1);
             d.passes += 1;
             let b = shape.branching_at(depth);
             for (j, &p) in parents.iter().enumerate() {
-                let row = self.engine.logits(j)?[..shared].to_vec();
+                let cands = self.candidates(j, cx.n_shared, b, &mut d.times)?;
+                let tp = Instant::now();
                 let path = d.tree.tokens_of(&d.tree.path_to(p));
-                for t in self.children(hist, &path, &row, b) {
+                for t in self.children(hist, &path, cands, b) {
                     d.tree.push(Some(p), t);
                 }
+                d.times.draft_pick_ns += ns_since(tp);
             }
             if !full(&d, depth) {
                 return Err(SpecError::Config(format!(
@@ -315,9 +363,11 @@ impl<E: Engine> TreeDraftModel<E> {
                 )));
             }
         }
+        let tk = Instant::now();
         for l in 0..n_leaves {
             self.engine.kv_truncate(1 + l as i32, 0)?;
         }
+        d.times.draft_rollback_ns += ns_since(tk);
         Ok(d)
     }
 }
@@ -447,6 +497,10 @@ impl SpecSession {
         let mut out = Vec::with_capacity(cfg.max_new);
         crate::util::epoch();
         let t1 = Instant::now();
+        let mut bd = IterBreakdown::default();
+        // Every span below starts where the last ended (one clock read between), so
+        // the parts sum to the decode clock (`IterBreakdown::coverage`).
+        let mut ts = Instant::now();
         while out.len() < cfg.max_new {
             if cfg.max_iterations > 0 && st.n_iterations >= cfg.max_iterations as u64 {
                 break;
@@ -454,6 +508,8 @@ impl SpecSession {
             let left = cfg.max_new - out.len() - 1;
             let n = hist.len();
             if n + parked + shape.n_nodes() + 1 > target.n_ctx() as usize {
+                let tk = Instant::now();
+                bd.other_ns += (tk - ts).as_nanos() as u64;
                 // The parked cells fill the context: start it again from the history,
                 // the prompt as it was prefilled and the generated tokens in passes
                 // of at most max_rows_per_pass rows, the shapes their cells were
@@ -469,10 +525,14 @@ impl SpecSession {
                     end = (end + self.max_rows_per_pass).min(n - 1);
                     self.kv.sync_prefix(target, &hist[..end])?;
                 }
+                target.synchronize();
+                ts = Instant::now();
+                bd.target_rollback_ns += (ts - tk).as_nanos() as u64;
             }
             self.kv.sync_prefix(target, &hist[..n - 1])?;
             let td = Instant::now();
-            let draft = if left > 0 {
+            bd.other_ns += (td - ts).as_nanos() as u64;
+            let mut draft = if left > 0 {
                 let s = TreeShape {
                     k: shape.k.min(left),
                     b: shape.b,
@@ -483,7 +543,14 @@ impl SpecSession {
                 TreeDraft::default()
             };
             let tv = Instant::now();
-            st.draft_ns += (tv - td).as_nanos() as u64;
+            let span = (tv - td).as_nanos() as u64;
+            st.draft_ns += span;
+            let dt = std::mem::take(&mut draft.times);
+            bd.draft_forward_ns += dt.draft_forward_ns;
+            bd.draft_fetch_ns += dt.draft_fetch_ns;
+            bd.draft_pick_ns += dt.draft_pick_ns;
+            bd.draft_rollback_ns += dt.draft_rollback_ns;
+            bd.draft_other_ns += span.saturating_sub(dt.draft_ns());
             let tree = &draft.tree;
             let leaves = tree.leaves();
             let n_leaves = leaves.len();
@@ -492,9 +559,12 @@ impl SpecSession {
                 .iter()
                 .map(|ls| ls.iter().map(|&l| 1 + l as i32).collect())
                 .collect();
+            let tki = Instant::now();
             for l in 0..n_leaves {
                 target.kv_copy(0, 1 + l as i32, (n - 1) as u32)?;
             }
+            let tb = Instant::now();
+            let mut kv_ns = (tb - tki).as_nanos() as u64;
             let all: Vec<i32> = (0..=n_leaves as i32).collect();
             let mut items = vec![SeqItem {
                 token: hist[n - 1],
@@ -510,9 +580,14 @@ impl SpecSession {
                     logits: true,
                 });
             }
+            let tf = Instant::now();
             target.decode_seqs(&items)?;
             target.synchronize();
+            let tr = Instant::now();
+            bd.verify_forward_ns += (tr - tf).as_nanos() as u64;
             st.n_target_passes += 1;
+            let (mut fetch, mut pick) = (0u64, 0u64);
+            let acc: u64;
             let outcome = if greedy {
                 // With a tie break (SpecSession::set_tie_break): a row whose path
                 // follows the reference takes the reference's next token where the
@@ -520,42 +595,59 @@ impl SpecSession {
                 let tie = self.tie.as_ref().filter(|t| t.reference.starts_with(&hist));
                 let mut am = Vec::with_capacity(items.len());
                 for i in 0..items.len() {
+                    let t0 = Instant::now();
                     let row = target.logits(i)?;
+                    let t1 = Instant::now();
                     let shared = n_shared.min(row.len());
-                    let mut t = crate::measure::engine::argmax(&row[..shared]);
-                    let path = if i == 0 {
-                        Vec::new()
-                    } else {
-                        tree.tokens_of(&tree.path_to(i - 1))
-                    };
-                    let want = tie.and_then(|tb| {
+                    let (mut t, _) = argmax_max(&row[..shared]);
+                    if let Some(tb) = tie {
+                        let path = if i == 0 {
+                            Vec::new()
+                        } else {
+                            tree.tokens_of(&tree.path_to(i - 1))
+                        };
                         let at = n + path.len();
-                        (tb.reference.len() > at && tb.reference[n..at] == path[..])
-                            .then(|| (tb.reference[at], tb.tolerance))
-                    });
-                    if let Some((r, tol)) = want {
-                        let gap = row[t as usize]
-                            - row.get(r as usize).copied().unwrap_or(f32::NEG_INFINITY);
-                        if r != t && (r as usize) < shared && gap <= tol {
-                            st.n_tie_breaks += 1;
-                            st.tie_gap_max = st.tie_gap_max.max(f64::from(gap));
-                            t = r;
+                        if tb.reference.len() > at && tb.reference[n..at] == path[..] {
+                            let r = tb.reference[at];
+                            let gap = row[t as usize]
+                                - row.get(r as usize).copied().unwrap_or(f32::NEG_INFINITY);
+                            if r != t && (r as usize) < shared && gap <= tb.tolerance {
+                                st.n_tie_breaks += 1;
+                                st.tie_gap_max = st.tie_gap_max.max(f64::from(gap));
+                                t = r;
+                            }
                         }
                     }
                     am.push(t);
+                    fetch += (t1 - t0).as_nanos() as u64;
+                    pick += ns_since(t1);
                 }
-                accept_greedy(tree, am[0], &am[1..])
+                let ta = Instant::now();
+                let o = accept_greedy(tree, am[0], &am[1..]);
+                acc = ns_since(ta);
+                o
             } else {
                 let mut p = Vec::with_capacity(items.len());
                 for i in 0..items.len() {
+                    let t0 = Instant::now();
                     let row = target.logits(i)?;
+                    let t1 = Instant::now();
                     p.push(cfg.sampling.distribution(&row[..n_shared.min(row.len())]));
+                    fetch += (t1 - t0).as_nanos() as u64;
+                    pick += ns_since(t1);
                 }
-                accept_sampled(tree, &p[0], &p[1..], &mut || uniform(&mut rng))
+                let ta = Instant::now();
+                let o = accept_sampled(tree, &p[0], &p[1..], &mut || uniform(&mut rng));
+                acc = ns_since(ta);
+                o
             };
+            bd.verify_fetch_ns += fetch;
+            bd.verify_pick_ns += pick;
+            bd.accept_ns += acc;
             // Sequence 0 keeps the root and the accepted path; the other nodes' cells
             // are parked, not freed, so the next token lands above every kept cell
             // (module docs, "KV cache").
+            let tko = Instant::now();
             let a = outcome.path.len();
             if let Some(&last) = outcome.path.last() {
                 let leaf = under[last][0];
@@ -565,11 +657,19 @@ impl SpecSession {
                 target.kv_park(1 + l as i32, park)?;
                 target.kv_truncate(1 + l as i32, 0)?;
             }
+            let tc = Instant::now();
+            kv_ns += (tc - tko).as_nanos() as u64;
+            bd.target_rollback_ns += kv_ns;
+            // The verify span's own work: the leaves' sequences, building the batch,
+            // and what ran between the picks and the acceptance.
+            bd.verify_other_ns += (tki - tv).as_nanos() as u64
+                + (tf - tb).as_nanos() as u64
+                + ((tko - tr).as_nanos() as u64).saturating_sub(fetch + pick + acc);
             parked += tree.len() - a;
             self.kv.cached.truncate(n - 1);
             self.kv.cached.push(hist[n - 1]);
             self.kv.cached.extend(tree.tokens_of(&outcome.path));
-            st.verify_ns += ns_since(tv);
+            st.verify_ns += (tc - tv).as_nanos() as u64;
             st.n_iterations += 1;
             st.n_drafted += tree.len() as u64;
             st.n_draft_iterations += (!tree.is_empty()) as u64;
@@ -595,12 +695,16 @@ impl SpecSession {
             st.n_rejections += (outcome.rejected && emitted > a) as u64;
             st.n_accepted += accepted as u64;
             st.accept_hist[accepted] += 1;
+            ts = tc;
             if done {
                 break;
             }
         }
         target.synchronize();
-        let span = crate::measure::sampler::session::TimedSpan::between(t1, Instant::now());
+        let te = Instant::now();
+        bd.other_ns += (te - ts).as_nanos() as u64;
+        st.breakdown = bd;
+        let span = crate::measure::sampler::session::TimedSpan::between(t1, te);
         st.decode_ns = span.len_ns();
         // Freeing the parked cells would leave holes below kept cells: the next
         // generation starts from an empty cache.
@@ -627,5 +731,40 @@ mod tests {
         assert_eq!(top_n(&row, 0), Vec::<TokenId>::new());
         assert_eq!(top_n(&row, 10).len(), 6, "NaN is never a candidate");
         assert_eq!(top_n(&[1.0, 1.0, 1.0], 2), vec![0, 1]);
+    }
+
+    /// The block-skipping scan against a full sort (value descending, index
+    /// ascending, NaN dropped) on rows long enough to span many 256-entry blocks,
+    /// with few distinct values (ties across blocks), NaN, ±∞ and −0.
+    #[test]
+    fn top_n_equals_a_full_sort_on_long_rows() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for trial in 0..300 {
+            let len = rng.random_range(1..3000usize);
+            let levels = rng.random_range(1..40u32);
+            let row: Vec<f32> = (0..len)
+                .map(|_| match rng.random_range(0..100u32) {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => f32::NEG_INFINITY,
+                    3 => -0.0,
+                    _ => rng.random_range(0..levels) as f32 - levels as f32 / 2.0,
+                })
+                .collect();
+            let mut all: Vec<(f32, usize)> = row
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, x)| !x.is_nan())
+                .map(|(i, x)| (x, i))
+                .collect();
+            // ±0 compare equal, as `>` treats them: the lower index first.
+            all.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)));
+            for n in [1usize, 2, 3, 5, 9] {
+                let want: Vec<TokenId> = all.iter().take(n).map(|&(_, i)| i as TokenId).collect();
+                assert_eq!(top_n(&row, n), want, "trial {trial}, n {n}, len {len}");
+            }
+        }
     }
 }

@@ -238,13 +238,8 @@ pub async fn synth_job(
         progress(SpecProgress::Bench {
             step: format!("set acceptance: cost-model times on {}", prompts2[0].id),
         });
-        let cal = synth::calibrate(
-            &mut p.target,
-            &mut drafter,
-            &prompts2[0],
-            &plan2,
-            super::super::run::DEFAULT_MAX_ROWS_PER_PASS,
-        )?;
+        let max_rows = super::super::run::max_rows_for(&p.target);
+        let cal = synth::calibrate(&mut p.target, &mut drafter, &prompts2[0], &plan2, max_rows)?;
         Ok((p, drafter, cal, progress))
     })
     .await??;
