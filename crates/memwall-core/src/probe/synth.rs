@@ -73,7 +73,7 @@ struct SplitMix(u64);
 
 impl SplitMix {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.0 = self.0.wrapping_add(GAMMA);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -86,6 +86,108 @@ impl SplitMix {
         }
     }
 }
+
+/// How a tensor's bytes are generated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fill {
+    /// Every f32 the same (norm weights 1, biases 0): no draws.
+    F32Const(f32),
+    /// f32 uniform in ±0.01: one draw per 4 bytes.
+    F32,
+    /// f16 of magnitude 2^-8…2^-6, random sign and mantissa: one draw per 2 bytes.
+    F16,
+    /// bf16 likewise.
+    Bf16,
+    /// Random bytes (quantized blocks, scales set after): one draw per 8 bytes.
+    Bytes,
+}
+
+impl Fill {
+    /// Bytes per draw (`None`: no draws).
+    fn stride(self) -> Option<usize> {
+        match self {
+            Fill::F32Const(_) => None,
+            Fill::F32 => Some(4),
+            Fill::F16 | Fill::Bf16 => Some(2),
+            Fill::Bytes => Some(8),
+        }
+    }
+
+    /// Fills `b` with draws from `rng` in order (`b.len()` a multiple of 4 for
+    /// f32, of 2 for f16/bf16; `Bytes` draws once per started 8 bytes).
+    fn fill(self, b: &mut [u8], rng: &mut SplitMix) {
+        match self {
+            Fill::F32Const(v) => {
+                for c in b.chunks_mut(4) {
+                    c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            Fill::F32 => {
+                for c in b.chunks_mut(4) {
+                    let v = ((rng.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.02;
+                    c.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+            Fill::F16 => {
+                for c in b.chunks_mut(2) {
+                    // sign | exponent 7..=9 (2^-8 … 2^-6) | random mantissa
+                    let r = rng.next();
+                    let bits = ((r & 1) << 15) | ((7 + (r >> 1) % 3) << 10) | ((r >> 8) & 0x3FF);
+                    c.copy_from_slice(&(bits as u16).to_le_bytes());
+                }
+            }
+            Fill::Bf16 => {
+                for c in b.chunks_mut(2) {
+                    let r = rng.next();
+                    let bits = ((r & 1) << 15) | ((119 + (r >> 1) % 3) << 7) | ((r >> 8) & 0x7F);
+                    c.copy_from_slice(&(bits as u16).to_le_bytes());
+                }
+            }
+            Fill::Bytes => rng.fill(b),
+        }
+    }
+}
+
+/// [`Fill::fill`] of each `unit`-byte piece of `b` in turn (the last may be shorter),
+/// on `threads` threads: each piece starts from the generator state the pieces
+/// before it leave (SplitMix's state after `n` draws is `state + n·γ`; a piece of
+/// random bytes draws once per started 8 bytes), so the bytes are those of one
+/// sequential pass, piece by piece; `rng` ends where that pass would leave it.
+fn fill_units(b: &mut [u8], unit: usize, kind: Fill, rng: &mut SplitMix, threads: usize) {
+    let Some(stride) = kind.stride() else {
+        kind.fill(b, rng);
+        return;
+    };
+    let pieces: Vec<&mut [u8]> = b.chunks_mut(unit.max(1)).collect();
+    let mut starts = Vec::with_capacity(pieces.len());
+    let mut state = rng.0;
+    for p in &pieces {
+        starts.push(state);
+        state = state.wrapping_add((p.len().div_ceil(stride) as u64).wrapping_mul(GAMMA));
+    }
+    let per = pieces.len().div_ceil(threads.max(1)).max(1);
+    let mut work: Vec<(u64, &mut [u8])> = starts.into_iter().zip(pieces).collect();
+    if threads <= 1 || work.len() <= 1 {
+        for (st, p) in work {
+            kind.fill(p, &mut SplitMix(st));
+        }
+    } else {
+        std::thread::scope(|sc| {
+            while !work.is_empty() {
+                let mine: Vec<(u64, &mut [u8])> = work.drain(..per.min(work.len())).collect();
+                sc.spawn(move || {
+                    for (st, p) in mine {
+                        kind.fill(p, &mut SplitMix(st));
+                    }
+                });
+            }
+        });
+    }
+    rng.0 = state;
+}
+
+/// SplitMix64's increment.
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// GGUF value type ids (gguf.md).
 mod vt {
@@ -205,8 +307,27 @@ pub fn write(
     name: &str,
     seed: u64,
     out: &Path,
+    progress: impl FnMut(u64, u64),
+) -> Result<ModelFacts, SynthError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    write_with_threads(shape, recipe, name, seed, out, threads, progress)
+}
+
+/// [`write`] with the weights generated on `threads` threads (the same bytes for
+/// any count).
+///
+/// # Errors
+/// As [`write`].
+pub fn write_with_threads(
+    shape: &ModelShape,
+    recipe: &Recipe,
+    name: &str,
+    seed: u64,
+    out: &Path,
+    threads: usize,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<ModelFacts, SynthError> {
+    let threads = threads.max(1);
     if recipe.mlx {
         return Err(SynthError::Unsupported(format!(
             "{} is an MLX format, not GGUF: synthesize a GGUF recipe (Q4_0 has the same 4.5 bits/weight)",
@@ -281,56 +402,36 @@ pub fn write(
     let total = header.file_bytes.0;
     let mut rng = SplitMix(seed ^ 0x6D65_6D77_616C_6C21);
     let mut written = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
+    // Weights are generated in units of whole blocks ≤ 1 MiB; with threads, 64 units
+    // at a time, spread over them (fill_units: the same bytes as one thread).
+    const UNIT: u64 = 1 << 20;
+    let group: u64 = if threads > 1 { 64 } else { 1 };
+    let mut buf = vec![0u8; (UNIT * group) as usize];
     for t in &header.tensors {
         let traits = t.ggml_type.traits().expect("header types are known");
         let (blck, bsize) = (traits.block_size, traits.type_size);
         let n_bytes = t.n_bytes().0;
         let scales = scale_offsets(t.ggml_type);
-        let is_norm = t.name.contains("_norm.weight");
-        let is_bias = t.name.ends_with(".bias");
+        let kind = match (t.ggml_type.0, blck) {
+            (0, _) if t.name.contains("_norm.weight") => Fill::F32Const(1.0),
+            (0, _) if t.name.ends_with(".bias") => Fill::F32Const(0.0),
+            (0, _) => Fill::F32,
+            (1, _) => Fill::F16,
+            (30, _) => Fill::Bf16,
+            _ => Fill::Bytes,
+        };
         let mut left = n_bytes;
         while left > 0 {
-            // Whole blocks per chunk.
-            let chunk = (buf.len() as u64 / bsize * bsize).min(left) as usize;
+            // Whole blocks per unit.
+            let unit = UNIT / bsize * bsize;
+            let chunk = (unit * group).min(left) as usize;
             let b = &mut buf[..chunk];
-            match (t.ggml_type.0, blck) {
-                (0, _) => {
-                    for c in b.chunks_mut(4) {
-                        let v = if is_norm {
-                            1.0f32
-                        } else if is_bias {
-                            0.0
-                        } else {
-                            ((rng.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.02
-                        };
-                        c.copy_from_slice(&v.to_le_bytes());
-                    }
-                }
-                (1, _) => {
-                    for c in b.chunks_mut(2) {
-                        // sign | exponent 7..=9 (2^-8 … 2^-6) | random mantissa
-                        let r = rng.next();
-                        let bits =
-                            ((r & 1) << 15) | ((7 + (r >> 1) % 3) << 10) | ((r >> 8) & 0x3FF);
-                        c.copy_from_slice(&(bits as u16).to_le_bytes());
-                    }
-                }
-                (30, _) => {
-                    for c in b.chunks_mut(2) {
-                        let r = rng.next();
-                        let bits =
-                            ((r & 1) << 15) | ((119 + (r >> 1) % 3) << 7) | ((r >> 8) & 0x7F);
-                        c.copy_from_slice(&(bits as u16).to_le_bytes());
-                    }
-                }
-                _ => {
-                    rng.fill(b);
-                    let offs = scales.expect("checked above");
-                    for blk in b.chunks_mut(bsize as usize) {
-                        for &o in offs {
-                            blk[o..o + 2].copy_from_slice(&BLOCK_SCALE_F16.to_le_bytes());
-                        }
+            fill_units(b, unit as usize, kind, &mut rng, threads);
+            if kind == Fill::Bytes {
+                let offs = scales.expect("checked above");
+                for blk in b.chunks_mut(bsize as usize) {
+                    for &o in offs {
+                        blk[o..o + 2].copy_from_slice(&BLOCK_SCALE_F16.to_le_bytes());
                     }
                 }
             }
@@ -421,6 +522,28 @@ mod tests {
         assert_eq!(t.ggml_type.name(), "Q4_K");
         let o = (g.data_offset + t.offset) as usize;
         assert_eq!(&ba[o..o + 4], &[0x00, 0x08, 0x00, 0x08]);
+    }
+
+    /// Weights generated on several threads are the bytes of one thread, for every
+    /// type the recipes use (f32 norms and biases, f16, bf16, quantized blocks), with
+    /// tensors larger than one thread's share.
+    #[test]
+    fn threads_write_the_bytes_of_one_thread() {
+        let d = tempfile::tempdir().unwrap();
+        let mut shape = tiny();
+        shape.n_vocab = 70_000;
+        for q in ["F16", "BF16", "Q4_K_M", "Q8_0"] {
+            let r = Recipe::parse(q).unwrap();
+            let (a, b) = (d.path().join("a.gguf"), d.path().join("b.gguf"));
+            write_with_threads(&shape, &r, "t", 7, &a, 1, |_, _| {}).unwrap();
+            write_with_threads(&shape, &r, "t", 7, &b, 5, |_, _| {}).unwrap();
+            let (ba, bb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+            assert_eq!(ba.len(), bb.len(), "{q}");
+            assert!(
+                ba == bb,
+                "{q}: the 5-thread file differs from the 1-thread one"
+            );
+        }
     }
 
     #[test]
