@@ -17,7 +17,8 @@
 #          spec-prompts.jsonl), memwall spec bench --synth-acceptance SPEC_ALPHAS with
 #          the cost model's best k of SPEC_KS per α (target-only tg, verify-cost times
 #          and predictions stored before the timed runs), then the peer: llama-server
-#          --spec-synth-rates at the same α and k (spec_peer.py) when it was built;
+#          --spec-synth-rates at the same α and k (spec_peer.py) when it was built
+#          (SPEC_PEER=0: neither built nor run);
 #   multi  several GPUs (docs/gpus.md): each card's STREAM and the pairwise peer copies
 #          (memwall stream --gpu --peer), then per model in MULTI_MODELS and split mode in
 #          SPLIT_MODES memwall bench and llama-bench alternating over every GPU (tensor
@@ -67,7 +68,8 @@ else
   VERIFY_MODELS=${VERIFY_MODELS:-qwen2.5-7b:F16}; VERIFY_P=${VERIFY_P:-1,2,3,5,9,17}
   CALC_MODELS=${CALC_MODELS:-qwen2.5-7b:F16 qwen2.5-14b:F16 qwen2.5-7b:Q4_K_M}; gpu=--gpu
   srv="$work/build/bin/llama-server"
-  # k ≤ 6 keeps the verify pass (k + 1 rows) in one pass of ≤ 7 rows; 8 takes two.
+  # With layers on CUDA a verify pass holds up to the target's batch (max_rows_for):
+  # k = 8 and trees of more than 6 nodes verify in one pass.
   SPEC_TARGETS=${SPEC_TARGETS:-qwen2.5-14b:F16 qwen2.5-7b:F16}; SPEC_DRAFT=${SPEC_DRAFT:-qwen2.5-0.5b:F16}
   SPEC_ALPHAS=${SPEC_ALPHAS:-0.5,0.7,0.9}; SPEC_KS=${SPEC_KS:-1,2,3,4,5,6,8}; SPEC_N=${SPEC_N:-64}; SPEC_REPS=${SPEC_REPS:-3}
   # Random weights leave near-tied top logits; CUDA sums a k + 1-row verify pass in
@@ -121,8 +123,10 @@ for step in $steps; do
       say "build: done"
     fi
     # The spec step's peer: llama-server, only when the bundled tree has its sources
-    # (a failed server build leaves the rest of the pass as it was).
-    if [ -x "$srv" ]; then say "build: llama-server reused"
+    # (a failed server build leaves the rest of the pass as it was); SPEC_PEER=0: not
+    # built (a call short of time: the spec step then runs memwall alone).
+    if [ "${SPEC_PEER:-1}" = 0 ]; then say "build: llama-server not built (SPEC_PEER=0)"
+    elif [ -x "$srv" ]; then say "build: llama-server reused"
     elif [ -f "$work/src/tools/server/CMakeLists.txt" ]; then
       # No web UI: nothing to download (the machine has no network) and none needed.
       if cmake -S "$work/src" -B "$work/build" -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
@@ -223,7 +227,8 @@ t = open(sys.argv[1]).read()
 rows, _ = json.JSONDecoder().raw_decode(t[0 if t.startswith("[") else t.index("\n[") + 1:])
 r = [x for x in rows if x["k"] > 0 and not x["drafter_key"].startswith("tree ")]
 print(",".join(str(x["k"]) for x in r)); print(",".join(repr(x["alpha_set"]) for x in r))' "$work/json/spec-mw-$m$sfx.json") || continue
-        if [ -x "$srv" ]; then
+        if [ "${SPEC_PEER:-1}" = 0 ]; then say "spec $m: peer not run (SPEC_PEER=0)"
+        elif [ -x "$srv" ]; then
           time_left || { say "spec $m: peer skipped (time)"; continue; }
           say "spec: $m peer llama-server --spec-synth-rates, k $(echo "$ks" | head -1)${sfx:+ (round $sr)}"
           run python3 "$root/scripts/gpu-bundle/spec_peer.py" --server "$srv" --target "$f" --draft "$dfile" \

@@ -366,10 +366,11 @@ pub fn calibrate<T: Engine, D: Engine>(
     drafter.invalidate();
     if !plan.trees.is_empty() {
         // The draft's pass time by width: a tree level's parents in one pass.
+        // And the catch-up: a + 1 rows after a path of a ≤ k accepted nodes.
         let max_w = plan
             .trees
             .iter()
-            .flat_map(|t| t.draft_pass_widths())
+            .flat_map(|t| t.draft_pass_widths().into_iter().chain([t.k + 1]))
             .max()
             .unwrap_or(1);
         let max_b = plan.trees.iter().map(|t| t.b).max().unwrap_or(1);
@@ -984,7 +985,7 @@ pub fn calibration_md(cal: &SynthCalibration) -> String {
         }
     }
     if !t.draft_rows_ns.is_empty() {
-        s.push_str("\nTree drafts: one draft pass over w rows (a tree level's parents), top tokens of each taken:\n\n| w | draft pass ms |\n|---|---|\n");
+        s.push_str("\nTree drafts: one draft pass over w rows (a tree level's parents; the catch-up of a + 1 rows after a path of a accepted nodes), top tokens of each taken:\n\n| w | draft pass ms |\n|---|---|\n");
         for (i, v) in t.draft_rows_ns.iter().enumerate() {
             s.push_str(&format!("| {} | {:.3} |\n", i + 1, v / 1e6));
         }

@@ -435,11 +435,14 @@ pub struct TreeOverhead {
 
 impl TreeOverhead {
     /// `c_tree` from a run of the tree loop (`spec`) against the timed passes:
-    /// `(decode_ns − Σ_{d ≥ 1} h[d] · P(shape cut to depth d) − h[0] · (t_verify(1) +
-    /// c_base)) ÷ Σ_{d ≥ 1} h[d]`, `h` the run's histogram of tree depths (the loop
-    /// cuts the last iterations' trees short), `P` the timed passes of a shape
-    /// ([`iteration_ns`] with no loop terms), `c_base` from `o`. With it,
-    /// [`iteration_ns`] summed over the run's iterations is its decode time again.
+    /// `(decode_ns − Σ_{d ≥ 1} h[d] · P(shape cut to depth d) − Σ_a A[a] ·
+    /// draft_rows_ns[a] − h[0] · (t_verify(1) + c_base)) ÷ Σ_{d ≥ 1} h[d]`, `h` the
+    /// run's histogram of tree depths (the loop cuts the last iterations' trees
+    /// short), `P` the timed passes of a shape after its catch-up ([`iteration_ns`]
+    /// with no loop terms, less its first pass), `A` the histogram of accepted path
+    /// lengths (a catch-up of `a + 1` rows follows each; the run's first catch-up, one
+    /// row, stands in for the one its last iteration never runs), `c_base` from `o`.
+    /// With it, the model summed over the run's iterations is its decode time again.
     /// `None` when no iteration had a draft or a shape is beyond the timings.
     pub fn from_run(
         t: &Timings,
@@ -464,8 +467,14 @@ impl TreeOverhead {
                     b: shape.b,
                     m: shape.m.min(d),
                 };
-                passes += n as f64 * iteration_ns(t, draft_rows_ns, &cut, &none)?;
+                passes += n as f64
+                    * (iteration_ns(t, draft_rows_ns, &cut, &none)? - draft_rows_ns.first()?);
                 with_draft += n as f64;
+            }
+        }
+        for (a, &n) in spec.accept_hist.iter().enumerate() {
+            if n > 0 {
+                passes += n as f64 * draft_rows_ns.get(a)?;
             }
         }
         (with_draft > 0.0).then(|| TreeOverhead {
@@ -498,9 +507,44 @@ impl Timings {
     }
 }
 
+/// The accepted path's length `a` under set acceptance `alpha`: `P(a)` for
+/// `a = 0..=k`, from `P(a ≥ d) = Π_{j ≤ d} (1 − (1 − α)^{b_j})` (as
+/// [`expected_tokens`]: `Σ_a P(a) · (a + 1)` is its value).
+pub fn accepted_len_probs(shape: &TreeShape, alpha: f64) -> Vec<f64> {
+    let a = alpha.clamp(0.0, 1.0);
+    let mut reach = vec![1.0];
+    for d in 1..=shape.k {
+        let r = reach[d - 1] * (1.0 - (1.0 - a).powi(shape.branching_at(d) as i32));
+        reach.push(r);
+    }
+    reach.push(0.0);
+    (0..=shape.k).map(|i| reach[i] - reach[i + 1]).collect()
+}
+
+/// `T_iter` of a tree at set acceptance `alpha`, ns: [`iteration_ns`] with its first
+/// draft pass (one row) replaced by the catch-up pass that really runs there: after
+/// an iteration that accepted a path of `a` nodes, the draft feeds those `a` tokens
+/// and the target's next one in one pass of `a + 1` rows (the tree's nodes lived in
+/// the leaves' sequences, which are dropped), expected cost
+/// `Σ_a P(a) · draft_rows_ns[a]` ([`accepted_len_probs`]). `None` where the timings
+/// do not reach `k + 1` rows, the shape's widths or its verify rows.
+pub fn iteration_ns_at(
+    t: &Timings,
+    draft_rows_ns: &[f64],
+    shape: &TreeShape,
+    alpha: f64,
+    o: &LoopOverhead,
+) -> Option<f64> {
+    let mut catch_up = 0.0;
+    for (a, p) in accepted_len_probs(shape, alpha).into_iter().enumerate() {
+        catch_up += p * draft_rows_ns.get(a)?;
+    }
+    Some(iteration_ns(t, draft_rows_ns, shape, o)? - draft_rows_ns.first()? + catch_up)
+}
+
 /// Predicted speedup of `shape` over target-only decoding in the loop at set
 /// acceptance `alpha`: `E[tokens] · (t_verify(1) + c_base) ÷ T_iter`
-/// ([`expected_tokens`], [`iteration_ns`]).
+/// ([`expected_tokens`], [`iteration_ns_at`]).
 pub fn predicted_speedup(
     t: &Timings,
     draft_rows_ns: &[f64],
@@ -510,7 +554,7 @@ pub fn predicted_speedup(
 ) -> Option<f64> {
     Some(
         expected_tokens(shape, alpha) * t.base_ns_at(o)?
-            / iteration_ns(t, draft_rows_ns, shape, o)?,
+            / iteration_ns_at(t, draft_rows_ns, shape, alpha, o)?,
     )
 }
 
@@ -808,6 +852,9 @@ mod tests {
             tree_overheads: Vec::new(),
         };
         let rows = [2.0, 2.5, 3.0, 3.5];
+        // Draft passes that cost t_draft at any width: the catch-up is one draft step
+        // whatever its length, and a chain is the chain's model.
+        let flat = [2.0; 9];
         for k in 1..=6 {
             let chain = TreeShape::chain(k);
             assert_eq!(
@@ -815,7 +862,7 @@ mod tests {
                 t.iteration_ns_at(k, &o),
                 "k = {k}"
             );
-            let a = predicted_speedup(&t, &rows, &chain, 0.7, &o).unwrap();
+            let a = predicted_speedup(&t, &flat, &chain, 0.7, &o).unwrap();
             let b = cost::predicted_speedup(&t, 0.7, k).unwrap();
             assert!((a - b).abs() < 1e-12, "k = {k}: {a} vs {b}");
         }
@@ -823,8 +870,25 @@ mod tests {
         let s = TreeShape { k: 2, b: 2, m: 2 };
         let want = 1.5 + 16.0 + (2.0 + 0.25) + (2.5 + 0.25);
         assert_eq!(iteration_ns(&t, &rows, &s, &o), Some(want));
+        // At α = 0.5 a node continues with 1 − 0.5² = 0.75: P(a) = 0.25, 0.1875,
+        // 0.5625, and the catch-up of a + 1 rows costs 0.25·2.0 + 0.1875·2.5 +
+        // 0.5625·3.0 = 2.65625 in place of the 1-row pass's 2.0.
+        let p = accepted_len_probs(&s, 0.5);
+        assert!(
+            (p[0] - 0.25).abs() < 1e-15
+                && (p[1] - 0.1875).abs() < 1e-15
+                && (p[2] - 0.5625).abs() < 1e-15,
+            "{p:?}"
+        );
+        let at = want - 2.0 + 2.65625;
+        assert_eq!(iteration_ns_at(&t, &rows, &s, 0.5, &o), Some(at));
         let sp = predicted_speedup(&t, &rows, &s, 0.5, &o).unwrap();
-        assert!((sp - 2.3125 * 10.5 / want).abs() < 1e-12, "{sp}");
+        assert!((sp - 2.3125 * 10.5 / at).abs() < 1e-12, "{sp}");
+        // Σ P(a) (a + 1) = E[tokens].
+        let e: f64 = p.iter().enumerate().map(|(a, q)| q * (a + 1) as f64).sum();
+        assert!((e - expected_tokens(&s, 0.5)).abs() < 1e-12);
+        // The catch-up needs k + 1 rows timed.
+        assert_eq!(iteration_ns_at(&t, &rows[..2], &s, 0.5, &o), None);
         // Beyond the timed rows or widths: no prediction.
         assert_eq!(
             iteration_ns(&t, &rows, &TreeShape { k: 3, b: 2, m: 2 }, &o),
@@ -850,15 +914,18 @@ mod tests {
             draft_rows_ns: Vec::new(),
             tree_overheads: Vec::new(),
         };
-        let rows = [2.0, 2.5];
+        let rows = [2.0, 2.5, 3.0];
         let s = TreeShape { k: 2, b: 2, m: 2 };
-        // 7 iterations of the whole tree (passes 2.0 + 2.5 + t_verify(7) = 16.0:
-        // 20.5 each), 2 cut to depth 1 (k 1 b 2: one 1-row pass, verify of 3 rows:
-        // 2.0 + 12.0 = 14.0), 1 without a draft (t_verify(1) + c_base = 10.5), and
-        // 40.0 of the loop's own: decode = 143.5 + 28.0 + 10.5 + 40.0 = 222.0.
+        // 7 iterations of the whole tree (after its catch-up: a 2-row pass 2.5 and
+        // t_verify(7) = 16.0, 18.5 each), 2 cut to depth 1 (k 1 b 2: the catch-up only,
+        // and a verify of 3 rows, 12.0), 1 without a draft (t_verify(1) + c_base =
+        // 10.5); catch-ups after 3, 4 and 3 iterations that accepted 0, 1 and 2 nodes
+        // (1, 2 and 3 rows: 3·2.0 + 4·2.5 + 3·3.0 = 25.0); and 40.0 of the loop's own:
+        // decode = 129.5 + 24.0 + 10.5 + 25.0 + 40.0 = 229.0.
         let spec = crate::experiments::speculative::run::SpecStats {
             draft_len_hist: vec![1, 2, 7],
-            decode_ns: 222,
+            accept_hist: vec![3, 4, 3],
+            decode_ns: 229,
             ..Default::default()
         };
         let c = TreeOverhead::from_run(&t, &rows, &s, 0.7, &o, &spec).unwrap();
@@ -868,10 +935,11 @@ mod tests {
         let l = c.loop_terms(&o);
         assert_eq!((l.draft_step_ns, l.base_ns), (0.0, 0.5));
         let cut = TreeShape { k: 1, b: 2, m: 1 };
-        let back = 7.0 * iteration_ns(&t, &rows, &s, &l).unwrap()
-            + 2.0 * iteration_ns(&t, &rows, &cut, &l).unwrap()
-            + t.base_ns_at(&l).unwrap();
-        assert!((back - 222.0).abs() < 1e-9, "{back}");
+        let back = 7.0 * (iteration_ns(&t, &rows, &s, &l).unwrap() - 2.0)
+            + 2.0 * (iteration_ns(&t, &rows, &cut, &l).unwrap() - 2.0)
+            + t.base_ns_at(&l).unwrap()
+            + 25.0;
+        assert!((back - 229.0).abs() < 1e-9, "{back}");
         let t2 = Timings {
             tree_overheads: vec![
                 c,
@@ -889,6 +957,7 @@ mod tests {
         // No iteration with a draft: no term.
         let plain = crate::experiments::speculative::run::SpecStats {
             draft_len_hist: vec![4, 0, 0],
+            accept_hist: vec![4, 0, 0],
             decode_ns: 42,
             ..Default::default()
         };
