@@ -635,7 +635,7 @@ fn the_set_acceptance_bench_measures_a_tree_beside_a_chain() {
     let c = t
         .tree_overheads
         .iter()
-        .find(|o| o.shape == shape && o.alpha == 0.7)
+        .find(|o| o.shape == shape.label() && o.alpha == 0.7)
         .expect("the tree's calibration run");
     let o = t.overhead_at(Some(0.7));
     let reach = 1.0 - 0.3f64 * 0.3;

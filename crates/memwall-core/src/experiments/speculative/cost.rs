@@ -103,6 +103,24 @@ impl LoopOverhead {
     }
 }
 
+/// A tree shape's own loop cost, from an untimed run of the tree loop on the
+/// calibration prompt before any timed run (`TreeOverhead::from_run`, in tree.rs with
+/// the rest of the tree model): what an iteration costs beyond its timed passes (the
+/// draft's catch-up and passes by width, the `nodes + 1`-row verify). It holds what the chain's `c_iter` and `δ_step` hold
+/// for a chain, and what only a tree does: the leaves' sequence copies and parking,
+/// the compaction re-prefills, and a pass over several sequences costing more than
+/// the one-sequence pass the timings measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreeOverhead {
+    /// The shape of the calibration run, by its label (`k3 b2 m1`, as
+    /// `TreeShape::label` writes it).
+    pub shape: String,
+    /// Its set acceptance rate.
+    pub alpha: f64,
+    /// `c_tree`: time per iteration with a draft beyond its timed passes, ns.
+    pub iter_ns: f64,
+}
+
 /// Measured times of the pieces of an iteration, ns (medians of repetitions).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
@@ -124,10 +142,10 @@ pub struct Timings {
     #[serde(default)]
     pub draft_rows_ns: Vec<f64>,
     /// Tree drafts: each shape's own loop cost per iteration, one per calibration run
-    /// ([`super::tree::TreeOverhead`]; empty without trees, and in timings stored
+    /// ([`TreeOverhead`]; empty without trees, and in timings stored
     /// before it was kept).
     #[serde(default)]
-    pub tree_overheads: Vec<super::tree::TreeOverhead>,
+    pub tree_overheads: Vec<TreeOverhead>,
 }
 
 impl Timings {

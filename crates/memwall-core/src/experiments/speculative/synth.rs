@@ -26,6 +26,7 @@
 //! draft's cost, not how well a draft model predicts its target.
 
 use super::bench::{self, CategoryInput};
+use super::cost::TreeOverhead;
 use super::cost::{self, LoopOverhead, Timings};
 use super::drafter::{Draft, DraftCtx, Drafter, KvSeq, NoDraft};
 use super::gate::{TokenizedPrompt, tree_key, tree_of_key};
@@ -35,7 +36,6 @@ pub use super::record::{
 use super::row::argmax_max;
 use super::run::{IterBreakdown, SpecConfig, SpecSession, SpecStats, TieBreak};
 use super::sampling::uniform;
-use super::tree::TreeOverhead;
 use super::tree::{self, TreeShape};
 use super::tree_loop::{TreeDraftModel, measure_draft_rows};
 use super::verify::QDist;
@@ -996,7 +996,7 @@ pub fn calibration_md(cal: &SynthCalibration) -> String {
             s.push_str(&format!(
                 "| α={} tree {} | {:.3} |\n",
                 o.alpha,
-                o.shape.label(),
+                o.shape,
                 o.iter_ns / 1e6
             ));
         }

@@ -34,7 +34,7 @@
 //! the cost model of [`super::cost`] for a tree, with the loop's measured terms.
 
 use super::K_MAX;
-use super::cost::{LoopOverhead, Timings};
+use super::cost::{LoopOverhead, Timings, TreeOverhead};
 use super::sampling::sample_with;
 use crate::measure::engine::TokenId;
 use serde::{Deserialize, Serialize};
@@ -416,23 +416,6 @@ pub fn iteration_ns(
     Some(ns)
 }
 
-/// A tree shape's own loop cost, from an untimed run of the tree loop on the
-/// calibration prompt before any timed run ([`TreeOverhead::from_run`]): what an
-/// iteration costs beyond its timed passes (the draft's passes by width, the
-/// `nodes + 1`-row verify). It holds what the chain's `c_iter` and `δ_step` hold
-/// for a chain, and what only a tree does: the leaves' sequence copies and parking,
-/// the compaction re-prefills, and a pass over several sequences costing more than
-/// the one-sequence pass the timings measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct TreeOverhead {
-    /// The shape of the calibration run.
-    pub shape: TreeShape,
-    /// Its set acceptance rate.
-    pub alpha: f64,
-    /// `c_tree`: time per iteration with a draft beyond its timed passes, ns.
-    pub iter_ns: f64,
-}
-
 impl TreeOverhead {
     /// `c_tree` from a run of the tree loop (`spec`) against the timed passes:
     /// `(decode_ns − Σ_{d ≥ 1} h[d] · P(shape cut to depth d) − Σ_a A[a] ·
@@ -478,7 +461,7 @@ impl TreeOverhead {
             }
         }
         (with_draft > 0.0).then(|| TreeOverhead {
-            shape: *shape,
+            shape: shape.label(),
             alpha,
             iter_ns: (spec.decode_ns as f64 - passes) / with_draft,
         })
@@ -499,11 +482,12 @@ impl Timings {
     /// The tree overhead measured for `shape` at the set rate nearest `alpha`
     /// (`None` when that shape has none).
     pub fn tree_overhead_at(&self, shape: &TreeShape, alpha: f64) -> Option<TreeOverhead> {
+        let label = shape.label();
         self.tree_overheads
             .iter()
-            .filter(|o| o.shape == *shape)
+            .filter(|o| o.shape == label)
             .min_by(|a, b| (a.alpha - alpha).abs().total_cmp(&(b.alpha - alpha).abs()))
-            .copied()
+            .cloned()
     }
 }
 
@@ -929,7 +913,7 @@ mod tests {
             ..Default::default()
         };
         let c = TreeOverhead::from_run(&t, &rows, &s, 0.7, &o, &spec).unwrap();
-        assert_eq!((c.shape, c.alpha), (s, 0.7));
+        assert_eq!((c.shape.as_str(), c.alpha), ("k2 b2 m2", 0.7));
         assert!((c.iter_ns - 40.0 / 9.0).abs() < 1e-12, "{}", c.iter_ns);
         // The model gives the run's time back: Σ iterations = decode.
         let l = c.loop_terms(&o);
@@ -942,11 +926,11 @@ mod tests {
         assert!((back - 229.0).abs() < 1e-9, "{back}");
         let t2 = Timings {
             tree_overheads: vec![
-                c,
+                c.clone(),
                 TreeOverhead {
                     alpha: 0.9,
                     iter_ns: 9.0,
-                    ..c
+                    ..c.clone()
                 },
             ],
             ..t.clone()
