@@ -173,6 +173,16 @@ impl IterBreakdown {
     pub fn coverage(&self, decode_ns: u64) -> Option<f64> {
         (decode_ns > 0 && self.sum_ns() > 0).then(|| self.sum_ns() as f64 / decode_ns as f64)
     }
+    /// Adds a drafter's parts (`dt`'s draft fields) from a proposal that took
+    /// `span_ns` in all; the rest of the span is the drafter's own bookkeeping
+    /// (`draft_other_ns`).
+    pub fn add_draft(&mut self, dt: &IterBreakdown, span_ns: u64) {
+        self.draft_forward_ns += dt.draft_forward_ns;
+        self.draft_fetch_ns += dt.draft_fetch_ns;
+        self.draft_pick_ns += dt.draft_pick_ns;
+        self.draft_rollback_ns += dt.draft_rollback_ns;
+        self.draft_other_ns += span_ns.saturating_sub(dt.draft_ns());
+    }
     /// Adds another breakdown part by part.
     pub fn add(&mut self, o: &IterBreakdown) {
         self.draft_forward_ns += o.draft_forward_ns;

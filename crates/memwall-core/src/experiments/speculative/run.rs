@@ -374,12 +374,7 @@ impl SpecSession {
             let tv = Instant::now();
             let span = (tv - td).as_nanos() as u64;
             st.draft_ns += span;
-            let dt = std::mem::take(&mut draft.times);
-            bd.draft_forward_ns += dt.draft_forward_ns;
-            bd.draft_fetch_ns += dt.draft_fetch_ns;
-            bd.draft_pick_ns += dt.draft_pick_ns;
-            bd.draft_rollback_ns += dt.draft_rollback_ns;
-            bd.draft_other_ns += span.saturating_sub(dt.draft_ns());
+            bd.add_draft(&std::mem::take(&mut draft.times), span);
             if draft.tokens.len() > k {
                 return Err(SpecError::Config(format!(
                     "drafter {} proposed {} tokens when asked for at most {k}",

@@ -818,8 +818,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_trees_cost_is_the_chains_for_one_branch_and_adds_up_by_hand() {
+    /// Loop terms and timings by hand: c_iter 1.5, δ_step 0.25, c_base 0.5;
+    /// t_verify(j) = 9 + j for j = 1…7, t_draft 2.0.
+    fn hand_timings() -> (LoopOverhead, Timings) {
         let o = LoopOverhead {
             alpha: Some(0.7),
             k: 3,
@@ -835,6 +836,12 @@ mod tests {
             draft_rows_ns: Vec::new(),
             tree_overheads: Vec::new(),
         };
+        (o, t)
+    }
+
+    #[test]
+    fn the_trees_cost_is_the_chains_for_one_branch_and_adds_up_by_hand() {
+        let (o, t) = hand_timings();
         let rows = [2.0, 2.5, 3.0, 3.5];
         // Draft passes that cost t_draft at any width: the catch-up is one draft step
         // whatever its length, and a chain is the chain's model.
@@ -883,21 +890,7 @@ mod tests {
 
     #[test]
     fn a_trees_own_loop_cost_gives_its_calibration_runs_time_back() {
-        let o = LoopOverhead {
-            alpha: Some(0.7),
-            k: 3,
-            iter_ns: 1.5,
-            draft_step_ns: 0.25,
-            base_ns: 0.5,
-        };
-        let t = Timings {
-            t_verify_ns: vec![10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0],
-            t_draft_ns: 2.0,
-            depth: 0,
-            overheads: vec![o],
-            draft_rows_ns: Vec::new(),
-            tree_overheads: Vec::new(),
-        };
+        let (o, t) = hand_timings();
         let rows = [2.0, 2.5, 3.0];
         let s = TreeShape { k: 2, b: 2, m: 2 };
         // 7 iterations of the whole tree (after its catch-up: a 2-row pass 2.5 and

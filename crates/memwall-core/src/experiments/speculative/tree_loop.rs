@@ -545,12 +545,7 @@ impl SpecSession {
             let tv = Instant::now();
             let span = (tv - td).as_nanos() as u64;
             st.draft_ns += span;
-            let dt = std::mem::take(&mut draft.times);
-            bd.draft_forward_ns += dt.draft_forward_ns;
-            bd.draft_fetch_ns += dt.draft_fetch_ns;
-            bd.draft_pick_ns += dt.draft_pick_ns;
-            bd.draft_rollback_ns += dt.draft_rollback_ns;
-            bd.draft_other_ns += span.saturating_sub(dt.draft_ns());
+            bd.add_draft(&std::mem::take(&mut draft.times), span);
             let tree = &draft.tree;
             let leaves = tree.leaves();
             let n_leaves = leaves.len();
